@@ -1,0 +1,870 @@
+#include "prfaas/runtime/config.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <string_view>
+
+namespace prfaas {
+
+// -- config_error ------------------------------------------------------------------------------
+
+namespace {
+
+std::string join_message(const std::string& source, const std::string& path,
+                         const std::string& reason) {
+  std::string out;
+  for (const std::string* part : {&source, &path}) {
+    if (!part->empty()) {
+      out += *part;
+      out += ": ";
+    }
+  }
+  return out + reason;
+}
+
+} // namespace
+
+config_error::config_error(std::string path, const std::string& reason)
+    : config_error(std::string{}, std::move(path), reason) {}
+
+config_error::config_error(std::string source, std::string path, const std::string& reason)
+    : std::runtime_error(join_message(source, path, reason)), source_(std::move(source)),
+      path_(std::move(path)), reason_(reason) {}
+
+const node_config* deployment_config::find_node(const std::string& name) const {
+  for (const auto& node : nodes)
+    if (node.name == name)
+      return &node;
+  return nullptr;
+}
+
+// -- numbers with units -------------------------------------------------------------------------
+
+namespace {
+
+struct unit {
+  std::string_view name;
+  uint64_t factor;
+};
+
+/// "1.5GiB" split into its decimal number and its suffix.
+struct decimal {
+  std::string_view whole;
+  std::string_view fraction;
+  std::string_view suffix;
+};
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+std::optional<decimal> split_decimal(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && is_digit(text[i]))
+    ++i;
+  if (i == 0)
+    return std::nullopt;
+  decimal out{text.substr(0, i), {}, {}};
+  if (i < text.size() && text[i] == '.') {
+    size_t j = i + 1;
+    while (j < text.size() && is_digit(text[j]))
+      ++j;
+    if (j == i + 1)
+      return std::nullopt; // "1." or "1.s"
+    out.fraction = text.substr(i + 1, j - i - 1);
+    i = j;
+  }
+  out.suffix = text.substr(i);
+  return out;
+}
+
+/// `number * factor`, exactly: nothing when the result exceeds `max` or is not whole.
+std::optional<uint64_t> scaled(const decimal& number, uint64_t factor, uint64_t max) {
+  using u128 = unsigned __int128;
+  // 20 digits < 2^67 and every factor < 2^44, so no intermediate overflows 128 bits.
+  if (number.whole.size() > 20 || number.fraction.size() > 18)
+    return std::nullopt;
+  u128 whole = 0;
+  for (char c : number.whole)
+    whole = whole * 10 + static_cast<u128>(c - '0');
+  u128 fraction = 0;
+  u128 denominator = 1;
+  for (char c : number.fraction) {
+    fraction = fraction * 10 + static_cast<u128>(c - '0');
+    denominator *= 10;
+  }
+  if (fraction * factor % denominator != 0)
+    return std::nullopt;
+  u128 value = whole * factor + fraction * factor / denominator;
+  if (value > max)
+    return std::nullopt;
+  return static_cast<uint64_t>(value);
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+/// Parses `text` as a decimal number followed by one of `units`; `bare` is the factor
+/// of a number without a unit (nothing: a unit is required).
+std::optional<uint64_t> parse_with_units(std::string_view text, std::initializer_list<unit> units,
+                                         std::optional<uint64_t> bare, bool case_sensitive,
+                                         uint64_t max) {
+  auto number = split_decimal(text);
+  if (!number)
+    return std::nullopt;
+  if (number->suffix.empty()) {
+    if (!bare)
+      return std::nullopt;
+    return scaled(*number, *bare, max);
+  }
+  for (const auto& u : units) {
+    bool match = case_sensitive ? u.name == number->suffix : iequals(u.name, number->suffix);
+    if (match)
+      return scaled(*number, u.factor, max);
+  }
+  return std::nullopt;
+}
+
+constexpr uint64_t ns_per_s = 1'000'000'000;
+
+} // namespace
+
+duration parse_duration(const std::string& text) {
+  if (text == "0")
+    return duration::zero();
+  auto ns = parse_with_units(text,
+                             {{"ns", 1},
+                              {"us", 1'000},
+                              {"ms", 1'000'000},
+                              {"s", ns_per_s},
+                              {"m", 60 * ns_per_s},
+                              {"h", 3600 * ns_per_s}},
+                             std::nullopt, true,
+                             static_cast<uint64_t>(std::numeric_limits<duration::rep>::max()));
+  if (!ns)
+    throw std::invalid_argument("invalid duration \"" + text +
+                                "\" (expected a non-negative number and a unit: ns, us, ms, "
+                                "s, m or h; e.g. 200ms, 1.5s)");
+  return duration{static_cast<duration::rep>(*ns)};
+}
+
+uint64_t parse_bytes(const std::string& text) {
+  constexpr uint64_t k = 1000;
+  auto bytes = parse_with_units(text,
+                                {{"B", 1},
+                                 {"KB", k},
+                                 {"MB", k * k},
+                                 {"GB", k * k * k},
+                                 {"TB", k * k * k * k},
+                                 {"KiB", uint64_t{1} << 10},
+                                 {"MiB", uint64_t{1} << 20},
+                                 {"GiB", uint64_t{1} << 30},
+                                 {"TiB", uint64_t{1} << 40}},
+                                1, false, std::numeric_limits<uint64_t>::max());
+  if (!bytes)
+    throw std::invalid_argument("invalid size \"" + text +
+                                "\" (expected a whole number of bytes, optionally with a unit: "
+                                "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB; e.g. 64MiB)");
+  return *bytes;
+}
+
+uint64_t parse_rate(const std::string& text) {
+  constexpr uint64_t k = 1000;
+  // tc(8) conventions: *bit are bits per second, *bps bytes per second; case-insensitive.
+  auto bits = parse_with_units(text,
+                               {{"bit", 1},
+                                {"kbit", k},
+                                {"mbit", k * k},
+                                {"gbit", k * k * k},
+                                {"tbit", k * k * k * k},
+                                {"Bps", 8},
+                                {"KBps", 8 * k},
+                                {"MBps", 8 * k * k},
+                                {"GBps", 8 * k * k * k},
+                                {"TBps", 8 * k * k * k * k}},
+                               1, false, std::numeric_limits<uint64_t>::max());
+  if (!bits)
+    throw std::invalid_argument("invalid rate \"" + text +
+                                "\" (expected a number and a unit: bit, kbit, mbit, gbit, tbit "
+                                "or Bps, KBps, MBps, GBps, TBps; e.g. 1gbit)");
+  return *bits;
+}
+
+std::string to_string(log_level level) {
+  switch (level) {
+  case log_level::trace:
+    return "trace";
+  case log_level::debug:
+    return "debug";
+  case log_level::info:
+    return "info";
+  case log_level::warn:
+    return "warn";
+  case log_level::error:
+    return "error";
+  case log_level::off:
+    return "off";
+  }
+  return "unknown";
+}
+
+std::string format_duration(duration d) {
+  if (d == duration::zero())
+    return "0s";
+  auto ns = d.count();
+  std::string sign;
+  if (ns < 0) {
+    sign = "-";
+    ns = -ns;
+  }
+  // The largest unit that represents `d` exactly, so parse_duration(format_duration(d)) == d.
+  static constexpr std::pair<int64_t, const char*> units[] = {{3600 * int64_t{ns_per_s}, "h"},
+                                                              {60 * int64_t{ns_per_s}, "m"},
+                                                              {int64_t{ns_per_s}, "s"},
+                                                              {1'000'000, "ms"},
+                                                              {1'000, "us"},
+                                                              {1, "ns"}};
+  for (auto [factor, name] : units)
+    if (ns % factor == 0)
+      return sign + std::to_string(ns / factor) + name;
+  return sign + std::to_string(ns) + "ns";
+}
+
+// -- the deployment file ------------------------------------------------------------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const node_name_rule = "[A-Za-z0-9_.-]+";
+
+bool valid_name(const std::string& name) {
+  if (name.empty())
+    return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-')
+      return false;
+  return true;
+}
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+  case YAML::NodeType::Null:
+    return "null";
+  case YAML::NodeType::Scalar:
+    return quote(node.Scalar());
+  case YAML::NodeType::Sequence:
+    return "a sequence";
+  case YAML::NodeType::Map:
+    return "a mapping";
+  case YAML::NodeType::Undefined:
+    break;
+  }
+  return "nothing";
+}
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+std::string index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::string one_of(std::initializer_list<std::string_view> names) {
+  std::string out;
+  for (auto name : names) {
+    if (!out.empty())
+      out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+/// A control, data or admin endpoint, reduced to what decides whether two of them clash.
+struct endpoint_use {
+  std::string path;   ///< e.g. nodes[1].control
+  std::string text;   ///< as written
+  std::string scheme; ///< tcp, ipc, inproc (admin endpoints count as tcp)
+  std::string host;   ///< tcp: lower-case, localhost as 127.0.0.1, wildcards as "*"
+  uint32_t port = 0;  ///< tcp; 0 (admin only) is ephemeral and clashes with nothing
+  std::string name;   ///< ipc path or inproc name
+};
+
+std::string normalize_host(std::string host) {
+  for (auto& c : host)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (host == "localhost")
+    return "127.0.0.1";
+  if (host == "*" || host == "0.0.0.0" || host == "::" || host == "[::]")
+    return "*";
+  return host;
+}
+
+bool clash(const endpoint_use& a, const endpoint_use& b) {
+  if (a.scheme != b.scheme)
+    return false;
+  if (a.scheme != "tcp")
+    return a.name == b.name;
+  if (a.port == 0 || a.port != b.port)
+    return false;
+  return a.host == b.host || a.host == "*" || b.host == "*";
+}
+
+/// Reads the whole deployment document into a `deployment_config`, failing on the first
+/// problem with the key path that holds it.
+class deployment_parser {
+public:
+  deployment_parser(std::string source, std::optional<fs::path> base)
+      : source_(std::move(source)), base_(std::move(base)) {}
+
+  deployment_config parse(const std::string& text);
+
+private:
+  [[noreturn]] void fail(const std::string& path, const std::string& reason) const {
+    throw config_error(source_, path, reason);
+  }
+
+  [[noreturn]] void bad_endpoint(const std::string& path, const std::string& text,
+                                 const std::string& why) const {
+    fail(path, "invalid endpoint " + quote(text) + " (" + why + ")");
+  }
+
+  // -- shapes and scalars --
+
+  void expect_map(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsMap())
+      fail(path, "expected a mapping, got " + describe(node));
+  }
+
+  /// Fails on duplicate keys and, unless `open`, on keys outside `known`.
+  void check_keys(const YAML::Node& map, const std::string& path,
+                  std::initializer_list<std::string_view> known, bool open = false) const {
+    std::vector<std::string> seen;
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar())
+        fail(path, "keys must be strings, got " + describe(kv.first));
+      const std::string& key = kv.first.Scalar();
+      for (const auto& s : seen)
+        if (s == key)
+          fail(join(path, key), "duplicate key");
+      seen.push_back(key);
+      if (open)
+        continue;
+      bool ok = false;
+      for (auto k : known)
+        ok = ok || k == key;
+      if (!ok)
+        fail(join(path, key), "unknown key (expected one of: " + one_of(known) + ")");
+    }
+  }
+
+  YAML::Node required(const YAML::Node& map, const std::string& key,
+                      const std::string& path) const {
+    YAML::Node node = map[key];
+    if (!node)
+      fail(join(path, key), "missing required key");
+    return node;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& path) const {
+    if (!node.IsScalar())
+      fail(path, "expected a string, got " + describe(node));
+    return node.Scalar();
+  }
+
+  std::string nonempty_string(const YAML::Node& node, const std::string& path) const {
+    auto s = string(node, path);
+    if (s.empty())
+      fail(path, "must not be empty");
+    return s;
+  }
+
+  std::string name(const YAML::Node& node, const std::string& path) const {
+    auto s = nonempty_string(node, path);
+    if (!valid_name(s))
+      fail(path, "invalid name " + quote(s) + " (allowed characters: " + node_name_rule + ")");
+    return s;
+  }
+
+  uint64_t unsigned_int(const YAML::Node& node, const std::string& path, uint64_t min,
+                        uint64_t max) const {
+    if (!node.IsScalar())
+      fail(path, "expected a non-negative integer, got " + describe(node));
+    const auto& text = node.Scalar();
+    decimal whole{text, {}, {}};
+    bool digits = !text.empty();
+    for (char c : text)
+      digits = digits && is_digit(c);
+    auto value = digits ? scaled(whole, 1, max) : std::nullopt;
+    if (!digits)
+      fail(path, "expected a non-negative integer, got " + describe(node));
+    if (!value)
+      fail(path, "must be at most " + std::to_string(max) + ", got " + text);
+    if (*value < min)
+      fail(path, "must be at least " + std::to_string(min) + ", got " + text);
+    return *value;
+  }
+
+  uint32_t uint32(const YAML::Node& node, const std::string& path, uint32_t min = 0) const {
+    return static_cast<uint32_t>(
+        unsigned_int(node, path, min, std::numeric_limits<uint32_t>::max()));
+  }
+
+  duration time(const YAML::Node& node, const std::string& path, bool positive = false) const {
+    auto text = string(node, path);
+    duration d;
+    try {
+      d = parse_duration(text);
+    } catch (const std::invalid_argument& e) {
+      fail(path, e.what());
+    }
+    if (positive && d <= duration::zero())
+      fail(path, "must be greater than zero");
+    return d;
+  }
+
+  uint64_t size(const YAML::Node& node, const std::string& path) const {
+    auto text = string(node, path);
+    uint64_t n = 0;
+    try {
+      n = parse_bytes(text);
+    } catch (const std::invalid_argument& e) {
+      fail(path, e.what());
+    }
+    if (n == 0)
+      fail(path, "must be greater than zero");
+    return n;
+  }
+
+  log_level level(const YAML::Node& node, const std::string& path) const {
+    auto text = string(node, path);
+    for (auto l : {log_level::trace, log_level::debug, log_level::info, log_level::warn,
+                   log_level::error, log_level::off})
+      if (to_string(l) == text)
+        return l;
+    fail(path, "invalid value " + quote(text) +
+                   " (expected one of: trace, debug, info, warn, error, off)");
+  }
+
+  std::string choice(const YAML::Node& node, const std::string& path,
+                     std::initializer_list<std::string_view> allowed) const {
+    auto text = string(node, path);
+    for (auto a : allowed)
+      if (a == text)
+        return text;
+    fail(path, "invalid value " + quote(text) + " (expected one of: " + one_of(allowed) + ")");
+  }
+
+  /// An optional collection: absent or null means empty.
+  static bool present(const YAML::Node& node) { return node && !node.IsNull(); }
+
+  // -- sections --
+
+  void parse_plugins(const YAML::Node& node, deployment_config& cfg) const;
+  void parse_supervision(const YAML::Node& node, supervision_config& out) const;
+  void parse_failure_detector(const YAML::Node& node, failure_detector_config& out) const;
+  void parse_transport(const YAML::Node& node, transport_config& out) const;
+  void parse_clusters(const YAML::Node& node, deployment_config& cfg) const;
+  void parse_links(const YAML::Node& node, deployment_config& cfg) const;
+  void parse_nodes(const YAML::Node& node, deployment_config& cfg);
+  node_config parse_node(const YAML::Node& node, const std::string& path,
+                         const deployment_config& cfg);
+  actor_config parse_actor(const YAML::Node& node, const std::string& path) const;
+  endpoint_use endpoint(const std::string& text, const std::string& path) const;
+  endpoint_use admin_endpoint(const std::string& text, const std::string& path) const;
+  void claim(endpoint_use use);
+
+  std::string source_;
+  std::optional<fs::path> base_;        ///< folder relative plugin paths are resolved in
+  std::vector<endpoint_use> endpoints_; ///< every endpoint seen so far, in document order
+};
+
+deployment_config deployment_parser::parse(const std::string& text) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    fail("", "YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+                 std::to_string(e.mark.column + 1) + ": " + e.msg);
+  } catch (const YAML::Exception& e) {
+    fail("", std::string{"cannot parse YAML: "} + e.what());
+  }
+  if (docs.empty() || docs.front().IsNull())
+    fail("", "the document is empty (expected a mapping with deployment and nodes)");
+  if (docs.size() > 1)
+    fail("", "expected one YAML document, found " + std::to_string(docs.size()));
+  const YAML::Node root = docs.front();
+  if (!root.IsMap())
+    fail("", "expected a mapping at the top level, got " + describe(root));
+  check_keys(root, "",
+             {"deployment", "plugins", "log_level", "seed", "supervision", "failure_detector",
+              "transport", "clusters", "model", "links", "nodes"});
+
+  deployment_config cfg;
+  cfg.source = source_;
+  cfg.name = name(required(root, "deployment", ""), "deployment");
+  if (auto n = root["plugins"]; present(n))
+    parse_plugins(n, cfg);
+  if (auto n = root["log_level"])
+    cfg.log = level(n, "log_level");
+  if (auto n = root["seed"])
+    cfg.seed = unsigned_int(n, "seed", 0, std::numeric_limits<uint64_t>::max());
+  if (auto n = root["supervision"])
+    parse_supervision(n, cfg.supervision);
+  if (auto n = root["failure_detector"])
+    parse_failure_detector(n, cfg.failure_detector);
+  if (auto n = root["transport"])
+    parse_transport(n, cfg.transport);
+  if (auto n = root["clusters"]; present(n))
+    parse_clusters(n, cfg);
+  if (auto n = root["model"]; present(n)) {
+    expect_map(n, "model");
+    cfg.model = YAML::Clone(n);
+  }
+  if (auto n = root["links"]; present(n))
+    parse_links(n, cfg);
+  parse_nodes(required(root, "nodes", ""), cfg);
+  return cfg;
+}
+
+void deployment_parser::parse_plugins(const YAML::Node& node, deployment_config& cfg) const {
+  if (!node.IsSequence())
+    fail("plugins", "expected a sequence of paths, got " + describe(node));
+  for (size_t i = 0; i < node.size(); ++i) {
+    fs::path plugin = nonempty_string(node[i], index("plugins", i));
+    if (plugin.is_relative() && base_)
+      plugin = (*base_ / plugin).lexically_normal();
+    cfg.plugins.push_back(plugin.string());
+  }
+}
+
+void deployment_parser::parse_supervision(const YAML::Node& node, supervision_config& out) const {
+  const std::string path = "supervision";
+  expect_map(node, path);
+  check_keys(node, path, {"intensity", "period", "backoff"});
+  if (auto n = node["intensity"])
+    out.intensity = uint32(n, join(path, "intensity"));
+  if (auto n = node["period"])
+    out.period = time(n, join(path, "period"), true);
+  if (auto n = node["backoff"])
+    out.backoff = time(n, join(path, "backoff"));
+}
+
+void deployment_parser::parse_failure_detector(const YAML::Node& node,
+                                               failure_detector_config& out) const {
+  const std::string path = "failure_detector";
+  expect_map(node, path);
+  check_keys(node, path, {"interval", "misses", "suspect_misses"});
+  if (auto n = node["interval"])
+    out.interval = time(n, join(path, "interval"), true);
+  if (auto n = node["misses"])
+    out.misses = uint32(n, join(path, "misses"), 2);
+  if (auto n = node["suspect_misses"])
+    out.suspect_misses = uint32(n, join(path, "suspect_misses"), 1);
+  if (out.suspect_misses >= out.misses) {
+    // Blame the key the user wrote; with both defaults this cannot happen.
+    if (node["suspect_misses"])
+      fail(join(path, "suspect_misses"),
+           "must be less than misses (" + std::to_string(out.misses) + ")");
+    fail(join(path, "misses"),
+         "must be greater than suspect_misses (" + std::to_string(out.suspect_misses) + ")");
+  }
+}
+
+void deployment_parser::parse_transport(const YAML::Node& node, transport_config& out) const {
+  const std::string path = "transport";
+  expect_map(node, path);
+  check_keys(node, path,
+             {"request_timeout", "retry_interval", "outbound_queue", "overflow",
+              "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
+              "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "linger", "send_hwm",
+              "receive_hwm"});
+  auto key = [&](const char* k) { return join(path, k); };
+  if (auto n = node["request_timeout"])
+    out.request_timeout = time(n, key("request_timeout"), true);
+  if (auto n = node["retry_interval"])
+    out.retry_interval = time(n, key("retry_interval"), true);
+  if (out.retry_interval >= out.request_timeout) {
+    if (node["retry_interval"])
+      fail(key("retry_interval"),
+           "must be less than request_timeout (" + format_duration(out.request_timeout) + ")");
+    fail(key("request_timeout"),
+         "must be greater than retry_interval (" + format_duration(out.retry_interval) + ")");
+  }
+  if (auto n = node["outbound_queue"])
+    out.outbound_queue = uint32(n, key("outbound_queue"), 1);
+  if (auto n = node["overflow"])
+    out.overflow = choice(n, key("overflow"), {"drop_newest", "drop_oldest"}) == "drop_oldest"
+                       ? overflow_policy::drop_oldest
+                       : overflow_policy::drop_newest;
+  if (auto n = node["max_envelope_bytes"])
+    out.max_envelope_bytes = size(n, key("max_envelope_bytes"));
+  if (auto n = node["max_bulk_bytes"])
+    out.max_bulk_bytes = size(n, key("max_bulk_bytes"));
+  if (auto n = node["dedup_window"])
+    out.dedup_window = time(n, key("dedup_window"));
+  if (auto n = node["dedup_capacity"])
+    out.dedup_capacity = uint32(n, key("dedup_capacity"));
+  if (auto n = node["zmq_heartbeat_interval"])
+    out.zmq_heartbeat_interval = time(n, key("zmq_heartbeat_interval"));
+  if (auto n = node["zmq_heartbeat_timeout"])
+    out.zmq_heartbeat_timeout = time(n, key("zmq_heartbeat_timeout"));
+  if (auto n = node["linger"])
+    out.linger = time(n, key("linger"));
+  if (auto n = node["send_hwm"])
+    out.send_hwm = uint32(n, key("send_hwm"));
+  if (auto n = node["receive_hwm"])
+    out.receive_hwm = uint32(n, key("receive_hwm"));
+}
+
+void deployment_parser::parse_clusters(const YAML::Node& node, deployment_config& cfg) const {
+  expect_map(node, "clusters");
+  check_keys(node, "clusters", {}, true);
+  for (const auto& kv : node) {
+    const std::string path = join("clusters", kv.first.Scalar());
+    cluster_config cluster;
+    cluster.name = name(kv.first, path);
+    expect_map(kv.second, path);
+    check_keys(kv.second, path, {"kind"});
+    cluster.kind =
+        choice(required(kv.second, "kind", path), join(path, "kind"), {"prefill-only", "pd"});
+    cfg.clusters.emplace(cluster.name, std::move(cluster));
+  }
+}
+
+void deployment_parser::parse_links(const YAML::Node& node, deployment_config& cfg) const {
+  if (!node.IsSequence())
+    fail("links", "expected a sequence, got " + describe(node));
+  std::vector<std::pair<std::pair<std::string, std::string>, std::string>> seen;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string path = index("links", i);
+    const YAML::Node link = node[i];
+    expect_map(link, path);
+    check_keys(link, path, {}, true); // only duplicates: the other keys are the monitors'
+    const std::string between_path = join(path, "between");
+    const YAML::Node between = required(link, "between", path);
+    if (!between.IsSequence() || between.size() != 2)
+      fail(between_path,
+           "expected two cluster names, e.g. [prfaas, pd], got " +
+               (between.IsSequence() ? "a sequence of " + std::to_string(between.size()) + " items"
+                                     : describe(between)));
+    std::string ends[2];
+    for (size_t j = 0; j < 2; ++j) {
+      ends[j] = nonempty_string(between[j], index(between_path, j));
+      if (cfg.clusters.count(ends[j]) == 0)
+        fail(index(between_path, j),
+             "unknown cluster " + quote(ends[j]) +
+                 (cfg.clusters.empty() ? " (no clusters are declared)" : ""));
+    }
+    if (ends[0] == ends[1])
+      fail(between_path, "a link needs two distinct clusters, got " + quote(ends[0]) + " twice");
+    auto key = ends[0] < ends[1] ? std::pair{ends[0], ends[1]} : std::pair{ends[1], ends[0]};
+    for (const auto& [other, other_path] : seen)
+      if (other == key)
+        fail(between_path, "duplicate link between " + quote(ends[0]) + " and " + quote(ends[1]) +
+                               " (also " + other_path + ")");
+    seen.emplace_back(key, path);
+  }
+  cfg.links = YAML::Clone(node);
+}
+
+void deployment_parser::parse_nodes(const YAML::Node& node, deployment_config& cfg) {
+  if (!node.IsSequence())
+    fail("nodes", "expected a sequence of nodes, got " + describe(node));
+  if (node.size() == 0)
+    fail("nodes", "must list at least one node");
+  for (size_t i = 0; i < node.size(); ++i) {
+    auto parsed = parse_node(node[i], index("nodes", i), cfg);
+    cfg.nodes.push_back(std::move(parsed));
+  }
+}
+
+node_config deployment_parser::parse_node(const YAML::Node& node, const std::string& path,
+                                          const deployment_config& cfg) {
+  expect_map(node, path);
+  check_keys(node, path, {"name", "cluster", "control", "data", "admin", "log_level", "actors"});
+  node_config out;
+  out.path = path;
+  out.name = name(required(node, "name", path), join(path, "name"));
+  for (const auto& other : cfg.nodes)
+    if (other.name == out.name)
+      fail(join(path, "name"),
+           "duplicate node name " + quote(out.name) + " (also " + other.path + ")");
+
+  const std::string cluster_path = join(path, "cluster");
+  if (auto n = node["cluster"]) {
+    out.cluster = nonempty_string(n, cluster_path);
+    if (cfg.clusters.empty())
+      fail(cluster_path, "unknown cluster " + quote(out.cluster) + " (no clusters are declared)");
+    if (cfg.clusters.count(out.cluster) == 0)
+      fail(cluster_path, "unknown cluster " + quote(out.cluster));
+  } else if (!cfg.clusters.empty()) {
+    fail(cluster_path, "missing required key (the deployment declares clusters)");
+  }
+
+  for (const char* key : {"control", "data"}) {
+    const std::string key_path = join(path, key);
+    auto text = nonempty_string(required(node, key, path), key_path);
+    claim(endpoint(text, key_path));
+    (std::string_view{key} == "control" ? out.control : out.data) = text;
+  }
+  if (auto n = node["admin"]) {
+    out.admin = nonempty_string(n, join(path, "admin"));
+    claim(admin_endpoint(out.admin, join(path, "admin")));
+  }
+  if (auto n = node["log_level"])
+    out.log = level(n, join(path, "log_level"));
+
+  if (auto n = node["actors"]; present(n)) {
+    const std::string actors_path = join(path, "actors");
+    if (!n.IsSequence())
+      fail(actors_path, "expected a sequence of actors, got " + describe(n));
+    for (size_t i = 0; i < n.size(); ++i) {
+      auto actor = parse_actor(n[i], index(actors_path, i));
+      for (const auto& other : out.actors)
+        if (other.name == actor.name)
+          fail(join(actor.path, "name"),
+               "duplicate actor name " + quote(actor.name) + " (also " + other.path + ")");
+      out.actors.push_back(std::move(actor));
+    }
+  }
+  return out;
+}
+
+actor_config deployment_parser::parse_actor(const YAML::Node& node, const std::string& path) const {
+  expect_map(node, path);
+  check_keys(node, path, {}, true);
+  actor_config out;
+  out.path = path;
+  out.type = nonempty_string(required(node, "type", path), join(path, "type"));
+  out.name = name(required(node, "name", path), join(path, "name"));
+  if (auto n = node["restart"])
+    out.restart = choice(n, join(path, "restart"), {"permanent", "transient", "temporary"});
+  out.params = YAML::Node(YAML::NodeType::Map);
+  for (const auto& kv : node) {
+    const auto& key = kv.first.Scalar();
+    if (key != "type" && key != "name" && key != "restart")
+      out.params[key] = YAML::Clone(kv.second);
+  }
+  return out;
+}
+
+endpoint_use deployment_parser::endpoint(const std::string& text, const std::string& path) const {
+  auto invalid = [&](const std::string& why) { bad_endpoint(path, text, why); };
+  endpoint_use use;
+  use.path = path;
+  use.text = text;
+  auto sep = text.find("://");
+  if (sep == std::string::npos)
+    invalid("expected tcp://host:port, ipc://path or inproc://name");
+  use.scheme = text.substr(0, sep);
+  std::string rest = text.substr(sep + 3);
+  if (use.scheme == "ipc" || use.scheme == "inproc") {
+    if (rest.empty())
+      invalid("the " + use.scheme + " address is empty");
+    use.name = rest;
+    return use;
+  }
+  if (use.scheme != "tcp")
+    invalid("unsupported transport " + quote(use.scheme) + "; expected tcp, ipc or inproc");
+  auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
+    invalid("expected tcp://host:port");
+  std::string port = rest.substr(colon + 1);
+  if (port == "*" || port == "0")
+    invalid("the port must be concrete: peers connect to it");
+  bool digits = true;
+  for (char c : port)
+    digits = digits && is_digit(c);
+  if (!digits || port.size() > 5 || std::stoul(port) > 65535)
+    invalid("port " + quote(port) + " is not a number from 1 to 65535");
+  use.host = normalize_host(rest.substr(0, colon));
+  use.port = static_cast<uint32_t>(std::stoul(port));
+  return use;
+}
+
+endpoint_use deployment_parser::admin_endpoint(const std::string& text,
+                                               const std::string& path) const {
+  endpoint_use use;
+  use.path = path;
+  use.text = text;
+  use.scheme = "tcp";
+  auto colon = text.rfind(':');
+  std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char c : port)
+    digits = digits && is_digit(c);
+  if (colon == 0 || !digits || std::stoul(port) > 65535 || text.find("://") != std::string::npos)
+    fail(path, "invalid address " + quote(text) +
+                   " (expected host:port with a port from 0 to 65535, e.g. 127.0.0.1:9100)");
+  use.host = normalize_host(text.substr(0, colon));
+  use.port = static_cast<uint32_t>(std::stoul(port));
+  return use;
+}
+
+void deployment_parser::claim(endpoint_use use) {
+  for (const auto& other : endpoints_) {
+    if (!clash(use, other))
+      continue;
+    if (use.text == other.text)
+      fail(use.path,
+           "endpoint " + quote(use.text) + " clashes with " + other.path + " (the same endpoint)");
+    fail(use.path, "endpoint " + quote(use.text) + " clashes with " + other.path + " (" +
+                       quote(other.text) + ")");
+  }
+  endpoints_.push_back(std::move(use));
+}
+
+} // namespace
+
+deployment_config parse_deployment(const std::string& yaml_text, const std::string& source) {
+  std::optional<fs::path> base;
+  if (!source.empty() && source.front() != '<') {
+    std::error_code ec;
+    auto absolute = fs::absolute(fs::path{source}, ec);
+    if (!ec)
+      base = absolute.parent_path();
+  }
+  return deployment_parser{source, std::move(base)}.parse(yaml_text);
+}
+
+deployment_config load_deployment(const std::string& file) {
+  std::string text;
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (f == nullptr)
+    throw config_error(file, "", std::string{"cannot open the file: "} + std::strerror(errno));
+  char buf[8192];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    text.append(buf, n);
+  int read_error = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (read_error != 0)
+    throw config_error(file, "", std::string{"cannot read the file: "} + std::strerror(read_error));
+  return parse_deployment(text, file);
+}
+
+} // namespace prfaas
