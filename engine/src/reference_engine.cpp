@@ -1,0 +1,336 @@
+#include "prfaas/engine/reference_engine.hpp"
+
+#include "prfaas/engine/chunk_check.hpp"
+#include "prfaas/engine/sequence_record.hpp"
+#include "reference_model.hpp"
+#include "sampling.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <unordered_set>
+
+namespace prfaas::engine {
+
+/// One sequence: its record, tensors, linear-state checkpoints and last logits.
+struct reference_engine::sequence {
+  sequence_record rec;
+  model_tensors t;
+  /// length → per-layer linear states (empty vectors for full layers)
+  std::map<uint32_t, std::vector<std::vector<float>>> checkpoints;
+  std::vector<float> logits;
+};
+
+namespace {
+
+/// Prompts beyond this are rejected (the wire format's token fields are 32-bit).
+constexpr size_t max_tokens = size_t{1} << 24;
+
+std::string seq_str(seq_id id) { return "sequence " + std::to_string(id); }
+
+std::vector<std::byte> float_bytes(const float* data, size_t n) {
+  std::vector<std::byte> out(n * sizeof(float));
+  if (n != 0)
+    std::memcpy(out.data(), data, out.size());
+  return out;
+}
+
+} // namespace
+
+result<std::unique_ptr<reference_engine>> reference_engine::create(const reference_config& c) {
+  if (c.layer_pattern.empty() || c.layer_pattern.find_first_not_of("LF") != std::string::npos)
+    return make_error("reference engine: layer_pattern must be non-empty letters L/F, got '" +
+                      c.layer_pattern + "'");
+  if (c.head_dim == 0 || c.head_dim % 8 != 0 || c.head_dim > 64)
+    return make_error("reference engine: head_dim must be a multiple of 8 in [8, 64]");
+  if (c.n_heads == 0 || c.n_heads * c.head_dim > 512 || c.n_heads > 64)
+    return make_error("reference engine: n_heads * head_dim must be in [8, 512]");
+  if (c.d_model == 0 || c.d_model > 4096 || c.mlp_hidden == 0 || c.mlp_hidden > 16384)
+    return make_error("reference engine: d_model and mlp_hidden must be positive and moderate");
+  auto model = std::make_unique<reference_model>(c);
+  return std::unique_ptr<reference_engine>(new reference_engine(c, std::move(model)));
+}
+
+reference_engine::reference_engine(const reference_config& c, std::unique_ptr<reference_model> m)
+    : config_(c), model_(std::move(m)) {
+  info_.model = "prfaas-ref-hybrid-" + c.layer_pattern;
+  const std::string id = info_.model + "|seed=" + std::to_string(c.weight_seed) +
+                         "|d=" + std::to_string(c.d_model) + "|h=" + std::to_string(c.n_heads) +
+                         "|hd=" + std::to_string(c.head_dim) + "|mlp=" +
+                         std::to_string(c.mlp_hidden);
+  info_.fingerprint = checksum(std::as_bytes(std::span(id.data(), id.size())));
+  for (uint32_t l = 0; l < model_->n_layers(); ++l)
+    info_.layers.push_back(model_->kind(l));
+  info_.vocab_size = model_->vocab();
+  info_.eos_token = 256;
+  info_.state_bytes_total = info_.n_linear() * state_bytes_per_layer();
+}
+
+reference_engine::~reference_engine() = default;
+
+std::vector<token> reference_engine::tokenize(std::string_view text) {
+  std::vector<token> out(text.size());
+  for (size_t i = 0; i < text.size(); ++i)
+    out[i] = static_cast<unsigned char>(text[i]);
+  return out;
+}
+
+uint64_t reference_engine::kv_bytes_per_token_layer() const {
+  return uint64_t{model_->kv_floats_per_token()} * sizeof(float);
+}
+uint64_t reference_engine::state_bytes_per_layer() const {
+  return uint64_t{model_->state_floats()} * sizeof(float);
+}
+
+uint64_t reference_engine::expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const {
+  return info_.layers[layer] == layer_kind::full ? uint64_t{end - begin} * kv_bytes_per_token_layer()
+                                                 : state_bytes_per_layer();
+}
+
+kv_chunk reference_engine::kv_chunk_of(const sequence& s, uint32_t layer, uint32_t begin,
+                                       uint32_t end) const {
+  const size_t row = model_->kv_floats_per_token();
+  std::vector<float> rows((end - begin) * row);
+  model_->read_kv(s.t.kv[layer], begin, end, rows.data());
+  chunk_header h;
+  h.kind = layer_kind::full;
+  h.model_fingerprint = info_.fingerprint;
+  h.layer = layer;
+  h.n_layers = info_.n_layers();
+  h.token_begin = begin;
+  h.token_end = end;
+  h.total_tokens = s.t.kv[layer].length;
+  return make_chunk(h, float_bytes(rows.data(), rows.size()));
+}
+
+kv_chunk reference_engine::state_chunk_of(uint32_t layer, uint32_t length,
+                                          const std::vector<float>& st) const {
+  chunk_header h;
+  h.kind = layer_kind::linear;
+  h.model_fingerprint = info_.fingerprint;
+  h.layer = layer;
+  h.n_layers = info_.n_layers();
+  h.token_begin = 0;
+  h.token_end = length;
+  h.total_tokens = length;
+  return make_chunk(h, float_bytes(st.data(), st.size()));
+}
+
+void reference_engine::load_chunks(sequence& s, std::span<const kv_chunk> chunks,
+                                   uint32_t length) const {
+  std::vector<float> rows;
+  for (const auto& c : chunks) {
+    const auto& h = c.header;
+    if (h.kind == layer_kind::full && !c.payload.empty()) {
+      // Payload bytes → aligned floats (the byte buffer carries no float alignment).
+      rows.resize(c.payload.size() / sizeof(float));
+      std::memcpy(rows.data(), c.payload.data(), c.payload.size());
+      model_->write_kv(s.t.kv[h.layer], h.token_begin, h.token_end, rows.data());
+    } else if (h.kind == layer_kind::linear)
+      std::memcpy(s.t.state[h.layer].data(), c.payload.data(), c.payload.size());
+  }
+  (void)length; // check_chunks guaranteed full coverage of [0, length)
+}
+
+token reference_engine::sample(sequence& s) const {
+  return sample_token(s.logits, s.rec.sampling, s.rec.sampled++);
+}
+
+result<prefill_result> reference_engine::prefill(const prefill_request& req,
+                                                 const chunk_sink& sink) {
+  const std::string who = "prefill " + seq_str(req.id);
+  if (seqs_.count(req.id))
+    return make_error(who + ": id already in use");
+  if (req.prompt.empty() || req.prompt.size() > max_tokens)
+    return make_error(who + ": prompt length " + std::to_string(req.prompt.size()) +
+                      " outside [1, " + std::to_string(max_tokens) + "]");
+  for (size_t i = 0; i < req.prompt.size(); ++i)
+    if (req.prompt[i] < 0 || req.prompt[i] >= static_cast<token>(info_.vocab_size))
+      return make_error(who + ": token " + std::to_string(i) + " = " +
+                        std::to_string(req.prompt[i]) + " outside vocab");
+  if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
+    return make_error(who + ": invalid sampling temperature");
+  if (req.reuse_tokens >= req.prompt.size())
+    return make_error(who + ": reuse of " + std::to_string(req.reuse_tokens) +
+                      " tokens leaves nothing to compute in a prompt of " +
+                      std::to_string(req.prompt.size()));
+  if (req.reuse_tokens == 0 && !req.reuse.empty())
+    return make_error(who + ": reuse chunks given with reuse_tokens == 0");
+
+  auto s = std::make_unique<sequence>();
+  s->t = model_->empty_tensors();
+  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
+  const uint32_t r = req.reuse_tokens;
+  if (r > 0) {
+    auto checked = check_chunks(info_, req.reuse, r, false,
+                                [this](uint32_t l, uint32_t b, uint32_t e) {
+                                  return expected_payload(l, b, e);
+                                });
+    if (!checked)
+      return make_error(who + ": reuse rejected: " + checked.message());
+    load_chunks(*s, req.reuse, r);
+    if (req.checkpoint_interval != 0 && r % req.checkpoint_interval == 0)
+      s->checkpoints[r] = s->t.state;
+  }
+  s->rec.tokens.assign(req.prompt.begin(), req.prompt.end());
+  s->rec.prompt_tokens = n;
+  s->rec.sampling = req.sampling;
+  s->logits.resize(model_->vocab());
+
+  auto on_checkpoint = [&](uint32_t layer, uint32_t len, const std::vector<float>& st) {
+    auto& cp = s->checkpoints[len];
+    cp.resize(info_.n_layers());
+    cp[layer] = st;
+  };
+  auto on_layer = [&](uint32_t layer) {
+    if (!sink)
+      return;
+    if (info_.layers[layer] == layer_kind::full)
+      sink(kv_chunk_of(*s, layer, r, n));
+    else
+      sink(state_chunk_of(layer, n, s->t.state[layer]));
+  };
+  model_->forward(s->t, r, req.prompt.subspan(r), s->logits, req.checkpoint_interval,
+                  on_checkpoint, on_layer);
+  prefill_result out;
+  out.first_token = sample(*s);
+  s->rec.pending = out.first_token;
+  out.computed_tokens = n - r;
+  out.modeled_time = std::chrono::duration_cast<nanos>(
+      std::chrono::duration<double>(prefill_seconds(n - r)));
+  if (sink)
+    sink(make_meta_chunk(info_, s->rec));
+  seqs_.emplace(req.id, std::move(s));
+  return out;
+}
+
+result<std::vector<token>> reference_engine::decode_step(std::span<const seq_id> batch) {
+  std::unordered_set<seq_id> seen;
+  for (seq_id id : batch) {
+    if (!seqs_.count(id))
+      return make_error("decode: unknown " + seq_str(id));
+    if (!seen.insert(id).second)
+      return make_error("decode: " + seq_str(id) + " appears twice in one batch");
+  }
+  std::vector<token> out;
+  out.reserve(batch.size());
+  for (seq_id id : batch) {
+    sequence& s = *seqs_.at(id);
+    const token in[1] = {s.rec.pending};
+    const auto pos = static_cast<uint32_t>(s.rec.tokens.size());
+    s.logits.resize(model_->vocab());
+    model_->forward(s.t, pos, in, s.logits, 0, nullptr, nullptr);
+    s.rec.tokens.push_back(s.rec.pending);
+    s.rec.pending = sample(s);
+    out.push_back(s.rec.pending);
+  }
+  return out;
+}
+
+result<std::vector<kv_chunk>> reference_engine::export_sequence(seq_id id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end())
+    return make_error("export: unknown " + seq_str(id));
+  const sequence& s = *it->second;
+  const auto n = static_cast<uint32_t>(s.rec.tokens.size());
+  std::vector<kv_chunk> out;
+  for (uint32_t l = 0; l < info_.n_layers(); ++l)
+    out.push_back(info_.layers[l] == layer_kind::full ? kv_chunk_of(s, l, 0, n)
+                                                      : state_chunk_of(l, n, s.t.state[l]));
+  out.push_back(make_meta_chunk(info_, s.rec));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i].header.sequence_no = static_cast<uint32_t>(i);
+  return out;
+}
+
+result<std::vector<kv_chunk>> reference_engine::export_kv(seq_id id, uint32_t begin,
+                                                          uint32_t end) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end())
+    return make_error("export_kv: unknown " + seq_str(id));
+  const uint32_t n = length(id);
+  if (begin >= end || end > n)
+    return make_error("export_kv " + seq_str(id) + ": invalid range [" + std::to_string(begin) +
+                      ", " + std::to_string(end) + ") of " + std::to_string(n) + " tokens");
+  std::vector<kv_chunk> out;
+  for (uint32_t l = 0; l < info_.n_layers(); ++l)
+    if (info_.layers[l] == layer_kind::full)
+      out.push_back(kv_chunk_of(*it->second, l, begin, end));
+  return out;
+}
+
+result<std::vector<kv_chunk>> reference_engine::export_checkpoint(seq_id id, uint32_t at) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end())
+    return make_error("export_checkpoint: unknown " + seq_str(id));
+  const sequence& s = *it->second;
+  const std::vector<std::vector<float>>* states = nullptr;
+  if (at == s.rec.tokens.size())
+    states = &s.t.state;
+  else if (auto cp = s.checkpoints.find(at); cp != s.checkpoints.end())
+    states = &cp->second;
+  else
+    return make_error("export_checkpoint " + seq_str(id) + ": no linear-state checkpoint at " +
+                      std::to_string(at) + " tokens");
+  std::vector<kv_chunk> out;
+  for (uint32_t l = 0; l < info_.n_layers(); ++l)
+    if (info_.layers[l] == layer_kind::linear)
+      out.push_back(state_chunk_of(l, at, (*states)[l]));
+  return out;
+}
+
+result<void> reference_engine::import_sequence(seq_id id, std::span<const kv_chunk> chunks) {
+  const std::string who = "import " + seq_str(id);
+  if (seqs_.count(id))
+    return make_error(who + ": id already in use");
+  auto checked = check_chunks(info_, chunks, 0, true, [this](uint32_t l, uint32_t b, uint32_t e) {
+    return expected_payload(l, b, e);
+  });
+  if (!checked)
+    return make_error(who + ": " + checked.message());
+  const kv_chunk& meta = chunks[*checked->meta];
+  auto rec = parse_meta_payload(meta.payload, info_, chunk_label(*checked->meta, meta.header));
+  if (!rec)
+    return make_error(who + ": " + rec.message());
+  if (rec->tokens.size() != checked->length || checked->length == 0)
+    return make_error(who + ": meta chunk lists " + std::to_string(rec->tokens.size()) +
+                      " tokens but covers " + std::to_string(checked->length));
+  auto s = std::make_unique<sequence>();
+  s->t = model_->empty_tensors();
+  load_chunks(*s, chunks, checked->length);
+  s->rec = std::move(rec).value();
+  seqs_.emplace(id, std::move(s));
+  return {};
+}
+
+void reference_engine::release(seq_id id) { seqs_.erase(id); }
+
+uint32_t reference_engine::length(seq_id id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? 0 : static_cast<uint32_t>(it->second->rec.tokens.size());
+}
+
+result<std::vector<float>> reference_engine::last_logits(seq_id id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end() || it->second->logits.empty())
+    return make_error("last_logits: no logits for " + seq_str(id));
+  return it->second->logits;
+}
+
+double reference_engine::prefill_seconds(uint64_t tokens) const {
+  // macs(pos) = A + B·(pos + 1) ⇒ Σ_{pos<l} = l·A + B·l(l+1)/2
+  const double b = model_->macs_per_token(1) - model_->macs_per_token(0);
+  const double a = model_->macs_per_token(0) - b;
+  const double l = static_cast<double>(tokens);
+  return (l * a + b * l * (l + 1) / 2) * config_.seconds_per_mac;
+}
+
+double reference_engine::decode_seconds(uint32_t batch, uint64_t context) const {
+  return batch * model_->macs_per_token(context) * config_.seconds_per_mac;
+}
+
+double reference_engine::kv_bytes(uint64_t tokens) const {
+  return static_cast<double>(tokens * info_.n_full() * kv_bytes_per_token_layer() +
+                             info_.state_bytes_total);
+}
+
+} // namespace prfaas::engine
