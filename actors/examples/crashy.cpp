@@ -1,0 +1,60 @@
+// `crashy`: a deliberately fragile actor for supervision tests. It crashes (throws)
+// on examples.Crash, optionally on its own after `crash_after`, and keeps a
+// re-arming `tick` timer so that shutdown must stop it explicitly.
+
+#include <stdexcept>
+
+#include <caf/all.hpp>
+
+#include "prfaas/messages/remote_actor.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/examples.pb.h"
+
+namespace prfaas::examples_actors {
+
+namespace {
+
+struct crashy_state {
+  static inline const char* name = "crashy";
+  uint64_t ticks = 0;
+};
+
+caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
+                     duration tick, duration crash_after) {
+  if (tick > duration::zero())
+    self->delayed_send(self, tick, caf::tick_atom_v);
+  if (crash_after > duration::zero())
+    self->delayed_send(self, crash_after, stop_atom_v);
+  return {
+    [self, ctx](remote_message& m) -> caf::result<remote_message> {
+      examples::Crash c;
+      if (!parse_remote(m, c))
+        return unknown_type(*ctx, m);
+      throw std::runtime_error("crash requested: " + c.reason());
+    },
+    [self, tick](caf::tick_atom) {
+      ++self->state.ticks;
+      self->delayed_send(self, tick, caf::tick_atom_v);
+    },
+    [](stop_atom) -> caf::result<void> {
+      throw std::runtime_error("crash_after elapsed");
+    },
+  };
+}
+
+void register_types(actor_registry& r) {
+  r.add({"crashy",
+         "crashes on examples.Crash or after crash_after; ticks every tick",
+         {{"tick", param_kind::duration, "0ms", "re-arming timer period (0 = none)"},
+          {"crash_after", param_kind::duration, "0ms", "crash on its own after this (0 = never)"}},
+         [](node_context& ctx, const std::string&, const actor_params& p) {
+           return ctx.system().spawn(crashy, &ctx, p.dur("tick"), p.dur("crash_after"));
+         }});
+}
+
+} // namespace
+
+PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+} // namespace prfaas::examples_actors

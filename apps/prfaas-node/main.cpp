@@ -1,0 +1,141 @@
+// prfaas-node: runs one node of a deployment file, or all of them in one process.
+//
+//   prfaas-node --config FILE --node NAME     one node
+//   prfaas-node --config FILE --all           every node (the embedded default)
+//   prfaas-node --config FILE --check         validate and exit
+//
+// Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure (e.g. cannot
+// bind), 2 bad configuration or plugin, 3 a supervisor escalated.
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <zmq.hpp>
+
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/plugin.hpp"
+
+namespace {
+
+constexpr int exit_runtime = 1;
+constexpr int exit_config = 2;
+constexpr int exit_escalated = 3;
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"prfaas-node: run nodes of a prfaas deployment"};
+  std::string config_file;
+  std::string node_name;
+  bool all = false;
+  bool check = false;
+  std::string log_level;
+  unsigned threads = 2;
+  app.add_option("--config,-c", config_file, "deployment file (YAML)")->required();
+  auto* node_opt = app.add_option("--node,-n", node_name, "the node of the deployment to run");
+  auto* all_opt = app.add_flag("--all", all, "run every node of the deployment in this process");
+  node_opt->excludes(all_opt);
+  app.add_flag("--check", check, "validate the deployment (and plugins) and exit");
+  app.add_option("--log-level", log_level, "override the configured log level")
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
+  CLI11_PARSE(app, argc, argv);
+
+  prfaas::deployment_config dep;
+  auto registry = prfaas::actor_registry::with_builtins();
+  try {
+    dep = prfaas::load_deployment(config_file);
+    for (auto& p : dep.plugins)
+      prfaas::load_plugin(p, registry);
+    registry.validate(dep);
+    if (!log_level.empty()) {
+      auto o = prfaas::parse_deployment("deployment: x\nlog_level: " + log_level
+                                          + "\nnodes: [{name: a, control: tcp://127.0.0.1:1, "
+                                            "data: tcp://127.0.0.1:2}]",
+                                        "--log-level");
+      dep.log = o.log;
+      for (auto& n : dep.nodes)
+        n.log = o.log;
+    }
+  } catch (const prfaas::config_error& e) {
+    std::cerr << "prfaas-node: configuration error: " << e.what() << "\n";
+    return exit_config;
+  } catch (const prfaas::plugin_error& e) {
+    std::cerr << "prfaas-node: " << e.what() << "\n";
+    return exit_config;
+  }
+  if (!all && node_name.empty() && !check) {
+    std::cerr << "prfaas-node: give --node NAME or --all\n";
+    return exit_config;
+  }
+  if (!node_name.empty() && !dep.find_node(node_name)) {
+    std::cerr << "prfaas-node: configuration error: " << config_file << ": nodes: no node named \""
+              << node_name << "\"\n";
+    return exit_config;
+  }
+  if (check) {
+    std::cout << "ok: deployment " << dep.name << ", " << dep.nodes.size() << " nodes\n";
+    return 0;
+  }
+
+  // Signals are taken synchronously by this thread: block them before any other
+  // thread (CAF, ZeroMQ, HTTP) exists so those threads inherit the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  int rc = 0;
+  {
+    caf::actor_system_config cfg;
+    cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
+    cfg.add_message_types<caf::id_block::prfaas>();
+    caf::actor_system sys{cfg};
+    zmq::context_t zctx{1};
+    std::vector<std::unique_ptr<prfaas::node>> nodes;
+    try {
+      for (auto& n : dep.nodes) {
+        if (!all && n.name != node_name)
+          continue;
+        prfaas::node_options opts;
+        opts.zmq = &zctx;
+        nodes.push_back(std::make_unique<prfaas::node>(sys, dep, n.name, registry, opts));
+        nodes.back()->start();
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "prfaas-node: " << e.what() << "\n";
+      rc = exit_runtime;
+    }
+    if (rc == 0) {
+      timespec tick{0, 100 * 1000 * 1000};
+      for (;;) {
+        int sig = sigtimedwait(&sigs, nullptr, &tick);
+        if (sig == SIGINT || sig == SIGTERM)
+          break;
+        bool escalated = false;
+        for (auto& n : nodes)
+          if (n->escalated()) {
+            std::cerr << "prfaas-node: node " << n->name()
+                      << " escalated: " << n->escalation_reason() << "\n";
+            escalated = true;
+          }
+        if (escalated) {
+          rc = exit_escalated;
+          break;
+        }
+      }
+    }
+    for (auto i = nodes.rbegin(); i != nodes.rend(); ++i)
+      (*i)->stop();
+    nodes.clear();
+  }
+  return rc;
+}

@@ -1,0 +1,95 @@
+#pragma once
+
+// One Prometheus registry per node; every component registers its families here and
+// the node's admin endpoint serves it as Prometheus text at /metrics.
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+namespace prfaas {
+
+/// Why a frame was dropped. Each reason is one label value of
+/// `prfaas_transport_dropped_total{direction,reason}`.
+enum class drop_reason : uint8_t {
+  malformed,          ///< not a parsable envelope, or missing/invalid fields
+  oversized,          ///< header or bulk frame above the configured maximum
+  version,            ///< protocol version differs from ours
+  unknown_kind,       ///< envelope kind we do not know
+  bulk_mismatch,      ///< bulk frame missing, extra or of the wrong size
+  wrong_destination,  ///< addressed to another node
+  stale_incarnation,  ///< addressed to an older incarnation of this node
+  unknown_actor,      ///< no local actor of that name
+  unknown_type,       ///< the actor does not understand the payload type
+  duplicate,          ///< a retried request already seen
+  unreachable,        ///< outbound: peer not connected
+  overflow,           ///< outbound: per-peer queue full
+  unknown_peer,       ///< outbound: node not in the deployment
+  late,               ///< a response for a request that already ended
+};
+inline constexpr size_t drop_reason_count = 14;
+const char* to_string(drop_reason);
+bool is_inbound_drop(drop_reason);
+
+/// A node's metrics registry.
+class metrics {
+public:
+  explicit metrics(std::string node);
+
+  prometheus::Registry& registry() { return *registry_; }
+  std::shared_ptr<prometheus::Registry> shared_registry() const { return registry_; }
+
+  /// Prometheus text exposition format (version 0.0.4).
+  std::string serialize() const;
+
+  /// Finds or creates a counter / gauge. Families are created on first use; the node
+  /// label is added to every series.
+  prometheus::Counter& counter(const std::string& name, const std::string& help,
+                               const prometheus::Labels& labels = {});
+  prometheus::Gauge& gauge(const std::string& name, const std::string& help,
+                           const prometheus::Labels& labels = {});
+
+  /// Reads back a counter's value (0 if absent); used by tests and /health.
+  double counter_value(const std::string& name, const prometheus::Labels& labels = {}) const;
+
+  const std::string& node() const { return node_; }
+
+private:
+  std::string node_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  mutable std::mutex mtx_;
+  std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+};
+
+/// The transport's counters, resolved once so hot paths only touch atomics.
+struct transport_metrics {
+  explicit transport_metrics(metrics& m);
+
+  prometheus::Counter& frames_sent;
+  prometheus::Counter& frames_received;
+  prometheus::Counter& frames_accepted;
+  prometheus::Counter& bytes_sent;
+  prometheus::Counter& bytes_received;
+  prometheus::Counter& requests;
+  prometheus::Counter& retries;
+  prometheus::Counter& timeouts;
+  prometheus::Counter& heartbeats_sent;
+  prometheus::Gauge& peers_up;
+  prometheus::Gauge& pending_requests;
+  std::array<prometheus::Counter*, drop_reason_count> dropped{};
+
+  void drop(drop_reason r, double n = 1) { dropped[static_cast<size_t>(r)]->Increment(n); }
+  double dropped_value(drop_reason r) const { return dropped[static_cast<size_t>(r)]->Value(); }
+  /// Sum of drops decided when a frame arrives (malformed ... unknown_actor).
+  double inbound_dropped() const;
+};
+
+} // namespace prfaas

@@ -1,0 +1,110 @@
+#pragma once
+
+// One node of a deployment: its transport (wire + messenger + transport actor), its
+// supervisor with the configured actors, and its admin endpoint (/metrics, /health).
+// Start and stop are symmetric: stop runs in reverse order and is idempotent.
+//
+// The same class runs live (ZeroMQ, real time) and in simulation (sim_network,
+// CAF's test coordinator): only `node_options::sim` differs.
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/node_context.hpp"
+#include "prfaas/runtime/sim_network.hpp"
+
+namespace zmq {
+class context_t;
+}
+
+namespace httplib {
+class Server;
+}
+
+namespace prfaas {
+
+struct node_options {
+  sim_network_ptr sim;              ///< simulated network; null = ZeroMQ
+  zmq::context_t* zmq = nullptr;    ///< shared ZeroMQ context (required without sim)
+  uint64_t incarnation = 0;         ///< 0 = wall-clock nanoseconds at start
+  logger_ptr log;                   ///< default: a stderr logger at the configured level
+  bool serve_admin = true;          ///< start the /metrics + /health endpoint if configured
+  std::string control_override;     ///< bind here instead of the configured endpoint (tests)
+};
+
+class node {
+public:
+  node(caf::actor_system& sys, const deployment_config& dep, const std::string& name,
+       const actor_registry& reg, node_options opts);
+  ~node();
+
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Binds, starts the transport, the admin endpoint and every configured actor.
+  /// Throws std::runtime_error (with the endpoint) when binding fails.
+  void start();
+
+  /// Stops actors (reverse order), admin endpoint, transport. Idempotent. Live
+  /// nodes wait for each actor to finish; simulated ones leave that to the scheduler.
+  void stop();
+
+  /// True once the supervisor gave up (restart intensity exceeded).
+  bool escalated() const { return escalated_->flag.load(); }
+  std::string escalation_reason() const;
+  /// Blocks until escalation or `timeout`; true on escalation.
+  bool wait_escalation(std::chrono::milliseconds timeout) const;
+
+  node_context& context() { return *ctx_; }
+  const std::string& name() const { return cfg_.name; }
+  uint64_t incarnation() const { return incarnation_; }
+  caf::actor supervisor() const { return supervisor_; }
+  transport_actor transport() const { return transport_; }
+  std::shared_ptr<metrics> node_metrics() const { return metrics_; }
+  /// The endpoint actually bound (resolves `tcp://host:*`).
+  std::string control_endpoint() const;
+  /// Port of the admin endpoint; 0 when none.
+  int admin_port() const { return admin_port_; }
+
+private:
+  struct escalation {
+    std::atomic<bool> flag{false};
+    mutable std::mutex mtx;
+    mutable std::condition_variable cv;
+    std::string reason;
+  };
+
+  void start_admin();
+  std::string health_json();
+
+  caf::actor_system& sys_;
+  const deployment_config& dep_;
+  const node_config& cfg_;
+  const actor_registry& reg_;
+  node_options opts_;
+  uint64_t incarnation_;
+  logger_ptr log_;
+  std::shared_ptr<metrics> metrics_;
+  std::shared_ptr<messenger> messenger_;
+  wire_ptr wire_;
+  transport_actor transport_;
+  std::shared_ptr<node_context> ctx_;
+  caf::actor supervisor_;
+  std::shared_ptr<escalation> escalated_ = std::make_shared<escalation>();
+  std::unique_ptr<httplib::Server> admin_;
+  std::thread admin_thread_;
+  int admin_port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+} // namespace prfaas

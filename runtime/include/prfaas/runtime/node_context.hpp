@@ -1,0 +1,58 @@
+#pragma once
+
+// What an actor gets from the node it runs on: identity, settings, the transport,
+// metrics, a logger and its own seed. Shared by all actors of one node; outlives them.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+
+#include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/log.hpp"
+#include "prfaas/runtime/messenger.hpp"
+#include "prfaas/runtime/metrics.hpp"
+#include "prfaas/runtime/transport.hpp"
+
+namespace prfaas {
+
+class node_context {
+public:
+  node_context(caf::actor_system& sys, const deployment_config& dep, const node_config& node,
+               uint64_t incarnation, std::shared_ptr<messenger> m, transport_actor transport,
+               std::shared_ptr<metrics> metrics, logger_ptr log);
+
+  caf::actor_system& system() const { return sys_; }
+  const std::string& node() const { return node_.name; }
+  const std::string& cluster() const { return node_.cluster; }
+  uint64_t incarnation() const { return incarnation_; }
+  const deployment_config& deployment() const { return dep_; }
+  const node_config& config() const { return node_; }
+
+  transport_actor transport() const { return transport_; }
+  messenger& msgr() const { return *messenger_; }
+  metrics& node_metrics() const { return *metrics_; }
+  const logger_ptr& log() const { return log_; }
+
+  /// Address of a local actor.
+  address local(const std::string& actor) const { return {node_.name, actor}; }
+
+  /// A seed for `actor_name` derived from the deployment seed and the node name:
+  /// stable across runs (so a simulation replays) and distinct per actor.
+  uint64_t seed_for(const std::string& actor_name) const;
+
+private:
+  caf::actor_system& sys_;
+  const deployment_config& dep_;
+  const node_config& node_;
+  uint64_t incarnation_;
+  std::shared_ptr<messenger> messenger_;
+  transport_actor transport_;
+  std::shared_ptr<metrics> metrics_;
+  logger_ptr log_;
+};
+
+using node_context_ptr = std::shared_ptr<node_context>;
+
+} // namespace prfaas

@@ -1,0 +1,68 @@
+#pragma once
+
+// How actors talk to actors on other nodes: protobuf messages to `node/actor`
+// addresses, one-way or as requests with a timeout. Replies and errors come back
+// through CAF's usual response handles, so the same code runs in real and virtual time.
+//
+//   auto msg = make_remote(ctx.local("me"), {"pd-0", "echo"}, ping);
+//   request_remote(self, ctx, std::move(msg), 500ms).then(
+//     [](remote_message& r) { examples::Pong pong; parse_remote(r, pong); ... },
+//     [](caf::error& e) { ... describe(e) ... });
+
+#include <chrono>
+#include <string>
+
+#include <caf/event_based_actor.hpp>
+
+#include "prfaas/messages/remote_message.hpp"
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/node_context.hpp"
+
+namespace prfaas {
+
+/// Builds a remote message carrying `payload` (a protobuf message).
+template <class Proto>
+remote_message make_remote(address from, address to, const Proto& payload, bulk_ptr bulk = {}) {
+  remote_message m;
+  m.source = std::move(from);
+  m.destination = std::move(to);
+  m.type = Proto::descriptor()->full_name();
+  m.payload = payload.SerializeAsString();
+  m.bulk = std::move(bulk);
+  return m;
+}
+
+/// A reply to `request` carrying `payload`.
+template <class Proto>
+remote_message make_reply(const remote_message& request, const Proto& payload, bulk_ptr bulk = {}) {
+  return make_remote(request.destination, request.source, payload, std::move(bulk));
+}
+
+/// True when `m` carries a `Proto` that parses.
+template <class Proto>
+bool parse_remote(const remote_message& m, Proto& out) {
+  return m.type == Proto::descriptor()->full_name() && out.ParseFromString(m.payload);
+}
+
+/// The error an actor returns for a payload type it does not handle; counted as
+/// `prfaas_transport_dropped_total{reason="unknown_type"}`.
+caf::error unknown_type(node_context& ctx, const remote_message& m);
+
+/// One-way; never blocks. Local destinations skip the wire.
+inline send_status send_remote(node_context& ctx, const remote_message& m) {
+  return ctx.msgr().send_oneway(m);
+}
+
+/// Request with a deadline. The transport retries until `timeout` and always
+/// answers: the reply, the remote error, peer_down or request_timeout.
+template <class Self>
+auto request_remote(Self* self, node_context& ctx, remote_message m,
+                    std::chrono::nanoseconds timeout) {
+  // The transport enforces `timeout` itself; CAF's own timeout is only a backstop.
+  auto backstop = timeout + std::chrono::milliseconds(500);
+  return self->request(ctx.transport(), backstop, request_atom_v, std::move(m),
+                       caf::timespan{timeout});
+}
+
+} // namespace prfaas

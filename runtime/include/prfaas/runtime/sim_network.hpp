@@ -1,0 +1,67 @@
+#pragma once
+
+// The simulated network: an in-process wire driven by the actor clock. Frames are
+// delivered as delayed messages, so under CAF's test coordinator delivery happens
+// in virtual time, in a deterministic order. Per-pair latency, one-way and two-way
+// partitions and crashed (detached) nodes are supported; the simulation issue adds
+// bandwidth, loss and reordering on top of the same seam.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "prfaas/runtime/wire.hpp"
+
+namespace prfaas {
+
+class sim_network : public std::enable_shared_from_this<sim_network> {
+public:
+  explicit sim_network(caf::actor_system& sys,
+                       std::chrono::nanoseconds default_latency = std::chrono::milliseconds(1));
+  ~sim_network();
+
+  /// The wire of node `name`. Delivery to it starts when the wire is started.
+  wire_ptr attach(const std::string& name);
+
+  void set_latency(const std::string& a, const std::string& b, std::chrono::nanoseconds d);
+  /// Drops everything sent from `from` to `to` (one way) until healed.
+  void block(const std::string& from, const std::string& to);
+  void unblock(const std::string& from, const std::string& to);
+  /// Two-way partition between the two sides.
+  void partition(const std::string& a, const std::string& b);
+  void heal(const std::string& a, const std::string& b);
+  /// Drops everything to and from `node` (a crashed or paused process).
+  void isolate(const std::string& node);
+  void rejoin(const std::string& node);
+
+  uint64_t delivered() const;
+  uint64_t dropped() const;
+
+  /// Called by a sim wire; thread-safe.
+  send_status route(const std::string& from, const std::string& to, std::string header,
+                    bulk_ptr bulk);
+  void set_endpoint(const std::string& name, caf::actor endpoint);
+  void clear_endpoint(const std::string& name, const caf::actor& endpoint);
+
+private:
+  caf::actor_system& sys_;
+  std::chrono::nanoseconds default_latency_;
+  mutable std::mutex mtx_;
+  std::map<std::string, caf::actor> endpoints_;
+  std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> latency_;
+  std::set<std::pair<std::string, std::string>> blocked_;
+  std::set<std::string> isolated_;
+  uint64_t delivered_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+using sim_network_ptr = std::shared_ptr<sim_network>;
+
+} // namespace prfaas

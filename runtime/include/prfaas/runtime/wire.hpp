@@ -1,0 +1,55 @@
+#pragma once
+
+// The byte-moving layer under the transport: ZeroMQ in production, a simulated
+// network driven by the actor clock in deterministic tests. A wire knows peers by
+// node name and moves (header, optional bulk) frames; everything above it
+// (envelopes, requests, retries, failure detection) is shared by both.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "prfaas/messages/remote_message.hpp"
+#include "prfaas/runtime/metrics.hpp"
+
+namespace prfaas {
+
+/// One inbound message as read from a wire. `header` stays valid for the duration
+/// of the callback only; `bulk` may be kept.
+struct inbound_frame {
+  std::string_view peer;   ///< transport-level identity of the sender (informational)
+  const std::byte* header = nullptr;
+  size_t header_size = 0;
+  bulk_ptr bulk;           ///< second frame, if any
+  size_t parts = 0;        ///< number of frames after the identity (1 = header only)
+};
+
+/// Result of handing a frame to the wire.
+enum class send_status : uint8_t { queued, unreachable, overflow, unknown_peer, stopped };
+
+class frame_wire {
+public:
+  using inbound_handler = std::function<void(const inbound_frame&)>;
+  /// Called when a frame already accepted by `send` is lost later (peer gone).
+  using drop_handler = std::function<void(drop_reason)>;
+
+  virtual ~frame_wire() = default;
+
+  /// Starts moving frames; `on_frame` is called for every inbound message, from
+  /// the wire's own thread (ZeroMQ) or from an actor's context (simulation).
+  virtual void start(inbound_handler on_frame, drop_handler on_drop) = 0;
+
+  /// Thread-safe, never blocks. `header` is a serialized envelope.
+  virtual send_status send(const std::string& peer, std::string header, bulk_ptr bulk) = 0;
+
+  /// Stops moving frames and releases sockets. Idempotent; no callback runs after it returns.
+  virtual void stop() = 0;
+
+  /// Where the wire actually listens (e.g. the port chosen for `tcp://127.0.0.1:*`).
+  virtual std::string local_endpoint() const = 0;
+};
+
+using wire_ptr = std::shared_ptr<frame_wire>;
+
+} // namespace prfaas

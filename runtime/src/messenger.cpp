@@ -1,0 +1,213 @@
+#include "prfaas/runtime/messenger.hpp"
+
+#include <caf/send.hpp>
+
+#include "prfaas/messages/protocol.hpp"
+#include "prfaas/messages/type_ids.hpp"
+
+namespace prfaas {
+
+namespace {
+
+bool valid_name(const std::string& s) {
+  return !s.empty() && s.size() <= 256 && s.find('/') == std::string::npos;
+}
+
+} // namespace
+
+decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
+                           uint64_t self_incarnation, const transport_config& cfg,
+                           wire::Envelope& out) {
+  auto fail = [](drop_reason r) { return decode_result{false, r}; };
+  if (f.header_size > cfg.max_envelope_bytes)
+    return fail(drop_reason::oversized);
+  if (f.bulk && f.bulk->size() > cfg.max_bulk_bytes)
+    return fail(drop_reason::oversized);
+  if (f.parts == 0 || f.header == nullptr)
+    return fail(drop_reason::malformed);
+  if (!out.ParseFromArray(f.header, static_cast<int>(f.header_size)))
+    return fail(drop_reason::malformed);
+  if (out.protocol_version() != protocol_version)
+    return fail(drop_reason::version);
+  if (!wire::Kind_IsValid(out.kind()) || out.kind() == wire::KIND_UNSPECIFIED)
+    return fail(drop_reason::unknown_kind);
+  if (f.parts > 2 || out.bulk_bytes() != (f.bulk ? f.bulk->size() : 0))
+    return fail(drop_reason::bulk_mismatch);
+  if (!valid_name(out.source().node()) || out.source_incarnation() == 0)
+    return fail(drop_reason::malformed);
+  if (out.kind() != wire::HEARTBEAT
+      && (!valid_name(out.source().actor()) || !valid_name(out.destination().actor())))
+    return fail(drop_reason::malformed);
+  if (out.kind() == wire::REQUEST && out.request_id() == 0)
+    return fail(drop_reason::malformed);
+  if ((out.kind() == wire::RESPONSE || out.kind() == wire::ERROR) && out.correlation_id() == 0)
+    return fail(drop_reason::malformed);
+  if (out.deadline_budget_ns() < 0)
+    return fail(drop_reason::malformed);
+  if (out.destination().node() != self_node)
+    return fail(drop_reason::wrong_destination);
+  if (out.destination_incarnation() != 0 && out.destination_incarnation() != self_incarnation)
+    return fail(drop_reason::stale_incarnation);
+  return {true, drop_reason::malformed};
+}
+
+messenger::messenger(std::string node, uint64_t incarnation, std::set<std::string> peers,
+                     transport_config cfg, std::shared_ptr<metrics> m, logger_ptr log)
+  : node_(std::move(node)),
+    incarnation_(incarnation),
+    peers_(std::move(peers)),
+    cfg_(cfg),
+    metrics_(std::move(m)),
+    counters_(*metrics_),
+    log_(std::move(log)) {
+  peers_.erase(node_);
+}
+
+messenger::~messenger() {
+  stop();
+}
+
+void messenger::start(wire_ptr w, caf::actor transport_actor) {
+  wire_ = std::move(w);
+  transport_ = std::move(transport_actor);
+  running_ = true;
+  wire_->start([this](const inbound_frame& f) { on_frame(f); },
+               [this](drop_reason r) { counters_.drop(r); });
+}
+
+void messenger::stop() {
+  if (!running_.exchange(false))
+    return;
+  if (wire_)
+    wire_->stop();
+  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+  directory_.clear();
+  transport_ = nullptr;
+}
+
+void messenger::register_actor(const std::string& name, caf::actor handle) {
+  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+  directory_[name] = std::move(handle);
+}
+
+void messenger::unregister_actor(const std::string& name, const caf::actor& handle) {
+  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+  auto i = directory_.find(name);
+  if (i != directory_.end() && i->second == handle)
+    directory_.erase(i);
+}
+
+caf::actor messenger::lookup(const std::string& name) const {
+  std::shared_lock<std::shared_mutex> guard{dir_mtx_};
+  auto i = directory_.find(name);
+  return i == directory_.end() ? caf::actor{} : i->second;
+}
+
+send_status messenger::send_oneway(const remote_message& msg) {
+  if (msg.destination.node == node_) {
+    auto dest = lookup(msg.destination.actor);
+    if (!dest) {
+      counters_.drop(drop_reason::unknown_actor);
+      return send_status::unreachable;
+    }
+    caf::anon_send(dest, msg);
+    return send_status::queued;
+  }
+  wire::Envelope env;
+  env.set_kind(wire::ONEWAY);
+  env.mutable_source()->set_node(msg.source.node);
+  env.mutable_source()->set_actor(msg.source.actor);
+  env.mutable_destination()->set_node(msg.destination.node);
+  env.mutable_destination()->set_actor(msg.destination.actor);
+  env.set_type(msg.type);
+  env.set_payload(msg.payload);
+  return send_envelope(msg.destination.node, env, msg.bulk);
+}
+
+std::string messenger::serialize(wire::Envelope& env, const bulk_ptr& bulk) const {
+  env.set_protocol_version(protocol_version);
+  env.set_source_incarnation(incarnation_);
+  if (env.source().node().empty())
+    env.mutable_source()->set_node(node_);
+  env.set_bulk_bytes(bulk ? bulk->size() : 0);
+  return env.SerializeAsString();
+}
+
+send_status messenger::send_envelope(const std::string& peer, wire::Envelope& env,
+                                     bulk_ptr bulk) {
+  auto header = serialize(env, bulk);
+  return send_serialized(peer, std::move(header), std::move(bulk));
+}
+
+send_status messenger::send_serialized(const std::string& peer, std::string header,
+                                       bulk_ptr bulk) {
+  if (!running_)
+    return send_status::stopped;
+  if (peers_.count(peer) == 0) {
+    counters_.drop(drop_reason::unknown_peer);
+    return send_status::unknown_peer;
+  }
+  auto bytes = header.size() + (bulk ? bulk->size() : 0);
+  auto st = wire_->send(peer, std::move(header), std::move(bulk));
+  switch (st) {
+    case send_status::queued:
+      counters_.frames_sent.Increment();
+      counters_.bytes_sent.Increment(static_cast<double>(bytes));
+      break;
+    case send_status::unreachable: counters_.drop(drop_reason::unreachable); break;
+    case send_status::overflow: counters_.drop(drop_reason::overflow); break;
+    case send_status::unknown_peer: counters_.drop(drop_reason::unknown_peer); break;
+    case send_status::stopped: break;
+  }
+  return st;
+}
+
+void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* detail) {
+  counters_.drop(r);
+  // Bounded: a flood of bad frames must not become a flood of log lines.
+  if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
+    drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
+    log_->warn("frame_dropped reason={} peer_bytes={} size={} detail={}", to_string(r),
+               f.peer.size(), f.header_size, detail);
+  }
+}
+
+void messenger::on_frame(const inbound_frame& f) {
+  counters_.frames_received.Increment();
+  counters_.bytes_received.Increment(
+    static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
+  auto in = std::make_shared<inbound_envelope>();
+  auto res = decode_frame(f, node_, incarnation_, cfg_, in->env);
+  if (!res.ok) {
+    count_drop(res.reason, f, "decode");
+    return;
+  }
+  in->bulk = f.bulk;
+  auto& env = in->env;
+  if (env.kind() == wire::ONEWAY) {
+    auto dest = lookup(env.destination().actor());
+    if (!dest) {
+      count_drop(drop_reason::unknown_actor, f, env.destination().actor().c_str());
+      return;
+    }
+    counters_.frames_accepted.Increment();
+    remote_message msg;
+    msg.source = {env.source().node(), env.source().actor()};
+    msg.destination = {env.destination().node(), env.destination().actor()};
+    msg.type = std::move(*env.mutable_type());
+    msg.payload = std::move(*env.mutable_payload());
+    msg.bulk = std::move(in->bulk);
+    caf::anon_send(dest, std::move(msg));
+    return;
+  }
+  counters_.frames_accepted.Increment();
+  caf::actor t;
+  {
+    std::shared_lock<std::shared_mutex> guard{dir_mtx_};
+    t = transport_;
+  }
+  if (t)
+    caf::anon_send(t, inbound_atom_v, std::move(in));
+}
+
+} // namespace prfaas

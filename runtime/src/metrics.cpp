@@ -1,0 +1,113 @@
+#include "prfaas/runtime/metrics.hpp"
+
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace prfaas {
+
+const char* to_string(drop_reason r) {
+  switch (r) {
+    case drop_reason::malformed: return "malformed";
+    case drop_reason::oversized: return "oversized";
+    case drop_reason::version: return "version";
+    case drop_reason::unknown_kind: return "unknown_kind";
+    case drop_reason::bulk_mismatch: return "bulk_mismatch";
+    case drop_reason::wrong_destination: return "wrong_destination";
+    case drop_reason::stale_incarnation: return "stale_incarnation";
+    case drop_reason::unknown_actor: return "unknown_actor";
+    case drop_reason::unknown_type: return "unknown_type";
+    case drop_reason::duplicate: return "duplicate";
+    case drop_reason::unreachable: return "unreachable";
+    case drop_reason::overflow: return "overflow";
+    case drop_reason::unknown_peer: return "unknown_peer";
+    case drop_reason::late: return "late";
+  }
+  return "?";
+}
+
+bool is_inbound_drop(drop_reason r) {
+  return r <= drop_reason::unknown_actor;
+}
+
+metrics::metrics(std::string node)
+  : node_(std::move(node)), registry_(std::make_shared<prometheus::Registry>()) {
+}
+
+std::string metrics::serialize() const {
+  std::ostringstream out;
+  prometheus::TextSerializer{}.Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+prometheus::Counter& metrics::counter(const std::string& name, const std::string& help,
+                                      const prometheus::Labels& labels) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = counters_.find(name);
+  if (i == counters_.end()) {
+    auto& fam = prometheus::BuildCounter().Name(name).Help(help).Labels({{"node", node_}}).Register(
+      *registry_);
+    i = counters_.emplace(name, &fam).first;
+  }
+  return i->second->Add(labels);
+}
+
+prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& help,
+                                  const prometheus::Labels& labels) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = gauges_.find(name);
+  if (i == gauges_.end()) {
+    auto& fam = prometheus::BuildGauge().Name(name).Help(help).Labels({{"node", node_}}).Register(
+      *registry_);
+    i = gauges_.emplace(name, &fam).first;
+  }
+  return i->second->Add(labels);
+}
+
+double metrics::counter_value(const std::string& name, const prometheus::Labels& labels) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = counters_.find(name);
+  if (i == counters_.end() || !i->second->Has(labels))
+    return 0;
+  return const_cast<prometheus::Family<prometheus::Counter>*>(i->second)->Add(labels).Value();
+}
+
+namespace {
+
+prometheus::Counter& tc(metrics& m, const char* name, const char* help) {
+  return m.counter(name, help);
+}
+
+} // namespace
+
+transport_metrics::transport_metrics(metrics& m)
+  : frames_sent(tc(m, "prfaas_transport_frames_sent_total", "Envelopes handed to the wire")),
+    frames_received(tc(m, "prfaas_transport_frames_received_total",
+                       "Messages read from the wire, valid or not")),
+    frames_accepted(tc(m, "prfaas_transport_frames_accepted_total",
+                       "Inbound messages that passed validation")),
+    bytes_sent(tc(m, "prfaas_transport_bytes_sent_total", "Header plus bulk bytes sent")),
+    bytes_received(tc(m, "prfaas_transport_bytes_received_total", "Header plus bulk bytes read")),
+    requests(tc(m, "prfaas_transport_requests_total", "Cross-node requests started")),
+    retries(tc(m, "prfaas_transport_retries_total", "Request re-sends after no answer")),
+    timeouts(tc(m, "prfaas_transport_request_timeouts_total", "Requests that hit their deadline")),
+    heartbeats_sent(tc(m, "prfaas_transport_heartbeats_sent_total", "Heartbeats sent")),
+    peers_up(m.gauge("prfaas_transport_peers_up", "Peers currently up")),
+    pending_requests(m.gauge("prfaas_transport_pending_requests", "Requests awaiting an answer")) {
+  for (size_t i = 0; i < drop_reason_count; ++i) {
+    auto r = static_cast<drop_reason>(i);
+    dropped[i] = &m.counter("prfaas_transport_dropped_total", "Frames dropped, by reason",
+                            {{"reason", to_string(r)},
+                             {"direction", is_inbound_drop(r) ? "in" : "out"}});
+  }
+}
+
+double transport_metrics::inbound_dropped() const {
+  double sum = 0;
+  for (size_t i = 0; i < drop_reason_count; ++i)
+    if (is_inbound_drop(static_cast<drop_reason>(i)))
+      sum += dropped[i]->Value();
+  return sum;
+}
+
+} // namespace prfaas

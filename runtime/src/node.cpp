@@ -1,0 +1,230 @@
+#include "prfaas/runtime/node.hpp"
+
+#include <sstream>
+
+#include <caf/all.hpp>
+#include <httplib.h>
+#include <zmq.hpp>
+
+#include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/supervisor.hpp"
+#include "prfaas/runtime/zmq_wire.hpp"
+
+namespace prfaas {
+
+namespace {
+
+uint64_t wall_clock_incarnation() {
+  // Wall-clock nanoseconds: a restarted process gets a higher incarnation than
+  // its predecessor, which is what the failure detector needs to tell them apart.
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+}
+
+/// Sends an exit message to `a` and waits until it is gone (live nodes only).
+void stop_and_wait(caf::actor_system& sys, const caf::actor& a) {
+  if (!a)
+    return;
+  caf::scoped_actor self{sys};
+  self->monitor(a);
+  self->send_exit(a, caf::exit_reason::user_shutdown);
+  self->receive([](const caf::down_msg&) {},
+                caf::after(std::chrono::seconds(10)) >> [&] {
+                  self->send_exit(a, caf::exit_reason::kill);
+                });
+}
+
+} // namespace
+
+node::node(caf::actor_system& sys, const deployment_config& dep, const std::string& name,
+           const actor_registry& reg, node_options opts)
+  : sys_(sys),
+    dep_(dep),
+    cfg_([&]() -> const node_config& {
+      auto* n = dep.find_node(name);
+      if (!n)
+        throw config_error("nodes", "no node named \"" + name + "\" in deployment " + dep.name);
+      return *n;
+    }()),
+    reg_(reg),
+    opts_(std::move(opts)),
+    incarnation_(opts_.incarnation != 0 ? opts_.incarnation : wall_clock_incarnation()) {
+}
+
+node::~node() {
+  stop();
+}
+
+std::string node::control_endpoint() const {
+  return wire_ ? wire_->local_endpoint() : cfg_.control;
+}
+
+std::string node::escalation_reason() const {
+  std::lock_guard<std::mutex> guard{escalated_->mtx};
+  return escalated_->reason;
+}
+
+bool node::wait_escalation(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> guard{escalated_->mtx};
+  return escalated_->cv.wait_for(guard, timeout, [&] { return escalated_->flag.load(); });
+}
+
+void node::start() {
+  if (started_)
+    return;
+  started_ = true;
+  metrics_ = std::make_shared<metrics>(cfg_.name);
+  log_ = opts_.log ? opts_.log
+                   : make_node_logger(cfg_.name, incarnation_, cfg_.log.value_or(dep_.log));
+  std::set<std::string> peers;
+  std::map<std::string, std::string> endpoints;
+  for (auto& n : dep_.nodes) {
+    peers.insert(n.name);
+    endpoints[n.name] = n.control;
+  }
+  messenger_ = std::make_shared<messenger>(cfg_.name, incarnation_, peers, dep_.transport,
+                                           metrics_, log_);
+  if (opts_.sim) {
+    wire_ = opts_.sim->attach(cfg_.name);
+  } else {
+    if (!opts_.zmq)
+      throw std::invalid_argument("node " + cfg_.name + ": no ZeroMQ context given");
+    auto bind = opts_.control_override.empty() ? cfg_.control : opts_.control_override;
+    try {
+      wire_ = std::make_shared<zmq_wire>(*opts_.zmq, cfg_.name, bind, endpoints, dep_.transport,
+                                         log_);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("node " + cfg_.name + ": cannot bind control endpoint " + bind
+                               + ": " + e.what());
+    }
+  }
+  transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
+  messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
+  ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
+                                        metrics_, log_);
+  if (opts_.serve_admin && !cfg_.admin.empty())
+    start_admin();
+
+  std::vector<child_spec> children;
+  for (auto& a : cfg_.actors) {
+    auto* type = reg_.find(a.type);
+    if (!type)
+      throw config_error(a.path + ".type", "unknown actor type \"" + a.type + "\"");
+    auto params = reg_.params_for(a);
+    child_spec spec;
+    spec.name = a.name;
+    spec.type = a.type;
+    spec.restart = parse_restart_policy(a.restart);
+    spec.start = [ctx = ctx_, type, name = a.name, params] {
+      return type->factory(*ctx, name, params);
+    };
+    children.push_back(std::move(spec));
+  }
+  supervisor_hooks hooks;
+  hooks.started = [m = messenger_](const std::string& n, const caf::actor& a) {
+    m->register_actor(n, a);
+  };
+  hooks.stopped = [m = messenger_](const std::string& n, const caf::actor& a) {
+    m->unregister_actor(n, a);
+  };
+  supervisor_ = spawn_supervisor(sys_, std::move(children), dep_.supervision, std::move(hooks),
+                                 *metrics_, log_);
+  supervisor_->attach_functor([esc = escalated_, log = log_](const caf::error& reason) {
+    if (reason.category() != error_category
+        || static_cast<errc>(reason.code()) != errc::escalated)
+      return;
+    {
+      std::lock_guard<std::mutex> guard{esc->mtx};
+      esc->reason = describe(reason);
+      esc->flag = true;
+    }
+    esc->cv.notify_all();
+    log->critical("node_escalated reason=\"{}\"", describe(reason));
+  });
+  log_->info("node_started deployment={} control={} actors={} peers={}", dep_.name,
+             control_endpoint(), cfg_.actors.size(), peers.size() - 1);
+}
+
+void node::stop() {
+  if (!started_ || stopped_)
+    return;
+  stopped_ = true;
+  if (opts_.sim) {
+    caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
+    messenger_->stop();
+  } else {
+    stop_and_wait(sys_, supervisor_);
+    if (admin_) {
+      admin_->stop();
+      if (admin_thread_.joinable())
+        admin_thread_.join();
+    }
+    stop_and_wait(sys_, caf::actor_cast<caf::actor>(transport_));
+    messenger_->stop();
+  }
+  log_->info("node_stopped");
+  log_->flush();
+}
+
+std::string node::health_json() {
+  std::ostringstream out;
+  bool ok = !escalated();
+  out << "{\"status\":\"" << (ok ? "ok" : "escalated") << "\",\"node\":\"" << cfg_.name
+      << "\",\"incarnation\":" << incarnation_ << ",\"peers\":[";
+  caf::scoped_actor self{sys_};
+  bool first = true;
+  self->request(transport_, std::chrono::seconds(1), peers_atom_v)
+    .receive(
+      [&](const std::vector<peer_view>& peers) {
+        for (auto& p : peers) {
+          out << (first ? "" : ",") << "{\"node\":\"" << p.node << "\",\"state\":\""
+              << to_string(p.state) << "\",\"incarnation\":" << p.incarnation << "}";
+          first = false;
+        }
+      },
+      [](caf::error&) {});
+  out << "],\"actors\":[";
+  first = true;
+  self->request(supervisor_, std::chrono::seconds(1), children_atom_v)
+    .receive(
+      [&](const std::vector<child_status>& kids) {
+        for (auto& k : kids) {
+          out << (first ? "" : ",") << "{\"name\":\"" << k.name << "\",\"type\":\"" << k.type
+              << "\",\"running\":" << (k.running ? "true" : "false")
+              << ",\"restarts\":" << k.restarts << "}";
+          first = false;
+        }
+      },
+      [](caf::error&) {});
+  out << "]}";
+  return out.str();
+}
+
+void node::start_admin() {
+  auto colon = cfg_.admin.rfind(':');
+  auto host = cfg_.admin.substr(0, colon);
+  int port = std::stoi(cfg_.admin.substr(colon + 1));
+  admin_ = std::make_unique<httplib::Server>();
+  admin_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_->serialize(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  admin_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = escalated() || stopped_ ? 503 : 200;
+    res.set_content(health_json(), "application/json");
+  });
+  if (port == 0) {
+    admin_port_ = admin_->bind_to_any_port(host);
+  } else if (admin_->bind_to_port(host, port)) {
+    admin_port_ = port;
+  } else {
+    admin_port_ = -1;
+  }
+  if (admin_port_ <= 0)
+    throw std::runtime_error("node " + cfg_.name + ": cannot bind admin endpoint " + cfg_.admin);
+  admin_thread_ = std::thread{[srv = admin_.get()] { srv->listen_after_bind(); }};
+  log_->info("admin_listening endpoint={}:{}", host, admin_port_);
+}
+
+} // namespace prfaas
