@@ -61,7 +61,8 @@ struct reader {
 double profile::kv_bytes(uint64_t tokens) const {
   std::vector<std::pair<double, double>> xy;
   for (const auto& p : points)
-    xy.emplace_back(static_cast<double>(p.tokens), p.kv_mib * mib);
+    if (p.has_kv)
+      xy.emplace_back(static_cast<double>(p.tokens), p.kv_mib * mib);
   return std::max(0.0, piecewise(xy, static_cast<double>(tokens)));
 }
 
@@ -148,25 +149,32 @@ result<profile> parse_profile(const std::string& text, const std::string& source
       r.fail("'layers' must be a positive multiple of linear_per_full + 1");
     if (!pts.IsSequence() || pts.size() < 2)
       r.fail("'prefill_points' must be a list of at least 2 points");
+    double last_kv = 0;
+    size_t kv_points = 0;
     for (size_t i = 0; r.err.empty() && i < pts.size(); ++i) {
       const std::string path = "prefill_points[" + std::to_string(i) + "].";
       profile_point pt;
       r.get(pts[i], "tokens", path, pt.tokens);
-      r.get(pts[i], "kv_mib", path, pt.kv_mib);
+      pt.has_kv = r.get(pts[i], "kv_mib", path, pt.kv_mib, false);
       r.get(pts[i], "prefill_s", path, pt.prefill_s);
       double phi = 0;
       if (r.get(pts[i], "phi_gbps", path, phi, false))
         pt.phi_gbps = phi;
       if (!r.err.empty())
         break;
-      if (pt.tokens == 0 || !(pt.kv_mib > 0) || !(pt.prefill_s > 0))
-        r.fail("'" + path + "' needs tokens, kv_mib and prefill_s > 0");
+      if (pt.tokens == 0 || (pt.has_kv && !(pt.kv_mib > 0)) || !(pt.prefill_s > 0))
+        r.fail("'" + path + "' needs tokens and prefill_s > 0 (and kv_mib > 0 if given)");
       else if (!p.points.empty() && (pt.tokens <= p.points.back().tokens ||
-                                     pt.kv_mib < p.points.back().kv_mib ||
                                      pt.prefill_s < p.points.back().prefill_s))
         r.fail("'" + path + "' must increase over the previous point (monotone profile)");
+      else if (pt.has_kv && last_kv > pt.kv_mib)
+        r.fail("'" + path + "kv_mib' must not decrease (monotone profile)");
+      if (pt.has_kv)
+        last_kv = pt.kv_mib, ++kv_points;
       p.points.push_back(pt);
     }
+    if (r.err.empty() && kv_points < 2)
+      r.fail("'prefill_points' needs kv_mib on at least 2 points");
     if (const YAML::Node d = root["decode"]; d && r.err.empty()) {
       decode_model m;
       r.get(d, "slo_tokens_per_s", "decode.", m.slo_tokens_per_s);

@@ -73,7 +73,8 @@ profile_engine::profile_engine(profile prof, profile_engine_config config, clock
                    std::to_string(profile_.linear_per_full) + "|scale=" +
                    std::to_string(config_.kv_scale) + "|seed=" + std::to_string(config_.seed);
   for (const auto& p : profile_.points)
-    id += "|" + std::to_string(p.tokens) + ":" + std::to_string(p.kv_mib);
+    if (p.has_kv)
+      id += "|" + std::to_string(p.tokens) + ":" + std::to_string(p.kv_mib);
   info_.fingerprint = checksum(std::as_bytes(std::span(id.data(), id.size())));
   info_.state_bytes_total = info_.n_linear() * state_layer_bytes();
 }
@@ -311,6 +312,8 @@ result<void> profile_engine::import_sequence(seq_id id, std::span<const kv_chunk
   seqs_.emplace(id, std::move(s));
   return {};
 }
+
+void profile_engine::release(seq_id id) { seqs_.erase(id); }
 
 uint32_t profile_engine::length(seq_id id) const {
   auto it = seqs_.find(id);

@@ -13,6 +13,7 @@ namespace prfaas::engine {
 struct profile_point {
   uint64_t tokens = 0;
   double kv_mib = 0;                  ///< S_kv: KVCache + linear state of one request
+  bool has_kv = true;                 ///< false: a timing-only point (derived profiles)
   double prefill_s = 0;               ///< T_prefill on one instance
   std::optional<double> phi_gbps;     ///< published Φ_kv, for cross-checking only
 };

@@ -46,7 +46,7 @@ public:
   result<std::vector<kv_chunk>> export_kv(seq_id id, uint32_t begin, uint32_t end) const override;
   result<std::vector<kv_chunk>> export_checkpoint(seq_id id, uint32_t at) const override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
-  void release(seq_id id) override { seqs_.erase(id); }
+  void release(seq_id id) override;
   bool contains(seq_id id) const override { return seqs_.count(id) != 0; }
   uint32_t length(seq_id id) const override;
 
