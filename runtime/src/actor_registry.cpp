@@ -154,7 +154,11 @@ actor_params actor_registry::params_for(const actor_config& a) const {
   }
   for (auto& spec : t->params) {
     auto path = a.path + "." + spec.name;
-    YAML::Node v = a.params && a.params.IsMap() ? a.params[spec.name] : YAML::Node{};
+    YAML::Node v;
+    if (a.params && a.params.IsMap())
+      for (auto it = a.params.begin(); it != a.params.end(); ++it)
+        if (it->first.as<std::string>() == spec.name)
+          v = it->second;
     if (!v.IsDefined() || v.IsNull()) {
       if (spec.required)
         throw config_error(path, "required parameter of actor type " + a.type + " is missing");

@@ -151,9 +151,12 @@ void node::stop() {
     return;
   stopped_ = true;
   if (opts_.sim) {
-    caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
-    messenger_->stop();
+    if (supervisor_)
+      caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+    if (transport_)
+      caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
+    if (messenger_)
+      messenger_->stop();
   } else {
     stop_and_wait(sys_, supervisor_);
     if (admin_) {
@@ -162,10 +165,13 @@ void node::stop() {
         admin_thread_.join();
     }
     stop_and_wait(sys_, caf::actor_cast<caf::actor>(transport_));
-    messenger_->stop();
+    if (messenger_)
+      messenger_->stop();
   }
-  log_->info("node_stopped");
-  log_->flush();
+  if (log_) {
+    log_->info("node_stopped");
+    log_->flush();
+  }
 }
 
 std::string node::health_json() {

@@ -1,0 +1,272 @@
+// Cross-node requests in virtual time: replies, remote errors, retries through lost
+// messages, receiver de-duplication, deadlines, fast failure on peer death,
+// stale incarnations.
+
+#include <catch2/catch.hpp>
+
+#include "prfaas/messages/remote_actor.hpp"
+#include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/examples.pb.h"
+#include "support/sim_fixture.hpp"
+
+using namespace std::chrono_literals;
+using prfaas::errc;
+using prfaas::test::sim_fixture;
+
+namespace {
+
+/// Counts how often its handler ran; answers Ping with Pong.
+struct tally_state {
+  static inline const char* name = "tally";
+  uint64_t executed = 0;
+};
+
+prfaas::remote_actor::behavior_type tally(prfaas::remote_actor::stateful_pointer<tally_state> self) {
+  return {[self](prfaas::remote_message& m) -> caf::result<prfaas::remote_message> {
+    ++self->state.executed;
+    prfaas::examples::Pong pong;
+    pong.set_sequence(self->state.executed);
+    return prfaas::make_reply(m, pong);
+  }};
+}
+
+/// Accepts requests and never answers (a hung peer).
+struct blackhole_state {
+  std::vector<caf::response_promise> held;
+};
+
+caf::behavior blackhole(caf::stateful_actor<blackhole_state>* self) {
+  return {[self](prfaas::remote_message&) -> caf::result<prfaas::remote_message> {
+    auto rp = self->make_response_promise();
+    self->state.held.push_back(rp);
+    return caf::delegated<prfaas::remote_message>{};
+  }};
+}
+
+prfaas::actor_registry test_registry() {
+  auto r = prfaas::actor_registry::with_builtins();
+  r.add({"tally", "counts request executions", {},
+         [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
+           return caf::actor_cast<caf::actor>(ctx.system().spawn(tally));
+         }});
+  r.add({"blackhole", "never answers", {},
+         [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
+           return ctx.system().spawn(blackhole);
+         }});
+  return r;
+}
+
+const char* two_nodes = R"(
+deployment: requests
+failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+nodes:
+  - { name: a, control: "tcp://127.0.0.1:7100", data: "tcp://127.0.0.1:7200" }
+  - name: b
+    control: "tcp://127.0.0.1:7101"
+    data: "tcp://127.0.0.1:7201"
+    actors:
+      - { type: echo, name: echo }
+      - { type: tally, name: tally }
+      - { type: blackhole, name: hole }
+)";
+
+prfaas::remote_message ping_to(const std::string& node, const std::string& actor, uint64_t seq,
+                               std::string data = "hello") {
+  prfaas::examples::Ping ping;
+  ping.set_sequence(seq);
+  ping.set_data(std::move(data));
+  return prfaas::make_remote(prfaas::address{"a", "client"}, prfaas::address{node, actor}, ping);
+}
+
+uint64_t executed(sim_fixture& f) {
+  auto h = f.at("b").context().msgr().lookup("tally");
+  return prfaas::test::state_of<tally_state, prfaas::remote_actor::base>(h).executed;
+}
+
+} // namespace
+
+TEST_CASE("a request gets its reply across nodes") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  auto out = f.request("a", ping_to("b", "echo", 7, "abc"), 1s);
+  f.advance(10ms);
+  REQUIRE(out->done);
+  REQUIRE(out->reply);
+  prfaas::examples::Pong pong;
+  REQUIRE(prfaas::parse_remote(*out->reply, pong));
+  CHECK(pong.sequence() == 7);
+  CHECK(pong.data() == "abc");
+  CHECK(pong.responder() == "b/echo");
+  CHECK(pong.incarnation() == f.at("b").incarnation());
+}
+
+TEST_CASE("bulk frames travel beside the envelope") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  std::string blob(1 << 20, 'x');
+  for (size_t i = 0; i < blob.size(); i += 4096)
+    blob[i] = static_cast<char>(i / 4096);
+  auto msg = ping_to("b", "echo", 1);
+  msg.bulk = prfaas::make_bulk(blob);
+  auto out = f.request("a", std::move(msg), 1s);
+  f.advance(10ms);
+  REQUIRE(out->reply);
+  REQUIRE(out->reply->bulk);
+  std::string back(reinterpret_cast<const char*>(out->reply->bulk->data()),
+                   out->reply->bulk->size());
+  CHECK(back == blob);
+}
+
+TEST_CASE("remote errors come back as errors") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  SECTION("unknown actor") {
+    auto out = f.request("a", ping_to("b", "nobody", 1), 1s);
+    f.advance(10ms);
+    REQUIRE(out->done);
+    CHECK(prfaas::error_code(out->error) == errc::unknown_actor);
+    CHECK_THAT(prfaas::describe(out->error), Catch::Matchers::Contains("no actor nobody on b"));
+  }
+  SECTION("unknown payload type") {
+    prfaas::examples::Crash wrong;
+    auto msg = prfaas::make_remote(prfaas::address{"a", "client"}, prfaas::address{"b", "echo"},
+                                   wrong);
+    auto out = f.request("a", std::move(msg), 1s);
+    f.advance(10ms);
+    REQUIRE(out->done);
+    CHECK(prfaas::error_code(out->error) == errc::unknown_type);
+    CHECK(f.at("b").node_metrics()->counter_value(
+            "prfaas_transport_dropped_total", {{"reason", "unknown_type"}, {"direction", "out"}})
+          == 1);
+  }
+  SECTION("node outside the deployment") {
+    auto out = f.request("a", ping_to("zz", "echo", 1), 1s);
+    f.advance(10ms);
+    REQUIRE(out->done);
+    CHECK(prfaas::error_code(out->error) == errc::unreachable);
+  }
+}
+
+TEST_CASE("lost replies are retried and the handler runs once") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  f.net().block("b", "a"); // replies (and b's heartbeats) are lost
+  auto out = f.request("a", ping_to("b", "tally", 1), 2s);
+  f.advance(350ms); // the first send and three retries reach b
+  CHECK_FALSE(out->done);
+  CHECK(executed(f) == 1);
+  f.net().unblock("b", "a");
+  f.advance(150ms); // the next retry gets the cached answer
+  REQUIRE(out->done);
+  REQUIRE(out->reply);
+  CHECK(executed(f) == 1);
+  auto& bm = *f.at("b").node_metrics();
+  CHECK(bm.counter_value("prfaas_transport_dropped_total",
+                         {{"reason", "duplicate"}, {"direction", "out"}})
+        >= 3);
+  CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total") >= 3);
+}
+
+TEST_CASE("lost requests are retried until they get through") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  f.net().block("a", "b");
+  auto out = f.request("a", ping_to("b", "tally", 1), 2s);
+  f.advance(250ms);
+  CHECK(executed(f) == 0);
+  f.net().unblock("a", "b");
+  f.advance(150ms);
+  REQUIRE(out->done);
+  CHECK(out->reply);
+  CHECK(executed(f) == 1);
+}
+
+TEST_CASE("a request with no answer ends at its deadline") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  auto start = f.now();
+  auto out = f.request("a", ping_to("b", "hole", 1), 400ms);
+  f.advance(399ms);
+  CHECK_FALSE(out->done);
+  f.advance(2ms);
+  REQUIRE(out->done);
+  CHECK(prfaas::error_code(out->error) == errc::request_timeout);
+  CHECK(f.now() - start <= 401ms);
+  CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_request_timeouts_total") == 1);
+}
+
+TEST_CASE("requests to a peer that dies fail when it is declared down") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  auto out = f.request("a", ping_to("b", "hole", 1), 30s);
+  f.advance(50ms);
+  f.crash("b");
+  f.advance(700ms); // well before the 30 s deadline
+  REQUIRE(out->done);
+  CHECK(prfaas::error_code(out->error) == errc::peer_down);
+  // New requests to the dead peer fail at once.
+  auto again = f.request("a", ping_to("b", "echo", 2), 30s);
+  REQUIRE(again->done);
+  CHECK(prfaas::error_code(again->error) == errc::peer_down);
+}
+
+TEST_CASE("retries meant for a previous incarnation are not run by its successor") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  auto old_inc = f.start("b").incarnation();
+  f.advance(200ms);
+  f.net().block("a", "b"); // the first attempt is lost
+  auto out = f.request("a", ping_to("b", "tally", 1), 3s);
+  f.advance(50ms);
+  f.crash("b");
+  // a cannot hear the new b, so it keeps retrying towards the old incarnation.
+  f.net().block("b", "a");
+  f.start("b", old_inc + 1);
+  f.net().unblock("a", "b");
+  f.advance(300ms);
+  // The retries carry b's old incarnation: the new b drops them as stale ...
+  CHECK(executed(f) == 0);
+  CHECK(f.at("b").node_metrics()->counter_value(
+          "prfaas_transport_dropped_total", {{"reason", "stale_incarnation"}, {"direction", "in"}})
+        >= 2);
+  INFO(prfaas::describe(out->error));
+  CHECK_FALSE(out->done);
+  // ... and the request ends when a gives up on the old incarnation.
+  f.advance(500ms);
+  REQUIRE(out->done);
+  CHECK(prfaas::error_code(out->error) == errc::peer_down);
+  CHECK(executed(f) == 0);
+}
+
+TEST_CASE("one-way messages reach the actor directly") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  for (int i = 0; i < 10; ++i)
+    prfaas::send_remote(f.at("a").context(), ping_to("b", "tally", i));
+  f.advance(10ms);
+  CHECK(executed(f) == 10);
+  // One-way to an unknown actor is counted on arrival.
+  prfaas::send_remote(f.at("a").context(), ping_to("b", "nobody", 1));
+  f.advance(10ms);
+  CHECK(f.at("b").node_metrics()->counter_value(
+          "prfaas_transport_dropped_total", {{"reason", "unknown_actor"}, {"direction", "in"}})
+        == 1);
+}
