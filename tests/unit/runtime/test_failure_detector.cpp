@@ -1,0 +1,83 @@
+#include <catch2/catch.hpp>
+
+#include "prfaas/runtime/failure_detector.hpp"
+
+using namespace std::chrono_literals;
+using prfaas::failure_detector;
+using prfaas::peer_state;
+
+namespace {
+
+prfaas::failure_detector_config cfg() {
+  prfaas::failure_detector_config c;
+  c.interval = 100ms;
+  c.misses = 5;
+  c.suspect_misses = 2;
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("failure detector: up, suspect, down, back up") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  CHECK(fd.state("b") == peer_state::down);
+  auto ev = fd.heard("b", 7, t0);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::up);
+  CHECK(ev[0].incarnation == 7);
+  CHECK(fd.tick(t0 + 199ms).empty());
+  ev = fd.tick(t0 + 200ms);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::suspect);
+  CHECK(fd.tick(t0 + 499ms).empty());
+  ev = fd.tick(t0 + 500ms);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::down);
+  CHECK(ev[0].silent_ns == std::chrono::nanoseconds(500ms).count());
+  CHECK(fd.tick(t0 + 10s).empty()); // down is reported once
+  ev = fd.heard("b", 7, t0 + 11s);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::up);
+  CHECK(fd.up_count() == 1);
+}
+
+TEST_CASE("failure detector: a higher incarnation is a restart") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  fd.heard("b", 7, t0);
+  auto ev = fd.heard("b", 9, t0 + 50ms);
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].state == peer_state::down);
+  CHECK(ev[0].incarnation == 7);
+  CHECK(ev[1].state == peer_state::up);
+  CHECK(ev[1].incarnation == 9);
+  CHECK(fd.incarnation("b") == 9);
+}
+
+TEST_CASE("failure detector: stale incarnations and strangers are ignored") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  fd.heard("b", 9, t0);
+  CHECK(fd.heard("b", 8, t0 + 10ms).empty());
+  CHECK(fd.stale_heartbeats() == 1);
+  CHECK(fd.incarnation("b") == 9);
+  CHECK(fd.heard("mallory", 1, t0).empty());
+  CHECK(fd.state("mallory") == peer_state::down);
+  CHECK(fd.up_count() == 1);
+}
+
+TEST_CASE("failure detector: suspect recovers without a down") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  fd.heard("b", 1, t0);
+  fd.tick(t0 + 300ms);
+  CHECK(fd.state("b") == peer_state::suspect);
+  auto ev = fd.heard("b", 1, t0 + 320ms);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::up);
+}

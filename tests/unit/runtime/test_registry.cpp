@@ -1,0 +1,89 @@
+// The actor registry: parameters checked against the type's declaration, defaults,
+// and errors naming the key path.
+
+#include <catch2/catch.hpp>
+
+#include "prfaas/runtime/actor_registry.hpp"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+prfaas::actor_registry registry() {
+  prfaas::actor_registry r;
+  r.add({"worker",
+         "test type",
+         {{"batch", prfaas::param_kind::integer, "8", "max batch"},
+          {"period", prfaas::param_kind::duration, "200ms", "tick"},
+          {"rate", prfaas::param_kind::rate, "", "pacing"},
+          {"model", prfaas::param_kind::string, "", "model name", true}},
+         [](prfaas::node_context&, const std::string&, const prfaas::actor_params&) {
+           return caf::actor{};
+         }});
+  return r;
+}
+
+prfaas::deployment_config dep(const std::string& actor) {
+  return prfaas::parse_deployment("deployment: d\nnodes:\n  - name: n\n    control: tcp://127.0.0.1:7100\n"
+                                  "    data: tcp://127.0.0.1:7200\n    actors:\n      - " + actor + "\n",
+                                  "<test>");
+}
+
+} // namespace
+
+TEST_CASE("parameters get defaults and typed accessors") {
+  auto r = registry();
+  auto d = dep("{ type: worker, name: w, model: m1, rate: 1gbit }");
+  r.validate(d);
+  auto p = r.params_for(d.nodes[0].actors[0]);
+  CHECK(p.integer("batch") == 8);
+  CHECK(p.dur("period") == std::chrono::milliseconds(200));
+  CHECK(p.rate("rate") == 1000000000ull);
+  CHECK(p.str("model") == "m1");
+  CHECK_THROWS_AS(p.str("undeclared"), prfaas::config_error);
+}
+
+TEST_CASE("bad actor entries name the key path") {
+  auto r = registry();
+  struct row {
+    const char* actor;
+    const char* path;
+    const char* reason;
+  };
+  std::vector<row> rows{
+    {"{ type: nope, name: w }", "nodes[0].actors[0].type", "unknown actor type \"nope\" (known: worker)"},
+    {"{ type: worker, name: w }", "nodes[0].actors[0].model", "required parameter"},
+    {"{ type: worker, name: w, model: m, batch: many }", "nodes[0].actors[0].batch",
+     "expected an integer, got \"many\""},
+    {"{ type: worker, name: w, model: m, period: soon }", "nodes[0].actors[0].period",
+     "expected a duration"},
+    {"{ type: worker, name: w, model: m, colour: red }", "nodes[0].actors[0].colour",
+     "unknown parameter for actor type worker (expected one of: batch, period, rate, model)"},
+    {"{ type: worker, name: w, model: [a, b] }", "nodes[0].actors[0].model",
+     "expected a string, got a sequence"},
+  };
+  for (auto& row : rows) {
+    INFO(row.actor);
+    try {
+      r.validate(dep(row.actor));
+      FAIL("accepted");
+    } catch (const prfaas::config_error& e) {
+      CHECK(e.path() == row.path);
+      CHECK_THAT(e.what(), Contains(row.reason));
+    }
+  }
+}
+
+TEST_CASE("registering a type twice is refused") {
+  auto r = registry();
+  CHECK_THROWS_WITH(r.add({"worker", "", {}, [](auto&, auto&, auto&) { return caf::actor{}; }}),
+                    Contains("registered twice"));
+}
+
+TEST_CASE("in-tree example types are registered without runtime changes") {
+  auto r = prfaas::actor_registry::with_builtins();
+  for (auto name : {"echo", "counter", "crashy"}) {
+    INFO(name);
+    CHECK(r.find(name) != nullptr);
+  }
+}
