@@ -37,8 +37,9 @@ remote_actor::behavior_type counter(remote_actor::stateful_pointer<counter_state
 }
 
 void register_types(actor_registry& r) {
-  r.add({"counter", "counts one-way messages; answers examples.CountQuery", {},
-         [](node_context& ctx, const std::string&, const actor_params&) {
+  r.add({.name = "counter",
+         .doc = "counts one-way messages; answers examples.CountQuery",
+         .factory = [](node_context& ctx, const std::string&, const actor_params&) {
            return caf::actor_cast<caf::actor>(ctx.system().spawn(counter, &ctx));
          }});
 }

@@ -44,11 +44,12 @@ caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
 }
 
 void register_types(actor_registry& r) {
-  r.add({"crashy",
-         "crashes on examples.Crash or after crash_after; ticks every tick",
-         {{"tick", param_kind::duration, "0ms", "re-arming timer period (0 = none)"},
-          {"crash_after", param_kind::duration, "0ms", "crash on its own after this (0 = never)"}},
-         [](node_context& ctx, const std::string&, const actor_params& p) {
+  r.add({.name = "crashy",
+         .doc = "crashes on examples.Crash or after crash_after; ticks every tick",
+         .params = {{"tick", param_kind::duration, "0ms", "re-arming timer period (0 = none)"},
+                    {"crash_after", param_kind::duration, "0ms",
+                     "crash on its own after this (0 = never)"}},
+         .factory = [](node_context& ctx, const std::string&, const actor_params& p) {
            return ctx.system().spawn(crashy, &ctx, p.dur("tick"), p.dur("crash_after"));
          }});
 }

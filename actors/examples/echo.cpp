@@ -36,8 +36,9 @@ remote_actor::behavior_type echo(remote_actor::stateful_pointer<echo_state> self
 }
 
 void register_types(actor_registry& r) {
-  r.add({"echo", "answers examples.Ping with examples.Pong", {},
-         [](node_context& ctx, const std::string&, const actor_params&) {
+  r.add({.name = "echo",
+         .doc = "answers examples.Ping with examples.Pong",
+         .factory = [](node_context& ctx, const std::string&, const actor_params&) {
            return caf::actor_cast<caf::actor>(ctx.system().spawn(echo, &ctx));
          }});
 }

@@ -177,8 +177,11 @@ actor_params actor_registry::params_for(const actor_config& a) const {
 
 void actor_registry::validate(const deployment_config& dep) const {
   for (auto& n : dep.nodes)
-    for (auto& a : n.actors)
-      params_for(a);
+    for (auto& a : n.actors) {
+      auto p = params_for(a);
+      if (auto* t = find(a.type); t && t->check)
+        t->check(a.path, p);
+    }
 }
 
 actor_registry actor_registry::with_builtins() {

@@ -62,11 +62,16 @@ private:
 using actor_factory =
   std::function<caf::actor(node_context& ctx, const std::string& name, const actor_params& params)>;
 
+/// Checks parameter values beyond their kinds (e.g. an address list) at validation
+/// time; throws config_error naming `path` + "." + parameter.
+using actor_check = std::function<void(const std::string& path, const actor_params& params)>;
+
 struct actor_type {
   std::string name;
   std::string doc;
   std::vector<param_spec> params;
   actor_factory factory;
+  actor_check check; ///< optional
 };
 
 class actor_registry {

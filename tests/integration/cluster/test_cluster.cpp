@@ -1,0 +1,153 @@
+// Three node processes from one deployment file, on loopback: they exchange
+// requests, a kill -9 is detected within the configured bound, the restarted node
+// rejoins as a new incarnation, and no request hangs.
+
+#include <catch2/catch.hpp>
+
+#include "support/http_probe.hpp"
+#include "support/process.hpp"
+
+using namespace std::chrono_literals;
+using namespace prfaas::test;
+
+namespace {
+
+constexpr auto interval = 100ms;
+constexpr int misses = 5;
+
+struct cluster {
+  temp_dir dir;
+  std::vector<std::string> names{"n0", "n1", "n2"};
+  std::map<std::string, int> admin;
+  std::string config;
+  std::map<std::string, std::unique_ptr<child_process>> procs;
+
+  cluster() {
+    std::string yaml = "deployment: three\n"
+                       "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
+                       "transport: { retry_interval: 100ms, request_timeout: 1s }\n"
+                       "nodes:\n";
+    for (auto& n : names) {
+      admin[n] = free_port();
+      std::string targets;
+      for (auto& other : names)
+        if (other != n)
+          targets += (targets.empty() ? "" : ",") + other + "/echo";
+      yaml += "  - name: " + n + "\n"
+              "    control: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
+              "    data: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
+              "    admin: 127.0.0.1:" + std::to_string(admin[n]) + "\n"
+              "    actors:\n"
+              "      - { type: echo, name: echo }\n"
+              "      - { type: pinger, name: probe, targets: \"" + targets + "\", period: 50ms, timeout: 800ms }\n";
+    }
+    config = dir.file("three.yaml", yaml);
+  }
+
+  void start(const std::string& n) {
+    procs[n] = std::make_unique<child_process>(
+      std::vector<std::string>{PRFAAS_BIN_DIR "/prfaas-node", "--config", config, "--node", n},
+      dir.path() + "/" + n + ".log");
+  }
+
+  std::string metrics(const std::string& n) {
+    return http_get(admin[n], "/metrics").value_or("");
+  }
+
+  std::string logs(const std::string& n) { return read_file(dir.path() + "/" + n + ".log"); }
+};
+
+} // namespace
+
+TEST_CASE("three node processes detect a kill and a restart") {
+  cluster c;
+  for (auto& n : c.names)
+    c.start(n);
+
+  // Everyone sees everyone, and the pingers get replies from both peers.
+  for (auto& n : c.names)
+    for (auto& p : c.names) {
+      if (n == p)
+        continue;
+      INFO(n << " should see " << p << " up; log:\n" << c.logs(n));
+      REQUIRE(eventually([&] {
+        auto s = peer_state(c.admin[n], p);
+        return s && s->state == "up";
+      }, 10s));
+      REQUIRE(eventually([&] {
+        return metric(c.metrics(n), "prfaas_pinger_replies_total",
+                      {"target=\"" + p + "/echo\""}) >= 3;
+      }, 10s));
+    }
+  auto old_incarnation = peer_state(c.admin["n0"], "n2")->incarnation;
+  REQUIRE(old_incarnation == own_incarnation(c.admin["n2"]));
+
+  // kill -9 n2: n0 and n1 report it down within interval * misses + slack.
+  auto killed = std::chrono::steady_clock::now();
+  c.procs["n2"]->signal(SIGKILL);
+  REQUIRE(c.procs["n2"]->wait(5s) == 128 + SIGKILL);
+  std::map<std::string, std::chrono::milliseconds> detection;
+  for (auto n : {"n0", "n1"}) {
+    REQUIRE(eventually([&] {
+      auto s = peer_state(c.admin[n], "n2");
+      return s && s->state == "down";
+    }, 10s, 5ms));
+    detection[n] = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed);
+  }
+  // The bound: five missed 100 ms intervals, judged on 100 ms ticks, plus generous
+  // slack for a loaded 2-core machine and the 5 ms polling of /health.
+  auto bound = interval * misses + interval + 1500ms;
+  for (auto& [n, d] : detection) {
+    INFO(n << " detected the kill after " << d.count() << " ms");
+    CHECK(d >= interval * misses - 50ms);
+    CHECK(d <= bound);
+  }
+  WARN("kill -9 detection: n0 " << detection["n0"].count() << " ms, n1 "
+                                << detection["n1"].count() << " ms (bound "
+                                << std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()
+                                << " ms)");
+
+  // No request hangs: every ping to n2 ended, with an error, and the books balance.
+  std::this_thread::sleep_for(1s); // longer than the pingers' 800 ms deadline
+  for (auto n : {"n0", "n1"}) {
+    auto m = c.metrics(n);
+    auto t = std::string{"target=\"n2/echo\""};
+    auto requests = metric(m, "prfaas_pinger_requests_total", {t});
+    auto replies = metric(m, "prfaas_pinger_replies_total", {t});
+    auto errors = metric(m, "prfaas_pinger_errors_total", {t});
+    auto in_flight = metric(m, "prfaas_pinger_in_flight", {t});
+    INFO(n << ": requests " << requests << " replies " << replies << " errors " << errors
+           << " in flight " << in_flight);
+    CHECK(errors > 0);
+    CHECK(requests == replies + errors + in_flight);
+    CHECK(in_flight <= 1); // at most the one started in the current round
+    CHECK(metric(m, "prfaas_pinger_errors_total", {t, "code=\"peer_down\""})
+            + metric(m, "prfaas_pinger_errors_total", {t, "code=\"request_timeout\""})
+            + metric(m, "prfaas_pinger_errors_total", {t, "code=\"unreachable\""})
+          == errors);
+  }
+
+  // Restart n2: it comes back as a new incarnation and answers again.
+  c.start("n2");
+  for (auto n : {"n0", "n1"}) {
+    REQUIRE(eventually([&] {
+      auto s = peer_state(c.admin[n], "n2");
+      return s && s->state == "up" && s->incarnation > old_incarnation;
+    }, 10s));
+  }
+  auto replies_before = metric(c.metrics("n0"), "prfaas_pinger_replies_total",
+                               {"target=\"n2/echo\""});
+  CHECK(eventually([&] {
+    return metric(c.metrics("n0"), "prfaas_pinger_replies_total", {"target=\"n2/echo\""})
+           > replies_before + 3;
+  }, 10s));
+
+  // A clean SIGTERM shutdown of every node exits 0.
+  for (auto& n : c.names)
+    c.procs[n]->signal(SIGTERM);
+  for (auto& n : c.names) {
+    INFO(n << " log:\n" << c.logs(n));
+    CHECK(c.procs[n]->wait(10s) == 0);
+  }
+}
