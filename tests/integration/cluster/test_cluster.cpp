@@ -2,6 +2,8 @@
 // requests, a kill -9 is detected within the configured bound, the restarted node
 // rejoins as a new incarnation, and no request hangs.
 
+#include <csignal>
+
 #include <catch2/catch.hpp>
 
 #include "support/http_probe.hpp"
@@ -27,34 +29,38 @@ struct cluster {
                        "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
                        "transport: { retry_interval: 100ms, request_timeout: 1s }\n"
                        "nodes:\n";
-    for (auto& n : names) {
-      admin[n] = free_port();
+    auto ports = free_ports(3 * names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto& n = names[i];
+      auto control = ports[3 * i], data = ports[3 * i + 1];
+      admin[n] = ports[3 * i + 2];
       std::string targets;
       for (auto& other : names)
         if (other != n)
           targets += (targets.empty() ? "" : ",") + other + "/echo";
       yaml += "  - name: " + n + "\n"
-              "    control: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
+              "    control: tcp://127.0.0.1:" + std::to_string(control) + "\n"
+              "    data: tcp://127.0.0.1:" + std::to_string(data) + "\n"
               "    admin: 127.0.0.1:" + std::to_string(admin[n]) + "\n"
               "    actors:\n"
               "      - { type: echo, name: echo }\n"
               "      - { type: pinger, name: probe, targets: \"" + targets + "\", period: 50ms, timeout: 800ms }\n";
     }
-    config = dir.file("three.yaml", yaml);
+    config = dir.file("three.yaml", yaml).string();
   }
 
   void start(const std::string& n) {
     procs[n] = std::make_unique<child_process>(
-      std::vector<std::string>{PRFAAS_BIN_DIR "/prfaas-node", "--config", config, "--node", n},
-      dir.path() + "/" + n + ".log");
+      command{{PRFAAS_BIN_DIR "/prfaas-node", "--config", config, "--node", n}, {}, log(n)});
   }
 
   std::string metrics(const std::string& n) {
     return http_get(admin[n], "/metrics").value_or("");
   }
 
-  std::string logs(const std::string& n) { return read_file(dir.path() + "/" + n + ".log"); }
+  /// Both streams of every run of node `n`.
+  std::filesystem::path log(const std::string& n) const { return dir.path() / (n + ".log"); }
+  std::string logs(const std::string& n) const { return read_file(log(n)); }
 };
 
 } // namespace

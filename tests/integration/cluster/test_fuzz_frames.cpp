@@ -43,18 +43,19 @@ std::string valid_request(uint64_t id) {
 } // namespace
 
 TEST_CASE("a node survives 100000 random and mutated frames and accounts for each") {
-  int target_port = free_port();
+  auto ports = free_ports(4);
+  int target_port = ports[0];
   auto yaml = "deployment: fuzz\n"
               "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
               "transport: { max_envelope_bytes: 64KiB, max_bulk_bytes: 1MiB }\n"
               "nodes:\n"
               "  - name: target\n"
               "    control: tcp://127.0.0.1:" + std::to_string(target_port) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
+              "    data: tcp://127.0.0.1:" + std::to_string(ports[1]) + "\n"
               "    actors: [ { type: echo, name: echo } ]\n"
               "  - name: client\n"
-              "    control: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n";
+              "    control: tcp://127.0.0.1:" + std::to_string(ports[2]) + "\n"
+              "    data: tcp://127.0.0.1:" + std::to_string(ports[3]) + "\n";
   auto dep = prfaas::parse_deployment(yaml, "<fuzz>");
   auto registry = prfaas::actor_registry::with_builtins();
   caf::actor_system_config cfg;

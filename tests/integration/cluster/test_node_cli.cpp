@@ -1,6 +1,8 @@
 // The prfaas-node binary: exit codes and messages for bad configurations, clean
 // shutdown on signals, escalation on a crash loop.
 
+#include <csignal>
+
 #include <catch2/catch.hpp>
 
 #include "support/process.hpp"
@@ -12,30 +14,31 @@ using Catch::Matchers::Contains;
 namespace {
 
 std::string node_yaml(const std::string& actors, const std::string& extra = "") {
+  auto ports = free_ports(2);
   return "deployment: cli\n" + extra +
          "nodes:\n"
          "  - name: n0\n"
-         "    control: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
-         "    data: tcp://127.0.0.1:" + std::to_string(free_port()) + "\n"
+         "    control: tcp://127.0.0.1:" + std::to_string(ports[0]) + "\n"
+         "    data: tcp://127.0.0.1:" + std::to_string(ports[1]) + "\n"
          "    actors:\n" + actors;
 }
 
-struct run_result {
-  int code;
-  std::string output;
+struct node_run {
+  int code;           ///< -1 when still running after the timeout
+  std::string output; ///< stdout and stderr, as the node wrote them
 };
 
-run_result run_node(const temp_dir& dir, const std::string& yaml,
-                    std::vector<std::string> extra = {"--node", "n0"},
-                    std::chrono::milliseconds timeout = 20s) {
+node_run run_node(const temp_dir& dir, const std::string& yaml,
+                  std::vector<std::string> extra = {"--node", "n0"},
+                  std::chrono::milliseconds timeout = 20s) {
   auto cfg = dir.file("cfg.yaml", yaml);
-  auto log = dir.path() + "/out.log";
-  std::remove(log.c_str());
-  std::vector<std::string> argv{PRFAAS_BIN_DIR "/prfaas-node", "--config", cfg};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  child_process p{argv, log};
+  auto log = dir.path() / "out.log";
+  std::filesystem::remove(log);
+  command cmd{{PRFAAS_BIN_DIR "/prfaas-node", "--config", cfg.string()}, {}, log};
+  cmd.argv.insert(cmd.argv.end(), extra.begin(), extra.end());
+  child_process p{cmd};
   auto code = p.wait(timeout);
-  return {code.value_or(-1), read_file(log)};
+  return {code.value_or(-1), p.out()};
 }
 
 } // namespace
@@ -83,8 +86,8 @@ TEST_CASE("prfaas-node stops cleanly on SIGINT and SIGTERM") {
                                             "      - { type: echo, name: e }\n"));
   for (int sig : {SIGINT, SIGTERM}) {
     INFO("signal " << sig);
-    auto log = dir.path() + "/sig" + std::to_string(sig) + ".log";
-    child_process p{{PRFAAS_BIN_DIR "/prfaas-node", "--config", cfg, "--all"}, log};
+    auto log = dir.path() / ("sig" + std::to_string(sig) + ".log");
+    child_process p{{{PRFAAS_BIN_DIR "/prfaas-node", "--config", cfg.string(), "--all"}, {}, log}};
     REQUIRE(eventually([&] { return read_file(log).find("actor_started child=e") != std::string::npos; }, 10s));
     p.signal(sig);
     auto code = p.wait(10s);

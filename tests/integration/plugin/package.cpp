@@ -44,9 +44,10 @@ const installed_package& installed() {
   workspace() = std::make_unique<temp_dir>("prfaas-plugin-test");
   auto root = workspace()->path();
   auto prefix = root / "prefix";
-  require_success(run(
-      {{"cmake", "--install", PRFAAS_BUILD_DIR, "--prefix", prefix.string()}, {}, root / "install"},
-      install_limit));
+  require_success(run({{"cmake", "--install", PRFAAS_BUILD_DIR, "--prefix", prefix.string()},
+                       {},
+                       root / "install.log"},
+                      install_limit));
   installed_package p{prefix, prefix / "bin" / "prfaas-node",
                       find_library(prefix, "libprfaas_runtime.so")};
   INFO("prefix " << prefix);
@@ -69,7 +70,7 @@ const fs::path& example_plugin() {
         // the toolchain of the runtime: a plugin shares its C++ ABI
         "-DCMAKE_CXX_COMPILER=" PRFAAS_CXX_COMPILER, "-DCMAKE_PREFIX_PATH=" + pkg.prefix.string()},
        {},
-       workspace()->path() / "custom_actor-configure"},
+       workspace()->path() / "custom_actor-configure.log"},
       configure_limit));
   // The package must come from the temporary prefix, not from anywhere else.
   auto cache = read_file(build / "CMakeCache.txt");
@@ -78,7 +79,7 @@ const fs::path& example_plugin() {
   REQUIRE(cache.find(expected) != std::string::npos);
   require_success(run({{"cmake", "--build", build.string(), "-j2"},
                        {},
-                       workspace()->path() / "custom_actor-compile"},
+                       workspace()->path() / "custom_actor-compile.log"},
                       build_limit));
   auto lib = build / "libcustom_actor.so";
   REQUIRE(fs::exists(lib));
@@ -91,11 +92,10 @@ command installed_node(std::vector<std::string> args, fs::path log_stem) {
   command c;
   c.argv.push_back(pkg.node_binary.string());
   c.argv.insert(c.argv.end(), args.begin(), args.end());
-  // CMake drops the build tree's RPATH on install and the runtime sets no INSTALL_RPATH
-  // (yet), so the installed binary finds libprfaas_runtime.so only through the loader
-  // path. This is what a user does for a prefix outside the system's library dirs.
-  c.extra_env.push_back("LD_LIBRARY_PATH=" + pkg.library_dir.string());
-  c.log_stem = std::move(log_stem);
+  // No LD_LIBRARY_PATH: the installed binary finds its libraries through its RUNPATH
+  // ($ORIGIN/../lib), as it must for a user.
+  c.out_file = log_stem.string() + ".stdout";
+  c.err_file = log_stem.string() + ".stderr";
   return c;
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "process.hpp"
+#include "support/process.hpp"
 
 namespace prfaas::test {
 
@@ -26,7 +26,8 @@ const installed_package& installed();
 /// examples/custom_actor built against installed(); the path of its plugin library.
 const std::filesystem::path& example_plugin();
 
-/// `prfaas-node <args...>` from the installed package, output under `log_stem`.
+/// `prfaas-node <args...>` from the installed package; stdout and stderr go to
+/// `<log_stem>.stdout` and `<log_stem>.stderr`.
 command installed_node(std::vector<std::string> args, std::filesystem::path log_stem);
 
 } // namespace prfaas::test

@@ -9,7 +9,6 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -24,7 +23,7 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
-#include "process.hpp"
+#include "support/process.hpp"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -45,7 +44,7 @@ constexpr int exit_config = 2; ///< prfaas-node: bad configuration or plugin
 /// (YAML flow sequences), and whose second, `client`, runs nothing: this test process
 /// plays it. Every endpoint is a free loopback port.
 std::string deployment(const std::vector<fs::path>& plugins, const std::string& actors) {
-  auto ports = prfaas::test::free_loopback_ports(4);
+  auto ports = prfaas::test::free_ports(4);
   auto endpoint = [&](size_t i) { return "tcp://127.0.0.1:" + std::to_string(ports[i]); };
   std::ostringstream y;
   y << "deployment: plugin-test\n";
@@ -73,11 +72,10 @@ struct refusal {
 /// Runs the installed prfaas-node's `plugin-node` on a deployment it must refuse.
 refusal start_refused(const temp_dir& dir, const fs::path& plugin,
                       const std::string& actors = "[]") {
-  auto file = dir.path() / "deployment.yaml";
-  prfaas::test::write_file(file, deployment({plugin}, actors));
+  auto file = dir.file("deployment.yaml", deployment({plugin}, actors));
   child_process node{
       installed_node({"--config", file.string(), "--node", "plugin-node"}, dir.path() / "node")};
-  auto code = node.wait_for(exit_limit);
+  auto code = node.wait(exit_limit);
   return {code.value_or(-1), node.err(), node.output()};
 }
 
@@ -86,21 +84,20 @@ refusal start_refused(const temp_dir& dir, const fs::path& plugin,
 bool wait_peer_up(caf::actor_system& sys, prfaas::node& client, const std::string& peer,
                   child_process& server) {
   caf::scoped_actor self{sys};
-  auto deadline = std::chrono::steady_clock::now() + peer_up_limit;
-  while (std::chrono::steady_clock::now() < deadline && server.running()) {
-    bool up = false;
-    self->request(client.transport(), 1s, prfaas::peers_atom_v)
-        .receive(
-            [&](const std::vector<prfaas::peer_view>& peers) {
-              for (auto& p : peers)
-                up = up || (p.node == peer && p.state == prfaas::peer_state::up);
-            },
-            [](caf::error&) {});
-    if (up)
-      return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
+  bool up = false;
+  prfaas::test::eventually(
+      [&] {
+        self->request(client.transport(), 1s, prfaas::peers_atom_v)
+            .receive(
+                [&](const std::vector<prfaas::peer_view>& peers) {
+                  for (auto& p : peers)
+                    up = up || (p.node == peer && p.state == prfaas::peer_state::up);
+                },
+                [](caf::error&) {});
+        return up || !server.running();
+      },
+      peer_up_limit, 50ms);
+  return up;
 }
 
 struct answer {
@@ -138,10 +135,9 @@ TEST_CASE("the example plugin builds against the installed package and runs in i
   temp_dir dir{"prfaas-plugin-run"};
 
   SECTION("the plugin's actor type answers a request from another node") {
-    auto file = dir.path() / "deployment.yaml";
-    prfaas::test::write_file(file,
-                             deployment({plugin}, "[{type: greeter, name: greeter}, "
-                                                  "{type: greeter, name: hi, greeting: hi}]"));
+    auto file = dir.file("deployment.yaml",
+                         deployment({plugin}, "[{type: greeter, name: greeter}, "
+                                              "{type: greeter, name: hi, greeting: hi}]"));
     auto dep = prfaas::load_deployment(file.string());
     child_process server{
         installed_node({"--config", file.string(), "--node", "plugin-node"}, dir.path() / "node")};
@@ -178,7 +174,7 @@ TEST_CASE("the example plugin builds against the installed package and runs in i
       CHECK(b.pong->responder() == "plugin-node/hi");
     }
     server.signal(SIGTERM);
-    auto code = server.wait_for(exit_limit);
+    auto code = server.wait(exit_limit);
     INFO(server.output());
     REQUIRE(code.value_or(-1) == 0);
   }

@@ -1,0 +1,210 @@
+#include "support/process.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace prfaas::test {
+
+namespace {
+
+std::vector<std::string> merged_environment(const std::vector<std::string>& extra) {
+  auto name = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry{*e};
+    bool replaced = false;
+    for (auto& x : extra)
+      replaced = replaced || name(x) == name(entry);
+    if (!replaced)
+      env.push_back(std::move(entry));
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v)
+    out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+std::string command_line(const command& cmd) {
+  std::string line;
+  for (auto& a : cmd.argv)
+    line += (line.empty() ? "" : " ") + a;
+  return line;
+}
+
+} // namespace
+
+std::vector<uint16_t> free_ports(size_t n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  auto close_all = [&] {
+    for (int fd : fds)
+      ::close(fd);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof(a);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      auto why = std::string{std::strerror(errno)};
+      if (fd >= 0)
+        ::close(fd);
+      close_all();
+      throw std::runtime_error("cannot find a free loopback port: " + why);
+    }
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+temp_dir::temp_dir(const std::string& prefix) {
+  auto templ = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!::mkdtemp(templ.data()))
+    throw std::runtime_error("mkdtemp " + templ + ": " + std::strerror(errno));
+  path_ = templ;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::filesystem::path temp_dir::file(const std::string& name, const std::string& content) const {
+  auto p = path_ / name;
+  std::ofstream out{p};
+  out << content;
+  if (!out)
+    throw std::runtime_error("cannot write " + p.string());
+  return p;
+}
+
+child_process::child_process(command cmd) : cmd_(std::move(cmd)) {
+  if (cmd_.err_file.empty())
+    cmd_.err_file = cmd_.out_file;
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (!cmd_.out_file.empty()) {
+    // O_APPEND: a restarted child extends its log, and two streams can share one.
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, cmd_.out_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&files, STDERR_FILENO, cmd_.err_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+  }
+  // The child starts with no blocked signals and default handlers, whatever threads
+  // of this process (CAF, ZeroMQ) have done to theirs.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int s : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD})
+    sigaddset(&defaults, s);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  auto args = cmd_.argv;
+  auto env = merged_environment(cmd_.extra_env);
+  auto argv = c_strings(args);
+  auto envp = c_strings(env);
+  int rc = posix_spawnp(&pid_, argv[0], &files, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&files);
+  if (rc != 0)
+    throw std::runtime_error("cannot spawn " + command_line(cmd_) + ": " + std::strerror(rc));
+}
+
+child_process::~child_process() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+bool child_process::running() {
+  if (status_)
+    return false;
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_)
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  else if (r < 0 && errno != EINTR)
+    status_ = 128 + SIGKILL; // not our child any more; nothing left to wait for
+  return !status_;
+}
+
+std::optional<int> child_process::wait(std::chrono::milliseconds limit) {
+  eventually([&] { return !running(); }, limit, std::chrono::milliseconds(5));
+  return status_;
+}
+
+void child_process::signal(int sig) {
+  if (running())
+    ::kill(pid_, sig);
+}
+
+std::string child_process::out() const {
+  return read_file(cmd_.out_file);
+}
+
+std::string child_process::err() const {
+  return read_file(cmd_.err_file);
+}
+
+std::string child_process::output() const {
+  auto line = "$ " + command_line(cmd_) + "\n";
+  if (cmd_.out_file.empty())
+    return line + "(output not captured)\n";
+  if (cmd_.err_file == cmd_.out_file)
+    return line + out();
+  return line + "--- stdout ---\n" + out() + "--- stderr ---\n" + err();
+}
+
+run_result run(command cmd, std::chrono::milliseconds limit) {
+  child_process p{std::move(cmd)};
+  auto code = p.wait(limit);
+  if (!code) {
+    p.signal(SIGKILL);
+    p.wait(std::chrono::seconds(10));
+  }
+  return {code, p.output() + (code ? "" : "\n(killed: still running after the time limit)")};
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in{p};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+} // namespace prfaas::test
