@@ -18,6 +18,7 @@
 
 #include "prfaas/messages/type_ids.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/plugin.hpp"
@@ -96,8 +97,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   {
     caf::actor_system_config cfg;
-    cfg.set("scheduler.max-threads", static_cast<size_t>(threads));
-    cfg.add_message_types<caf::id_block::prfaas>();
+    prfaas::configure_actor_system(cfg, threads);
     caf::actor_system sys{cfg};
     zmq::context_t zctx{1};
     std::vector<std::unique_ptr<prfaas::node>> nodes;

@@ -1,0 +1,24 @@
+// prfaas-bench: benchmarks and load generation.
+//   prfaas-bench transport [--round-trips N] [--pipelined N] [--bulk N] [--repeat R] [--json]
+
+#include <CLI/CLI.hpp>
+
+#include "transport_bench.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"prfaas-bench: benchmarks for prfaas"};
+  app.require_subcommand(1);
+  prfaas::bench::transport_options t;
+  auto* transport = app.add_subcommand(
+    "transport", "control-plane transport between two processes vs raw ZeroMQ");
+  transport->add_option("--round-trips", t.round_trips, "sequential request/response pairs");
+  transport->add_option("--pipelined", t.pipelined, "one-way messages in the pipelined run");
+  transport->add_option("--bulk", t.bulk_messages, "1 MiB messages in the bulk run");
+  transport->add_option("--payload", t.payload_bytes, "bytes per small message");
+  transport->add_option("--repeat", t.repeat, "runs per measurement (best is reported)");
+  transport->add_flag("--json", t.json, "also print one JSON line");
+  CLI11_PARSE(app, argc, argv);
+  if (*transport)
+    return prfaas::bench::run_transport_bench(t);
+  return 0;
+}

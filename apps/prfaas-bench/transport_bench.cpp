@@ -1,0 +1,349 @@
+// prfaas-bench transport: the control-plane transport between two processes over
+// loopback, next to raw ZeroMQ (DEALER -> ROUTER, same sizes) measured in the same run.
+//
+//  * round trip: sequential requests (256 B) to the server's echo actor, p50/p99;
+//  * pipelined:  one-way 256 B messages to the server's counter actor, msgs/s until
+//                the counter has seen them all;
+//  * bulk:       one-way 1 MiB zero-copy bulk frames, GB/s (10^9 B/s) likewise.
+
+#include "transport_bench.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <zmq.hpp>
+
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/actor_system.hpp"
+#include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/examples.pb.h"
+#include "stats.hpp"
+
+namespace prfaas::bench {
+
+namespace {
+
+int free_port() {
+  zmq::context_t ctx;
+  zmq::socket_t s{ctx, zmq::socket_type::router};
+  s.bind("tcp://127.0.0.1:*");
+  auto ep = s.get(zmq::sockopt::last_endpoint);
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
+}
+
+void noop_free(void*, void*) {}
+
+/// Raw ZeroMQ counterpart of the server: echo ('E'), count ('C'), query ('Q').
+void raw_server(zmq::context_t& ctx, int port, std::atomic<bool>& stop) {
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.bind("tcp://127.0.0.1:" + std::to_string(port));
+  uint64_t messages = 0, bytes = 0;
+  while (!stop) {
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    if (!(item.revents & ZMQ_POLLIN))
+      continue;
+    for (;;) {
+      zmq::message_t id, op, data;
+      if (!router.recv(id, zmq::recv_flags::dontwait))
+        break;
+      (void)router.recv(op);
+      if (op.more())
+        (void)router.recv(data);
+      char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
+      if (c == 'E') {
+        router.send(id, zmq::send_flags::sndmore);
+        router.send(op, zmq::send_flags::sndmore);
+        router.send(data, zmq::send_flags::none);
+      } else if (c == 'C') {
+        ++messages;
+        bytes += data.size();
+      } else if (c == 'Q') {
+        auto text = std::to_string(messages) + " " + std::to_string(bytes);
+        router.send(id, zmq::send_flags::sndmore);
+        router.send(zmq::buffer(text), zmq::send_flags::none);
+      }
+    }
+  }
+}
+
+std::string deployment_yaml(int server, int client) {
+  std::ostringstream y;
+  y << "deployment: bench-transport\n"
+    << "log_level: warn\n"
+    << "transport: { outbound_queue: 4000000, send_hwm: 100000, receive_hwm: 100000, "
+       "max_bulk_bytes: 64MiB }\n"
+    << "nodes:\n"
+    << "  - name: server\n"
+    << "    control: tcp://127.0.0.1:" << server << "\n"
+    << "    data: tcp://127.0.0.1:" << free_port() << "\n"
+    << "    actors: [ { type: echo, name: echo }, { type: counter, name: sink } ]\n"
+    << "  - name: client\n"
+    << "    control: tcp://127.0.0.1:" << client << "\n"
+    << "    data: tcp://127.0.0.1:" << free_port() << "\n";
+  return y.str();
+}
+
+int server_main(const std::string& yaml, int raw_port) {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  auto dep = parse_deployment(yaml, "<bench>");
+  auto reg = actor_registry::with_builtins();
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, std::getenv("BT") ? std::atoi(std::getenv("BT")) : 2);
+  caf::actor_system sys{cfg};
+  zmq::context_t zctx{1};
+  node_options opts;
+  opts.zmq = &zctx;
+  node server{sys, dep, "server", reg, opts};
+  server.start();
+  std::atomic<bool> stop{false};
+  std::thread raw{[&] { raw_server(zctx, raw_port, stop); }};
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  stop = true;
+  raw.join();
+  server.stop();
+  return 0;
+}
+
+struct figures {
+  double p50_us = 0, p99_us = 0, msgs_per_s = 0, bulk_gbps = 0;
+};
+
+// -- raw ZeroMQ client -----------------------------------------------------------------
+
+struct raw_client {
+  zmq::socket_t dealer;
+  explicit raw_client(zmq::context_t& ctx, int port) : dealer(ctx, zmq::socket_type::dealer) {
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::sndhwm, 100000);
+    dealer.connect("tcp://127.0.0.1:" + std::to_string(port));
+  }
+
+  std::pair<uint64_t, uint64_t> query() {
+    dealer.send(zmq::str_buffer("Q"), zmq::send_flags::none);
+    zmq::message_t reply;
+    (void)dealer.recv(reply);
+    std::istringstream in{reply.to_string()};
+    uint64_t m = 0, b = 0;
+    in >> m >> b;
+    return {m, b};
+  }
+
+  void round_trips(uint64_t n, const std::string& payload, std::vector<double>& out) {
+    for (uint64_t i = 0; i < n; ++i) {
+      auto t0 = clock_type::now();
+      dealer.send(zmq::str_buffer("E"), zmq::send_flags::sndmore);
+      dealer.send(zmq::buffer(payload), zmq::send_flags::none);
+      zmq::message_t op, data;
+      (void)dealer.recv(op);
+      (void)dealer.recv(data);
+      out.push_back(seconds_since(t0) * 1e6);
+    }
+  }
+
+  /// Sends n messages of `size` bytes (zero-copy from one buffer); returns seconds
+  /// until the server has counted them all.
+  double stream(uint64_t n, const std::string& buffer) {
+    auto before = query();
+    auto t0 = clock_type::now();
+    for (uint64_t i = 0; i < n; ++i) {
+      dealer.send(zmq::str_buffer("C"), zmq::send_flags::sndmore);
+      zmq::message_t m(const_cast<char*>(buffer.data()), buffer.size(), noop_free, nullptr);
+      dealer.send(m, zmq::send_flags::none);
+    }
+    while (query().first < before.first + n) {
+    }
+    return seconds_since(t0);
+  }
+};
+
+// -- prfaas client ---------------------------------------------------------------------
+
+struct prfaas_client {
+  node& client;
+  caf::scoped_actor self;
+
+  prfaas_client(caf::actor_system& sys, node& n) : client(n), self(sys) {}
+
+  examples::CountReply count() {
+    examples::CountReply out;
+    auto msg = make_remote(address{"client", "bench"}, address{"server", "sink"},
+                           examples::CountQuery{});
+    self->request(client.transport(), std::chrono::seconds(10), request_atom_v, msg,
+                  caf::timespan{std::chrono::seconds(5)})
+      .receive([&](remote_message& r) { parse_remote(r, out); },
+               [](caf::error& e) { throw std::runtime_error("count query: " + describe(e)); });
+    return out;
+  }
+
+  void round_trips(uint64_t n, const std::string& payload, std::vector<double>& out) {
+    examples::Ping ping;
+    ping.set_data(payload);
+    for (uint64_t i = 0; i < n; ++i) {
+      ping.set_sequence(i);
+      auto msg = make_remote(address{"client", "bench"}, address{"server", "echo"}, ping);
+      auto t0 = clock_type::now();
+      self->request(client.transport(), std::chrono::seconds(10), request_atom_v, std::move(msg),
+                    caf::timespan{std::chrono::seconds(5)})
+        .receive([](remote_message&) {},
+                 [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
+      out.push_back(seconds_since(t0) * 1e6);
+    }
+  }
+
+  double stream(uint64_t n, const std::string& payload, bulk_ptr bulk) {
+    auto before = count();
+    examples::Ping ping;
+    ping.set_data(payload);
+    auto msg = make_remote(address{"client", "bench"}, address{"server", "sink"}, ping, bulk);
+    auto t0 = clock_type::now();
+    for (uint64_t i = 0; i < n; ++i) {
+      auto st = client.context().msgr().send_oneway(msg);
+      if (st != send_status::queued)
+        throw std::runtime_error("one-way send refused (queue full?)");
+    }
+    while (count().messages() < before.messages() + n) {
+    }
+    return seconds_since(t0);
+  }
+};
+
+void wait_until_up(caf::scoped_actor& self, node& n) {
+  for (int i = 0; i < 500; ++i) {
+    bool up = false;
+    self->request(n.transport(), std::chrono::seconds(1), peers_atom_v)
+      .receive(
+        [&](std::vector<peer_view>& v) {
+          up = !v.empty() && v[0].state == peer_state::up;
+        },
+        [](caf::error&) {});
+    if (up)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("server node did not come up");
+}
+
+} // namespace
+
+int run_transport_bench(const transport_options& o) {
+  int server_port = free_port(), client_port = free_port(), raw_port = free_port();
+  auto yaml = deployment_yaml(server_port, client_port);
+  // Fork before any actor system or ZeroMQ context exists (STACK_NOTES pitfall 16).
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "fork failed\n";
+    return 1;
+  }
+  if (pid == 0)
+    _exit(server_main(yaml, raw_port));
+
+  int rc = 0;
+  figures ours, raw;
+  try {
+    auto dep = parse_deployment(yaml, "<bench>");
+    auto reg = actor_registry::with_builtins();
+    caf::actor_system_config cfg;
+    configure_actor_system(cfg, std::getenv("BT") ? std::atoi(std::getenv("BT")) : 2);
+    caf::actor_system sys{cfg};
+    zmq::context_t zctx{1};
+    node_options opts;
+    opts.zmq = &zctx;
+    node client{sys, dep, "client", reg, opts};
+    client.start();
+    {
+      prfaas_client pc{sys, client};
+      raw_client rc_raw{zctx, raw_port};
+      wait_until_up(pc.self, client);
+      rc_raw.query(); // connected
+      std::string payload(o.payload_bytes, 'p');
+      std::string bulk_buffer(o.bulk_bytes, 'b');
+      auto bulk = make_bulk(bulk_buffer);
+
+      // Warm-up, then the best of `repeat` runs of each measurement, alternating
+      // prfaas and raw so both see the same machine.
+      {
+        std::vector<double> w;
+        pc.round_trips(1000, payload, w);
+        rc_raw.round_trips(1000, payload, w);
+      }
+      ours.p50_us = raw.p50_us = 1e9;
+      for (int r = 0; r < o.repeat; ++r) {
+        std::vector<double> a, b;
+        pc.round_trips(o.round_trips, payload, a);
+        rc_raw.round_trips(o.round_trips, payload, b);
+        auto a50 = percentile(a, 50), a99 = percentile(a, 99);
+        auto b50 = percentile(b, 50), b99 = percentile(b, 99);
+        if (a50 < ours.p50_us) {
+          ours.p50_us = a50;
+          ours.p99_us = a99;
+        }
+        if (b50 < raw.p50_us) {
+          raw.p50_us = b50;
+          raw.p99_us = b99;
+        }
+        ours.msgs_per_s = std::max(ours.msgs_per_s,
+                                   static_cast<double>(o.pipelined) / pc.stream(o.pipelined, payload, nullptr));
+        raw.msgs_per_s = std::max(raw.msgs_per_s,
+                                  static_cast<double>(o.pipelined) / rc_raw.stream(o.pipelined, payload));
+        double bytes = static_cast<double>(o.bulk_messages) * o.bulk_bytes;
+        ours.bulk_gbps = std::max(ours.bulk_gbps, bytes / 1e9 / pc.stream(o.bulk_messages, "", bulk));
+        raw.bulk_gbps = std::max(raw.bulk_gbps, bytes / 1e9 / rc_raw.stream(o.bulk_messages, bulk_buffer));
+      }
+    }
+    client.stop();
+  } catch (const std::exception& e) {
+    std::cerr << "prfaas-bench transport: " << e.what() << "\n";
+    rc = 1;
+  }
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (rc != 0)
+    return rc;
+
+  auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
+  std::printf("transport benchmark: two processes over tcp loopback, best of %d runs\n", o.repeat);
+  std::printf("  round trip, %u B request/response (%llu sequential):\n", o.payload_bytes,
+              static_cast<unsigned long long>(o.round_trips));
+  std::printf("    prfaas   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n", ours.p50_us,
+              ours.p99_us, verdict(ours.p50_us <= 150));
+  std::printf("    raw zmq  p50 %7.1f us  p99 %7.1f us\n", raw.p50_us, raw.p99_us);
+  std::printf("  pipelined one-way, %u B (%llu messages):\n", o.payload_bytes,
+              static_cast<unsigned long long>(o.pipelined));
+  std::printf("    prfaas   %10.0f msgs/s   [target >= 500000: %s]\n", ours.msgs_per_s,
+              verdict(ours.msgs_per_s >= 500000));
+  std::printf("    raw zmq  %10.0f msgs/s   (prfaas/raw %.2f)\n", raw.msgs_per_s,
+              ours.msgs_per_s / raw.msgs_per_s);
+  std::printf("  bulk one-way, %u B frames (%llu messages):\n", o.bulk_bytes,
+              static_cast<unsigned long long>(o.bulk_messages));
+  std::printf("    prfaas   %6.2f GB/s   [target >= 80%% of raw: %s]\n", ours.bulk_gbps,
+              verdict(ours.bulk_gbps >= 0.8 * raw.bulk_gbps));
+  std::printf("    raw zmq  %6.2f GB/s   (prfaas/raw %.0f%%)\n", raw.bulk_gbps,
+              100.0 * ours.bulk_gbps / raw.bulk_gbps);
+  if (o.json)
+    std::printf("{\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"raw_rtt_p50_us\":%.1f,"
+                "\"raw_rtt_p99_us\":%.1f,\"pipelined_msgs_per_s\":%.0f,"
+                "\"raw_pipelined_msgs_per_s\":%.0f,\"bulk_gb_per_s\":%.3f,"
+                "\"raw_bulk_gb_per_s\":%.3f}\n",
+                ours.p50_us, ours.p99_us, raw.p50_us, raw.p99_us, ours.msgs_per_s,
+                raw.msgs_per_s, ours.bulk_gbps, raw.bulk_gbps);
+  return 0;
+}
+
+} // namespace prfaas::bench
