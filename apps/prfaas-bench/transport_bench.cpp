@@ -103,7 +103,7 @@ int server_main(const std::string& yaml, int raw_port) {
   auto dep = parse_deployment(yaml, "<bench>");
   auto reg = actor_registry::with_builtins();
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, std::getenv("BT") ? std::atoi(std::getenv("BT")) : 2);
+  configure_actor_system(cfg);
   caf::actor_system sys{cfg};
   zmq::context_t zctx{1};
   node_options opts;
@@ -184,8 +184,7 @@ struct prfaas_client {
     examples::CountReply out;
     auto msg = make_remote(address{"client", "bench"}, address{"server", "sink"},
                            examples::CountQuery{});
-    self->request(client.transport(), std::chrono::seconds(10), request_atom_v, msg,
-                  caf::timespan{std::chrono::seconds(5)})
+    request_remote(self.ptr(), client.context().msgr(), msg, std::chrono::seconds(5))
       .receive([&](remote_message& r) { parse_remote(r, out); },
                [](caf::error& e) { throw std::runtime_error("count query: " + describe(e)); });
     return out;
@@ -198,8 +197,7 @@ struct prfaas_client {
       ping.set_sequence(i);
       auto msg = make_remote(address{"client", "bench"}, address{"server", "echo"}, ping);
       auto t0 = clock_type::now();
-      self->request(client.transport(), std::chrono::seconds(10), request_atom_v, std::move(msg),
-                    caf::timespan{std::chrono::seconds(5)})
+      request_remote(self.ptr(), client.context().msgr(), std::move(msg), std::chrono::seconds(5))
         .receive([](remote_message&) {},
                  [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
       out.push_back(seconds_since(t0) * 1e6);
@@ -259,7 +257,7 @@ int run_transport_bench(const transport_options& o) {
     auto dep = parse_deployment(yaml, "<bench>");
     auto reg = actor_registry::with_builtins();
     caf::actor_system_config cfg;
-    configure_actor_system(cfg, std::getenv("BT") ? std::atoi(std::getenv("BT")) : 2);
+    configure_actor_system(cfg);
     caf::actor_system sys{cfg};
     zmq::context_t zctx{1};
     node_options opts;

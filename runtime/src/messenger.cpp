@@ -1,9 +1,10 @@
 #include "prfaas/runtime/messenger.hpp"
 
-#include <caf/send.hpp>
+#include <caf/all.hpp>
 
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/errors.hpp"
 
 namespace prfaas {
 
@@ -11,6 +12,33 @@ namespace {
 
 bool valid_name(const std::string& s) {
   return !s.empty() && s.size() <= 256 && s.find('/') == std::string::npos;
+}
+
+/// An actor that is only an enqueue function: how the messenger takes part in CAF's
+/// request/response protocol without a mailbox or a thread of its own (the same
+/// trick as CAF's remote actor proxies).
+class proxy final : public caf::monitorable_actor {
+public:
+  using handler = std::function<void(caf::mailbox_element_ptr&)>;
+
+  proxy(caf::actor_config& cfg, handler h) : caf::monitorable_actor(cfg), handler_(std::move(h)) {}
+
+  void enqueue(caf::mailbox_element_ptr what, caf::execution_unit*) override {
+    if (what)
+      handler_(what);
+  }
+
+  const char* name() const override { return "prfaas_proxy"; }
+
+private:
+  handler handler_;
+};
+
+caf::actor make_proxy(caf::actor_system& sys, proxy::handler h) {
+  caf::actor_config cfg;
+  auto ptr = caf::make_actor<proxy, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys,
+                                                           cfg, std::move(h));
+  return caf::actor_cast<caf::actor>(std::move(ptr));
 }
 
 } // namespace
@@ -51,15 +79,18 @@ decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
   return {true, drop_reason::malformed};
 }
 
-messenger::messenger(std::string node, uint64_t incarnation, std::set<std::string> peers,
-                     transport_config cfg, std::shared_ptr<metrics> m, logger_ptr log)
-  : node_(std::move(node)),
+messenger::messenger(caf::actor_system& sys, std::string node, uint64_t incarnation,
+                     std::set<std::string> peers, transport_config cfg, std::shared_ptr<metrics> m,
+                     logger_ptr log)
+  : sys_(sys),
+    node_(std::move(node)),
     incarnation_(incarnation),
     peers_(std::move(peers)),
     cfg_(cfg),
     metrics_(std::move(m)),
     counters_(*metrics_),
-    log_(std::move(log)) {
+    log_(std::move(log)),
+    dedup_(cfg_.dedup_window, cfg_.dedup_capacity) {
   peers_.erase(node_);
 }
 
@@ -67,9 +98,22 @@ messenger::~messenger() {
   stop();
 }
 
+messenger::clock_type::time_point messenger::now() const {
+  return sys_.clock().now();
+}
+
 void messenger::start(wire_ptr w, caf::actor transport_actor) {
   wire_ = std::move(w);
   transport_ = std::move(transport_actor);
+  std::weak_ptr<messenger> self = weak_from_this();
+  outbound_ = make_proxy(sys_, [self](caf::mailbox_element_ptr& what) {
+    if (auto m = self.lock())
+      m->on_outbound(what);
+  });
+  reply_proxy_ = make_proxy(sys_, [self](caf::mailbox_element_ptr& what) {
+    if (auto m = self.lock())
+      m->on_reply(what);
+  });
   running_ = true;
   wire_->start([this](const inbound_frame& f) { on_frame(f); },
                [this](drop_reason r) { counters_.drop(r); });
@@ -80,10 +124,21 @@ void messenger::stop() {
     return;
   if (wire_)
     wire_->stop();
-  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
-  directory_.clear();
+  std::unordered_map<uint64_t, outbound_request> doomed;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    doomed.swap(outbound_requests_);
+  }
+  for (auto& [_, r] : doomed)
+    fail(r, make_error(errc::shutting_down, node_ + " is stopping"));
+  {
+    std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+    directory_.clear();
+  }
   transport_ = nullptr;
 }
+
+// -- directory -------------------------------------------------------------------------
 
 void messenger::register_actor(const std::string& name, caf::actor handle) {
   std::unique_lock<std::shared_mutex> guard{dir_mtx_};
@@ -102,6 +157,18 @@ caf::actor messenger::lookup(const std::string& name) const {
   auto i = directory_.find(name);
   return i == directory_.end() ? caf::actor{} : i->second;
 }
+
+size_t messenger::pending_outbound() const {
+  std::lock_guard<std::mutex> guard{out_mtx_};
+  return outbound_requests_.size();
+}
+
+size_t messenger::pending_inbound() const {
+  std::lock_guard<std::mutex> guard{in_mtx_};
+  return inbound_requests_.size();
+}
+
+// -- sending -----------------------------------------------------------------------------
 
 send_status messenger::send_oneway(const remote_message& msg) {
   if (msg.destination.node == node_) {
@@ -124,31 +191,24 @@ send_status messenger::send_oneway(const remote_message& msg) {
   return send_envelope(msg.destination.node, env, msg.bulk);
 }
 
-std::string messenger::serialize(wire::Envelope& env, const bulk_ptr& bulk) const {
-  env.set_protocol_version(protocol_version);
-  env.set_source_incarnation(incarnation_);
-  if (env.source().node().empty())
-    env.mutable_source()->set_node(node_);
-  env.set_bulk_bytes(bulk ? bulk->size() : 0);
-  return env.SerializeAsString();
-}
-
-send_status messenger::send_envelope(const std::string& peer, wire::Envelope& env,
-                                     bulk_ptr bulk) {
-  auto header = serialize(env, bulk);
-  return send_serialized(peer, std::move(header), std::move(bulk));
-}
-
-send_status messenger::send_serialized(const std::string& peer, std::string header,
-                                       bulk_ptr bulk) {
+send_status messenger::send_envelope(const std::string& peer, wire::Envelope& env, bulk_ptr bulk) {
   if (!running_)
     return send_status::stopped;
   if (peers_.count(peer) == 0) {
     counters_.drop(drop_reason::unknown_peer);
     return send_status::unknown_peer;
   }
+  env.set_protocol_version(protocol_version);
+  env.set_source_incarnation(incarnation_);
+  if (env.source().node().empty())
+    env.mutable_source()->set_node(node_);
+  env.set_bulk_bytes(bulk ? bulk->size() : 0);
+  return send_bytes(peer, env.SerializeAsString(), std::move(bulk));
+}
+
+send_status messenger::send_bytes(const std::string& peer, std::string header, bulk_ptr bulk) {
   auto bytes = header.size() + (bulk ? bulk->size() : 0);
-  auto st = wire_->send(peer, std::move(header), std::move(bulk));
+  auto st = running_ ? wire_->send(peer, std::move(header), std::move(bulk)) : send_status::stopped;
   switch (st) {
     case send_status::queued:
       counters_.frames_sent.Increment();
@@ -162,13 +222,14 @@ send_status messenger::send_serialized(const std::string& peer, std::string head
   return st;
 }
 
+// -- inbound frames ----------------------------------------------------------------------
+
 void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* detail) {
   counters_.drop(r);
   // Bounded: a flood of bad frames must not become a flood of log lines.
   if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
     drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
-    log_->warn("frame_dropped reason={} peer_bytes={} size={} detail={}", to_string(r),
-               f.peer.size(), f.header_size, detail);
+    log_->warn("frame_dropped reason={} size={} detail={}", to_string(r), f.header_size, detail);
   }
 }
 
@@ -176,38 +237,48 @@ void messenger::on_frame(const inbound_frame& f) {
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
     static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
-  auto in = std::make_shared<inbound_envelope>();
-  auto res = decode_frame(f, node_, incarnation_, cfg_, in->env);
+  wire::Envelope env;
+  auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (!res.ok) {
     count_drop(res.reason, f, "decode");
     return;
   }
-  in->bulk = f.bulk;
-  auto& env = in->env;
-  if (env.kind() == wire::ONEWAY) {
-    auto dest = lookup(env.destination().actor());
-    if (!dest) {
-      count_drop(drop_reason::unknown_actor, f, env.destination().actor().c_str());
+  switch (env.kind()) {
+    case wire::ONEWAY: {
+      auto dest = lookup(env.destination().actor());
+      if (!dest) {
+        count_drop(drop_reason::unknown_actor, f, "oneway");
+        return;
+      }
+      counters_.frames_accepted.Increment();
+      remote_message msg;
+      msg.source = {env.source().node(), env.source().actor()};
+      msg.destination = {env.destination().node(), env.destination().actor()};
+      msg.type = std::move(*env.mutable_type());
+      msg.payload = std::move(*env.mutable_payload());
+      msg.bulk = f.bulk;
+      caf::anon_send(dest, std::move(msg));
       return;
     }
-    counters_.frames_accepted.Increment();
-    remote_message msg;
-    msg.source = {env.source().node(), env.source().actor()};
-    msg.destination = {env.destination().node(), env.destination().actor()};
-    msg.type = std::move(*env.mutable_type());
-    msg.payload = std::move(*env.mutable_payload());
-    msg.bulk = std::move(in->bulk);
-    caf::anon_send(dest, std::move(msg));
-    return;
+    case wire::REQUEST:
+      counters_.frames_accepted.Increment();
+      on_request(env, f.bulk);
+      return;
+    case wire::RESPONSE:
+    case wire::ERROR:
+      counters_.frames_accepted.Increment();
+      on_response(env, f.bulk);
+      return;
+    default: { // HEARTBEAT: failure detection lives in the transport actor
+      counters_.frames_accepted.Increment();
+      if (running_ && transport_) {
+        auto in = std::make_shared<inbound_envelope>();
+        in->env = std::move(env);
+        caf::anon_send(transport_, inbound_atom_v, std::move(in));
+      }
+      return;
+    }
   }
-  counters_.frames_accepted.Increment();
-  caf::actor t;
-  {
-    std::shared_lock<std::shared_mutex> guard{dir_mtx_};
-    t = transport_;
-  }
-  if (t)
-    caf::anon_send(t, inbound_atom_v, std::move(in));
 }
 
 } // namespace prfaas

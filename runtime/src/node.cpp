@@ -83,7 +83,7 @@ void node::start() {
     peers.insert(n.name);
     endpoints[n.name] = n.control;
   }
-  messenger_ = std::make_shared<messenger>(cfg_.name, incarnation_, peers, dep_.transport,
+  messenger_ = std::make_shared<messenger>(sys_, cfg_.name, incarnation_, peers, dep_.transport,
                                            metrics_, log_);
   if (opts_.sim) {
     wire_ = opts_.sim->attach(cfg_.name);

@@ -56,6 +56,8 @@ public:
     return net_->route(name_, peer, std::move(header), std::move(bulk));
   }
 
+  size_t purge(const std::string&) override { return 0; } // nothing waits: frames are in flight
+
   void stop() override {
     if (!endpoint_)
       return;

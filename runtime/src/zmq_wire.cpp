@@ -1,8 +1,5 @@
 #include "prfaas/runtime/zmq_wire.hpp"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <array>
 #include <cerrno>
 #include <vector>
@@ -33,8 +30,16 @@ void release_bulk(void*, void* hint) {
   delete static_cast<bulk_ptr*>(hint);
 }
 
-void release_string(void*, void* hint) {
-  delete static_cast<std::string*>(hint);
+void common_options(zmq::socket_t& s, const transport_config& cfg) {
+  s.set(zmq::sockopt::linger, to_ms(cfg.linger));
+  s.set(zmq::sockopt::sndhwm, static_cast<int>(cfg.send_hwm));
+  s.set(zmq::sockopt::rcvhwm, static_cast<int>(cfg.receive_hwm));
+  s.set(zmq::sockopt::heartbeat_ivl, to_ms(cfg.zmq_heartbeat_interval));
+  s.set(zmq::sockopt::heartbeat_timeout, to_ms(cfg.zmq_heartbeat_timeout));
+  s.set(zmq::sockopt::heartbeat_ttl, to_ms(cfg.zmq_heartbeat_timeout));
+  // A hard cap well above our own limits: protects memory; our limits are counted.
+  s.set(zmq::sockopt::maxmsgsize,
+        static_cast<int64_t>(std::max(cfg.max_bulk_bytes, cfg.max_envelope_bytes) * 2));
 }
 
 } // namespace
@@ -43,42 +48,30 @@ zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpo
                    std::map<std::string, std::string> peers, transport_config cfg,
                    logger_ptr log)
   : self_(std::move(self)),
-    peer_endpoints_(std::move(peers)),
     cfg_(cfg),
     log_(std::move(log)),
     router_(ctx, zmq::socket_type::router) {
-  peer_endpoints_.erase(self_);
-  router_.set(zmq::sockopt::routing_id, self_);
+  common_options(router_, cfg_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
-  router_.set(zmq::sockopt::immediate, 1);
-  router_.set(zmq::sockopt::linger, to_ms(cfg_.linger));
-  router_.set(zmq::sockopt::sndhwm, static_cast<int>(cfg_.send_hwm));
-  router_.set(zmq::sockopt::rcvhwm, static_cast<int>(cfg_.receive_hwm));
-  router_.set(zmq::sockopt::heartbeat_ivl, to_ms(cfg_.zmq_heartbeat_interval));
-  router_.set(zmq::sockopt::heartbeat_timeout, to_ms(cfg_.zmq_heartbeat_timeout));
-  router_.set(zmq::sockopt::heartbeat_ttl, to_ms(cfg_.zmq_heartbeat_timeout));
-  // A hard cap well above our own limits: protects memory; our limits are counted.
-  router_.set(zmq::sockopt::maxmsgsize,
-              static_cast<int64_t>(std::max(cfg_.max_bulk_bytes, cfg_.max_envelope_bytes) * 2));
-  router_.set(zmq::sockopt::reconnect_ivl, 100);
-  router_.set(zmq::sockopt::reconnect_ivl_max, 1000);
   router_.bind(bind_endpoint);
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
-  for (auto& [name, ep] : peer_endpoints_) {
-    queues_[name].routing_id = name;
-    if (self_ < name)
-      router_.connect(ep); // the other side accepts; ZeroMQ reconnects after failures
+  peers.erase(self_);
+  for (auto& [name, ep] : peers) {
+    auto link = std::make_unique<peer_link>();
+    link->dealer = zmq::socket_t{ctx, zmq::socket_type::dealer};
+    common_options(link->dealer, cfg_);
+    link->dealer.set(zmq::sockopt::routing_id, self_);
+    link->dealer.set(zmq::sockopt::immediate, 1);
+    link->dealer.set(zmq::sockopt::reconnect_ivl, 100);
+    link->dealer.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    link->dealer.connect(ep);
+    peers_.emplace(name, std::move(link));
   }
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0)
-    throw std::runtime_error("zmq_wire: eventfd failed");
 }
 
 zmq_wire::~zmq_wire() {
   stop();
-  if (wake_fd_ >= 0)
-    ::close(wake_fd_);
 }
 
 void zmq_wire::start(inbound_handler on_frame, drop_handler on_drop) {
@@ -91,151 +84,139 @@ void zmq_wire::stop() {
   if (stopped_.exchange(true))
     return;
   stop_ = true;
-  wake();
   if (io_.joinable())
     io_.join();
+  for (auto& [_, p] : peers_) {
+    std::lock_guard<std::mutex> guard{p->mtx};
+    p->dealer.close();
+    p->backlog.clear();
+  }
   router_.close();
 }
 
-void zmq_wire::wake() {
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+size_t zmq_wire::backlog() const {
+  return backlog_.load();
 }
 
-size_t zmq_wire::backlog() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return queued_;
+bool zmq_wire::try_send(peer_link& p, outbound& o) {
+  try {
+    if (!o.bulk) {
+      return p.dealer.send(zmq::buffer(o.header), zmq::send_flags::dontwait).has_value();
+    }
+    // The header is copied into ZeroMQ (small); the bulk frame is handed over
+    // zero-copy, kept alive by a bulk_ptr until ZeroMQ releases it.
+    if (!p.dealer.send(zmq::buffer(o.header), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
+      return false;
+    auto* b = new bulk_ptr(o.bulk);
+    zmq::message_t bm(const_cast<std::byte*>((*b)->data()), (*b)->size(), release_bulk, b);
+    // Once the first part is in, the rest of the message is accepted too.
+    p.dealer.send(bm, zmq::send_flags::none);
+    return true;
+  } catch (const zmq::error_t& e) {
+    log_->warn("wire_send_failed error={}", e.what());
+    if (on_drop_)
+      on_drop_(drop_reason::unreachable);
+    return true; // dropped, do not retry
+  }
 }
 
 send_status zmq_wire::send(const std::string& peer, std::string header, bulk_ptr bulk) {
   if (stop_)
     return send_status::stopped;
-  bool was_empty;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    auto i = queues_.find(peer);
-    if (i == queues_.end())
-      return send_status::unknown_peer;
-    auto& items = i->second.items;
-    if (items.size() >= cfg_.outbound_queue) {
-      if (cfg_.overflow == overflow_policy::drop_newest)
-        return send_status::overflow;
-      items.pop_front(); // drop_oldest: the caller's message goes in, the oldest is lost
-      --queued_;
-    }
-    was_empty = queued_ == 0;
-    items.push_back({std::move(header), std::move(bulk)});
-    ++queued_;
+  auto i = peers_.find(peer);
+  if (i == peers_.end())
+    return send_status::unknown_peer;
+  auto& p = *i->second;
+  outbound o{std::move(header), std::move(bulk)};
+  std::lock_guard<std::mutex> guard{p.mtx};
+  if (stop_)
+    return send_status::stopped;
+  // Keep order: while older messages wait, new ones queue behind them.
+  if (p.backlog.empty() && try_send(p, o))
+    return send_status::queued;
+  if (p.backlog.size() >= cfg_.outbound_queue) {
+    if (cfg_.overflow == overflow_policy::drop_newest)
+      return send_status::overflow;
+    p.backlog.pop_front(); // drop_oldest: this one goes in, the oldest is lost
+    --backlog_;
+    if (on_drop_)
+      on_drop_(drop_reason::overflow);
   }
-  if (was_empty)
-    wake();
+  p.backlog.push_back(std::move(o));
+  ++backlog_;
   return send_status::queued;
 }
 
+size_t zmq_wire::purge(const std::string& peer) {
+  auto i = peers_.find(peer);
+  if (i == peers_.end())
+    return 0;
+  std::lock_guard<std::mutex> guard{i->second->mtx};
+  auto n = i->second->backlog.size();
+  i->second->backlog.clear();
+  backlog_ -= n;
+  return n;
+}
+
+bool zmq_wire::flush_backlogs() {
+  if (backlog_.load() == 0)
+    return false;
+  bool left = false;
+  for (auto& [_, p] : peers_) {
+    std::lock_guard<std::mutex> guard{p->mtx};
+    while (!p->backlog.empty() && try_send(*p, p->backlog.front())) {
+      p->backlog.pop_front();
+      --backlog_;
+    }
+    left = left || !p->backlog.empty();
+  }
+  return left;
+}
+
 void zmq_wire::run() {
-  bool backlog = false;
+  bool busy = false;
   while (!stop_) {
-    std::array<zmq::pollitem_t, 2> items{{
-      {router_.handle(), 0, ZMQ_POLLIN, 0},
-      {nullptr, wake_fd_, ZMQ_POLLIN, 0},
-    }};
+    zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+    // Short polls while something waits in a backlog; otherwise wake at least
+    // every 50 ms to notice stop().
+    auto wait = busy || backlog_.load() > 0 ? 1 : 50;
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(backlog ? 1 : 50));
+      zmq::poll(&item, 1, std::chrono::milliseconds(wait));
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM)
         break;
       continue;
     }
-    if (items[1].revents & ZMQ_POLLIN) {
-      uint64_t v;
-      [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof(v));
-    }
     bool more_in = drain_inbound();
-    bool more_out = drain_outbound();
-    backlog = more_in || more_out;
+    bool more_out = flush_backlogs();
+    busy = more_in || more_out;
   }
-}
-
-bool zmq_wire::drain_outbound() {
-  // Take everything queued; what ZeroMQ refuses (HWM) goes back to the front.
-  std::map<std::string, std::deque<outbound>> batch;
-  {
-    std::lock_guard<std::mutex> guard{mtx_};
-    if (queued_ == 0)
-      return false;
-    for (auto& [name, q] : queues_)
-      if (!q.items.empty())
-        batch[name].swap(q.items);
-    queued_ = 0;
-  }
-  bool left = false;
-  for (auto& [name, items] : batch) {
-    const auto& rid = queues_.at(name).routing_id; // immutable after construction
-    while (!items.empty()) {
-      auto& o = items.front();
-      try {
-        auto flags = zmq::send_flags::dontwait | zmq::send_flags::sndmore;
-        if (!router_.send(zmq::buffer(rid), flags)) {
-          break; // HWM: keep the rest for the next round
-        }
-        auto* h = new std::string(std::move(o.header));
-        zmq::message_t hm(h->data(), h->size(), release_string, h);
-        if (o.bulk) {
-          router_.send(hm, zmq::send_flags::sndmore);
-          auto* b = new bulk_ptr(std::move(o.bulk));
-          zmq::message_t bm(const_cast<std::byte*>((*b)->data()), (*b)->size(), release_bulk, b);
-          router_.send(bm, zmq::send_flags::none);
-        } else {
-          router_.send(hm, zmq::send_flags::none);
-        }
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EHOSTUNREACH) {
-          // ROUTER_MANDATORY: the peer is not connected. The transport above retries
-          // requests; one-way messages are lost, as documented.
-          on_drop_(drop_reason::unreachable);
-          log_->debug("wire_unreachable peer={}", name);
-        } else {
-          log_->warn("wire_send_failed peer={} error={}", name, e.what());
-        }
-      }
-      items.pop_front();
-    }
-    if (!items.empty()) {
-      left = true;
-      std::lock_guard<std::mutex> guard{mtx_};
-      auto& q = queues_[name].items;
-      queued_ += items.size();
-      while (!items.empty()) {
-        q.push_front(std::move(items.back()));
-        items.pop_back();
-      }
-    }
-  }
-  return left;
 }
 
 bool zmq_wire::drain_inbound() {
   constexpr int batch_limit = 4096;
   for (int n = 0; n < batch_limit && !stop_; ++n) {
     zmq::message_t id;
-    auto r = router_.recv(id, zmq::recv_flags::dontwait);
-    if (!r)
+    if (!router_.recv(id, zmq::recv_flags::dontwait))
       return false;
-    std::vector<zmq::message_t> parts;
+    zmq::message_t parts[2];
+    size_t count = 0;
     while (router_.get(zmq::sockopt::rcvmore)) {
       zmq::message_t part;
       if (!router_.recv(part, zmq::recv_flags::none))
         break;
-      parts.push_back(std::move(part));
+      if (count < 2)
+        parts[count] = std::move(part);
+      ++count; // frames beyond the second are counted, not kept
     }
     inbound_frame f;
     f.peer = std::string_view{static_cast<const char*>(id.data()), id.size()};
-    f.parts = parts.size();
-    if (!parts.empty()) {
+    f.parts = count;
+    if (count >= 1) {
       f.header = static_cast<const std::byte*>(parts[0].data());
       f.header_size = parts[0].size();
     }
-    if (parts.size() >= 2)
+    if (count >= 2)
       f.bulk = std::make_shared<zmq_bulk>(std::move(parts[1]));
     on_frame_(f);
   }

@@ -328,10 +328,13 @@ TEST_CASE("the sample config parses and documents the defaults", "[config]") {
   CHECK(pd->admin == "127.0.0.1:9101");
   CHECK_FALSE(pd->log.has_value());
   CHECK(pd->path == "nodes[1]");
-  REQUIRE(pd->actors.size() == 6);
-  CHECK(pd->actors[4].type == "decode_worker");
-  CHECK(pd->actors[4].params["max_batch"].as<int>() == 20);
-  CHECK(pd->actors[5].restart == "transient");
+  REQUIRE(pd->actors.size() == 2);
+  CHECK(pd->actors[1].type == "counter");
+  CHECK(pd->actors[1].restart == "temporary");
+  const auto* pf = cfg.find_node("prfaas-0");
+  REQUIRE(pf->actors.size() == 2);
+  CHECK(pf->actors[1].restart == "transient");
+  CHECK(pf->actors[1].params["tick"].as<std::string>() == "1s");
   CHECK(cfg.find_node("prfaas-0")->log == log_level::debug);
   CHECK(cfg.find_node("nowhere") == nullptr);
 }

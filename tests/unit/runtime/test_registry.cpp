@@ -87,3 +87,11 @@ TEST_CASE("in-tree example types are registered without runtime changes") {
     CHECK(r.find(name) != nullptr);
   }
 }
+
+TEST_CASE("the shipped deployments validate against the in-tree registry") {
+  auto r = prfaas::actor_registry::with_builtins();
+  for (auto file : {"configs/sample.yaml", "configs/local.yaml"}) {
+    INFO(file);
+    CHECK_NOTHROW(r.validate(prfaas::load_deployment(file)));
+  }
+}

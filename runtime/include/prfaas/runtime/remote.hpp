@@ -54,15 +54,22 @@ inline send_status send_remote(node_context& ctx, const remote_message& m) {
   return ctx.msgr().send_oneway(m);
 }
 
-/// Request with a deadline. The transport retries until `timeout` and always
+/// Request with a deadline. The transport re-sends until `timeout` and always
 /// answers: the reply, the remote error, peer_down or request_timeout.
 template <class Self>
 auto request_remote(Self* self, node_context& ctx, remote_message m,
                     std::chrono::nanoseconds timeout) {
-  // The transport enforces `timeout` itself; CAF's own timeout is only a backstop.
+  return request_remote(self, ctx.msgr(), std::move(m), timeout);
+}
+
+/// The same, given the messenger (e.g. from outside an actor with a scoped_actor).
+template <class Self>
+auto request_remote(Self* self, messenger& msgr, remote_message m,
+                    std::chrono::nanoseconds timeout) {
+  m.deadline = self->clock().now() + timeout;
+  // The messenger enforces the deadline itself; CAF's own timeout is a backstop.
   auto backstop = timeout + std::chrono::milliseconds(500);
-  return self->request(ctx.transport(), backstop, request_atom_v, std::move(m),
-                       caf::timespan{timeout});
+  return self->request(msgr.outbound(), backstop, std::move(m));
 }
 
 } // namespace prfaas

@@ -1,13 +1,15 @@
 #pragma once
 
-// The node's transport actor: cross-node requests (ids, deadlines, retries),
-// receiver-side de-duplication, heartbeats and failure detection. One per node;
-// actors reach it through node_context and never see the wire below it.
+// The node's transport actor: heartbeats, failure detection and membership events,
+// and the timers of cross-node requests (re-sends, deadlines). The requests
+// themselves travel through the messenger (see messenger.hpp) without passing
+// through this actor. One per node; actors reach it through node_context.
 //
-// Guarantees: every request ends exactly once, with the reply, an error from the
-// remote handler, `peer_down` when the failure detector gives up on the peer, or
-// `request_timeout` at its deadline. A retried request runs at most once per
-// destination incarnation (de-duplication by source node, incarnation and id).
+// Guarantees of a request (messenger + this actor): it ends exactly once, with the
+// reply, an error from the remote handler, `peer_down` when the failure detector
+// gives up on the peer, or `request_timeout` at its deadline. A retried request runs
+// at most once per destination incarnation (de-duplication by source node,
+// incarnation and id).
 
 #include <memory>
 #include <vector>

@@ -43,6 +43,9 @@ public:
   /// Thread-safe, never blocks. `header` is a serialized envelope.
   virtual send_status send(const std::string& peer, std::string header, bulk_ptr bulk) = 0;
 
+  /// Drops what waits for `peer` (it went down); returns how many frames.
+  virtual size_t purge(const std::string& peer) = 0;
+
   /// Stops moving frames and releases sockets. Idempotent; no callback runs after it returns.
   virtual void stop() = 0;
 

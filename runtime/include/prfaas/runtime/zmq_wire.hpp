@@ -1,22 +1,29 @@
 #pragma once
 
-// The production wire: one ZeroMQ ROUTER per node, bound to the node's control
-// endpoint. Each pair of nodes shares exactly one connection, opened by the node
-// whose name sorts first; both ends address it by the other's name. Socket options
-// follow STACK_NOTES §7:
-//  * ROUTING_ID = node name, learned by the peer in the handshake (with IMMEDIATE,
-//    libzmq names a connected pipe by the peer's routing id, so a second connection
-//    per pair would fight over the same name — hence one per pair);
-//  * ROUTER_MANDATORY: a send to an unconnected peer fails (counted), never vanishes;
-//  * ROUTER_HANDOVER: a restarted peer reconnecting under its name takes over;
-//  * IMMEDIATE: queue only on completed connections;
+// The production wire, as DESIGN §6 draws it: one ZeroMQ ROUTER per node, bound to
+// the node's control endpoint, receives everything; one DEALER per peer, connected
+// to that peer's ROUTER, sends. Each pair of nodes thus shares two connections, one
+// per direction, and each ROUTER sees exactly one pipe per peer, named by the peer's
+// routing id (its node name).
+//
+// Socket options (STACK_NOTES §7):
+//  * ROUTER_HANDOVER: a restarted peer reconnecting under its name takes the pipe over;
+//  * ROUTER_MANDATORY on the ROUTER (it never sends today; should it ever, an unknown
+//    peer is an error rather than a silent drop);
+//  * IMMEDIATE on the DEALERs: messages queue only on completed connections, so a send
+//    to an unconnected peer fails at once instead of piling up inside ZeroMQ;
 //  * small LINGER, ZMTP heartbeats (HEARTBEAT_IVL/TIMEOUT/TTL), bounded HWMs.
-// The socket lives only in the wire's I/O thread. Senders (any thread) append to a
-// bounded per-peer queue and wake the thread through an eventfd.
+//
+// Threads: the ROUTER lives in the wire's I/O thread. A DEALER is used by whichever
+// thread sends, under the peer's mutex (ZeroMQ allows a socket to move between
+// threads across a full memory barrier) — so a send costs no thread hand-off. What
+// ZeroMQ cannot take at once (HWM, not yet connected) waits in a bounded per-peer
+// backlog that the I/O thread retries every millisecond, oldest first.
 
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,10 +46,11 @@ public:
 
   void start(inbound_handler on_frame, drop_handler on_drop) override;
   send_status send(const std::string& peer, std::string header, bulk_ptr bulk) override;
+  size_t purge(const std::string& peer) override;
   void stop() override;
   std::string local_endpoint() const override { return endpoint_; }
 
-  /// Messages waiting in the per-peer queues (not yet handed to ZeroMQ).
+  /// Messages waiting in the backlogs (not yet handed to ZeroMQ).
   size_t backlog() const;
 
 private:
@@ -50,27 +58,26 @@ private:
     std::string header;
     bulk_ptr bulk;
   };
-  struct peer_queue {
-    std::string routing_id; ///< the peer's node name
-    std::deque<outbound> items;
+  struct peer_link {
+    std::mutex mtx;
+    zmq::socket_t dealer;
+    std::deque<outbound> backlog;
   };
 
   void run();
-  bool drain_outbound();  ///< true if something is left (HWM reached)
-  bool drain_inbound();   ///< true if the batch limit was hit
-  void wake();
+  /// Hands `o` to the DEALER without blocking; false if ZeroMQ cannot take it now.
+  bool try_send(peer_link& p, outbound& o);
+  /// Retries every backlog; true if something is still waiting.
+  bool flush_backlogs();
+  bool drain_inbound(); ///< true if the batch limit was hit
 
   std::string self_;
-  std::map<std::string, std::string> peer_endpoints_;
   transport_config cfg_;
   logger_ptr log_;
   zmq::socket_t router_;
   std::string endpoint_;
-  int wake_fd_ = -1;
-
-  mutable std::mutex mtx_;
-  std::map<std::string, peer_queue> queues_;
-  size_t queued_ = 0;
+  std::map<std::string, std::unique_ptr<peer_link>> peers_; ///< fixed after construction
+  std::atomic<size_t> backlog_{0};
 
   inbound_handler on_frame_;
   drop_handler on_drop_;

@@ -1,0 +1,314 @@
+// Both halves of cross-node requests; see messenger.hpp for the design.
+
+#include <caf/all.hpp>
+
+#include "prfaas/messages/protocol.hpp"
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/messenger.hpp"
+
+namespace prfaas {
+
+namespace {
+
+std::chrono::nanoseconds to_ns(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(d);
+}
+
+} // namespace
+
+// -- outbound: this node asks ----------------------------------------------------------
+
+void messenger::answer(const caf::strong_actor_ptr& to, caf::message_id mid, caf::message msg) {
+  if (!to)
+    return;
+  auto self = caf::actor_cast<caf::strong_actor_ptr>(outbound_);
+  to->enqueue(caf::make_mailbox_element(std::move(self), mid.response_id(), {}, std::move(msg)),
+              nullptr);
+}
+
+void messenger::fail(outbound_request& r, caf::error err) {
+  answer(r.sender, r.mid, caf::make_message(std::move(err)));
+}
+
+void messenger::on_outbound(caf::mailbox_element_ptr& what) {
+  auto& content = what->content();
+  if (!content.match_elements<remote_message>()) {
+    if (what->mid.is_request())
+      answer(what->sender, what->mid,
+             caf::make_message(make_error(errc::bad_request, "expected a remote_message")));
+    return;
+  }
+  auto& msg = content.get_mutable_as<remote_message>(0);
+  if (!what->mid.is_request()) { // a plain send to the proxy is a one-way message
+    send_oneway(msg);
+    return;
+  }
+  auto reject = [&](errc code, std::string text) {
+    answer(what->sender, what->mid, caf::make_message(make_error(code, std::move(text))));
+  };
+  if (msg.destination.node == node_) {
+    // Local: hand the request itself to the actor; it answers the caller directly.
+    auto dest = lookup(msg.destination.actor);
+    if (!dest)
+      return reject(errc::unknown_actor, "no actor " + msg.destination.actor + " on " + node_);
+    caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(std::move(what), nullptr);
+    return;
+  }
+  const auto peer = msg.destination.node;
+  if (!running_)
+    return reject(errc::shutting_down, node_ + " is stopping");
+  if (peers_.count(peer) == 0)
+    return reject(errc::unreachable, "node " + peer + " is not part of the deployment");
+  auto t = now();
+  auto deadline = msg.deadline != clock_type::time_point{} ? msg.deadline : t + cfg_.request_timeout;
+  if (deadline <= t)
+    return reject(errc::request_timeout, "deadline passed before sending");
+  wire::Envelope env;
+  env.set_kind(wire::REQUEST);
+  env.mutable_source()->set_node(msg.source.node.empty() ? node_ : msg.source.node);
+  env.mutable_source()->set_actor(msg.source.actor.empty() ? "anonymous" : msg.source.actor);
+  env.mutable_destination()->set_node(peer);
+  env.mutable_destination()->set_actor(msg.destination.actor);
+  env.set_type(msg.type);
+  env.set_payload(msg.payload);
+  env.set_deadline_budget_ns(to_ns(deadline - t).count());
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    auto& ps = peer_status_[peer];
+    if (ps.incarnation != 0 && ps.state == peer_state::down) {
+      // fall through to the rejection below, outside the lock
+      id = 0;
+    } else {
+      id = next_request_id_++;
+      env.set_request_id(id);
+      // Pin the incarnation we know: a restarted peer drops retries meant for its
+      // predecessor instead of running them a second time.
+      env.set_destination_incarnation(ps.incarnation);
+      outbound_requests_.emplace(
+        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline});
+      counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+    }
+  }
+  if (id == 0)
+    return reject(errc::peer_down, peer + " is down");
+  counters_.requests.Increment();
+  auto st = send_envelope(peer, env, msg.bulk);
+  if (st == send_status::unknown_peer || st == send_status::stopped) {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    outbound_requests_.erase(id);
+    return reject(errc::unreachable, "cannot send to " + peer);
+  }
+  auto wait = std::min<clock_type::duration>(cfg_.retry_interval, deadline - t);
+  caf::delayed_anon_send(transport_, wait, retry_atom_v, id);
+}
+
+std::optional<messenger::clock_type::duration> messenger::retry(uint64_t id) {
+  auto t = now();
+  std::unique_lock<std::mutex> guard{out_mtx_};
+  auto i = outbound_requests_.find(id);
+  if (i == outbound_requests_.end())
+    return std::nullopt;
+  auto& r = i->second;
+  if (t >= r.deadline) {
+    auto done = std::move(r);
+    outbound_requests_.erase(i);
+    counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+    guard.unlock();
+    counters_.timeouts.Increment();
+    fail(done, make_error(errc::request_timeout,
+                          "no answer from " + done.peer + "/" + done.env.destination().actor()
+                            + " after " + std::to_string(done.env.attempt() + 1) + " attempts"));
+    return std::nullopt;
+  }
+  r.env.set_attempt(r.env.attempt() + 1);
+  r.env.set_deadline_budget_ns(to_ns(r.deadline - t).count());
+  auto env = r.env;
+  auto bulk = r.bulk;
+  auto peer = r.peer;
+  auto wait = std::min<clock_type::duration>(cfg_.retry_interval, r.deadline - t);
+  guard.unlock();
+  counters_.retries.Increment();
+  send_envelope(peer, env, bulk);
+  return wait;
+}
+
+void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
+  outbound_request done;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    auto i = outbound_requests_.find(env.correlation_id());
+    if (i == outbound_requests_.end() || i->second.peer != env.source().node()) {
+      counters_.drop(drop_reason::late);
+      return;
+    }
+    done = std::move(i->second);
+    outbound_requests_.erase(i);
+    counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+  }
+  if (env.kind() == wire::ERROR) {
+    auto code = static_cast<errc>(env.error_code());
+    fail(done, make_error(code == errc::none ? errc::remote_error : code, env.error_text()));
+    return;
+  }
+  remote_message r;
+  r.source = {env.source().node(), env.source().actor()};
+  r.destination = {env.destination().node(), env.destination().actor()};
+  r.type = std::move(*env.mutable_type());
+  r.payload = std::move(*env.mutable_payload());
+  r.bulk = std::move(bulk);
+  answer(done.sender, done.mid, caf::make_message(std::move(r)));
+}
+
+void messenger::peer_changed(const membership_event& ev) {
+  std::vector<outbound_request> doomed;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    auto& ps = peer_status_[ev.peer];
+    if (ev.state == peer_state::down && ev.incarnation < ps.incarnation)
+      return; // about an incarnation we already replaced
+    ps.incarnation = ev.incarnation;
+    ps.state = ev.state;
+    if (ev.state == peer_state::down) {
+      for (auto i = outbound_requests_.begin(); i != outbound_requests_.end();) {
+        if (i->second.peer == ev.peer) {
+          doomed.push_back(std::move(i->second));
+          i = outbound_requests_.erase(i);
+        } else {
+          ++i;
+        }
+      }
+      counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+    }
+  }
+  if (ev.state != peer_state::down)
+    return;
+  // Requests to a dead peer end now rather than at their deadline; what waits for
+  // it in the wire's backlog is dropped, not delivered late to a successor.
+  for (auto& r : doomed)
+    fail(r, make_error(errc::peer_down, ev.peer + " (incarnation " + std::to_string(ev.incarnation)
+                                          + ") stopped answering"));
+  if (wire_)
+    counters_.drop(drop_reason::unreachable, static_cast<double>(wire_->purge(ev.peer)));
+}
+
+// -- inbound: a peer asks this node ----------------------------------------------------
+
+void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
+  dedup_cache::key key{env.source().node(), env.source_incarnation(), env.request_id()};
+  auto t = now();
+  auto budget = env.deadline_budget_ns() > 0
+                  ? std::chrono::nanoseconds(env.deadline_budget_ns())
+                  : std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.request_timeout);
+  wire::Envelope answer;
+  *answer.mutable_source() = env.destination();
+  *answer.mutable_destination() = env.source();
+  answer.set_destination_incarnation(env.source_incarnation());
+  answer.set_correlation_id(env.request_id());
+  uint64_t seq = 0;
+  std::string cached_header;
+  bulk_ptr cached_bulk;
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    const dedup_cache::answer* cached = nullptr;
+    switch (dedup_.check(key, t, &cached)) {
+      case dedup_cache::verdict::in_progress:
+        counters_.drop(drop_reason::duplicate);
+        return;
+      case dedup_cache::verdict::answered:
+        cached_header = cached->header;
+        cached_bulk = cached->bulk;
+        break;
+      case dedup_cache::verdict::fresh:
+        seq = next_inbound_seq_++;
+        inbound_requests_.emplace(seq, inbound_request{key, answer, t + budget});
+        break;
+    }
+  }
+  if (seq == 0) { // a retry of a request already answered: answer again
+    counters_.drop(drop_reason::duplicate);
+    send_bytes(key.node, std::move(cached_header), std::move(cached_bulk));
+    return;
+  }
+  auto dest = lookup(env.destination().actor());
+  if (!dest) {
+    {
+      std::lock_guard<std::mutex> guard{in_mtx_};
+      inbound_requests_.erase(seq);
+    }
+    answer.set_kind(wire::ERROR);
+    answer.set_error_code(static_cast<uint32_t>(errc::unknown_actor));
+    answer.set_error_text("no actor " + env.destination().actor() + " on " + node_);
+    reply(key, answer, nullptr);
+    return;
+  }
+  remote_message msg;
+  msg.source = {env.source().node(), env.source().actor()};
+  msg.destination = {env.destination().node(), env.destination().actor()};
+  msg.type = std::move(*env.mutable_type());
+  msg.payload = std::move(*env.mutable_payload());
+  msg.bulk = std::move(bulk);
+  msg.request_id = env.request_id();
+  msg.deadline = t + budget;
+  // A CAF request from the reply proxy: the actor's answer comes back to on_reply.
+  caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
+    caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
+                              caf::make_message_id(seq), {}, std::move(msg)),
+    nullptr);
+}
+
+void messenger::on_reply(caf::mailbox_element_ptr& what) {
+  if (!what->mid.is_response())
+    return;
+  auto seq = what->mid.request_id().integer_value();
+  inbound_request req;
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    auto i = inbound_requests_.find(seq);
+    if (i == inbound_requests_.end())
+      return; // expired: the requester gave up long ago
+    req = std::move(i->second);
+    inbound_requests_.erase(i);
+  }
+  auto& content = what->content();
+  bulk_ptr bulk;
+  if (content.match_elements<remote_message>()) {
+    auto& r = content.get_mutable_as<remote_message>(0);
+    req.answer.set_kind(wire::RESPONSE);
+    req.answer.set_type(std::move(r.type));
+    req.answer.set_payload(std::move(r.payload));
+    bulk = std::move(r.bulk);
+  } else if (content.match_elements<caf::error>()) {
+    auto& e = content.get_as<caf::error>(0);
+    req.answer.set_kind(wire::ERROR);
+    req.answer.set_error_code(static_cast<uint32_t>(error_code(e)));
+    req.answer.set_error_text(describe(e));
+  } else {
+    req.answer.set_kind(wire::ERROR);
+    req.answer.set_error_code(static_cast<uint32_t>(errc::remote_error));
+    req.answer.set_error_text(req.answer.source().actor() + " answered without a remote_message");
+  }
+  reply(req.key, req.answer, std::move(bulk));
+}
+
+void messenger::reply(const dedup_cache::key& key, wire::Envelope& answer, bulk_ptr bulk) {
+  answer.set_protocol_version(protocol_version);
+  answer.set_source_incarnation(incarnation_);
+  answer.set_bulk_bytes(bulk ? bulk->size() : 0);
+  auto header = answer.SerializeAsString();
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    dedup_.complete(key, {key.node, header, bulk});
+  }
+  send_bytes(key.node, std::move(header), std::move(bulk));
+}
+
+void messenger::expire_inbound() {
+  auto t = now();
+  std::lock_guard<std::mutex> guard{in_mtx_};
+  for (auto i = inbound_requests_.begin(); i != inbound_requests_.end();)
+    i = i->second.deadline < t ? inbound_requests_.erase(i) : std::next(i);
+}
+
+} // namespace prfaas
