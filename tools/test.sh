@@ -18,9 +18,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600 "${label_args
 
 if [ "${PRFAAS_SKIP_ASAN:-0}" != 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRFAAS_SANITIZE=ON >/dev/null
-  asan_targets=$(cmake --build build-asan --target help | sed -n 's/^\(test_[a-z_]*\): .*/\1/p' | tr '\n' ' ')
-  # shellcheck disable=SC2086
-  cmake --build build-asan -j"$jobs" --target $asan_targets
+  cmake --build build-asan -j"$jobs" --target prfaas_asan_tests
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 600 -L asan -LE slow
 fi
