@@ -166,8 +166,9 @@ struct raw_client {
       zmq::message_t m(const_cast<char*>(buffer.data()), buffer.size(), noop_free, nullptr);
       dealer.send(m, zmq::send_flags::none);
     }
-    while (query().first < before.first + n) {
-    }
+    // Poll gently: a tight query loop would steal the CPU the transfer needs.
+    while (query().first < before.first + n)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     return seconds_since(t0);
   }
 };
@@ -215,8 +216,8 @@ struct prfaas_client {
       if (st != send_status::queued)
         throw std::runtime_error("one-way send refused (queue full?)");
     }
-    while (count().messages() < before.messages() + n) {
-    }
+    while (count().messages() < before.messages() + n)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     return seconds_since(t0);
   }
 };

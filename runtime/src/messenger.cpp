@@ -1,6 +1,7 @@
 #include "prfaas/runtime/messenger.hpp"
 
 #include <caf/all.hpp>
+#include <google/protobuf/arena.h>
 
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/messages/type_ids.hpp"
@@ -9,6 +10,28 @@
 namespace prfaas {
 
 namespace {
+
+/// A protobuf arena whose first block is on the stack: parsing or building one
+/// envelope then allocates nothing on the heap (hot path: every frame).
+class frame_arena {
+public:
+  frame_arena() : arena_(options(block_)) {}
+  template <class T>
+  T* make() {
+    return google::protobuf::Arena::CreateMessage<T>(&arena_);
+  }
+
+private:
+  static google::protobuf::ArenaOptions options(char* block) {
+    google::protobuf::ArenaOptions o;
+    o.initial_block = block;
+    o.initial_block_size = block_size;
+    return o;
+  }
+  static constexpr size_t block_size = 4096;
+  alignas(16) char block_[block_size];
+  google::protobuf::Arena arena_;
+};
 
 bool valid_name(const std::string& s) {
   return !s.empty() && s.size() <= 256 && s.find('/') == std::string::npos;
@@ -180,7 +203,8 @@ send_status messenger::send_oneway(const remote_message& msg) {
     caf::anon_send(dest, msg);
     return send_status::queued;
   }
-  wire::Envelope env;
+  frame_arena arena;
+  auto& env = *arena.make<wire::Envelope>();
   env.set_kind(wire::ONEWAY);
   env.mutable_source()->set_node(msg.source.node);
   env.mutable_source()->set_actor(msg.source.actor);
@@ -237,7 +261,8 @@ void messenger::on_frame(const inbound_frame& f) {
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
     static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
-  wire::Envelope env;
+  frame_arena arena;
+  auto& env = *arena.make<wire::Envelope>();
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (!res.ok) {
     count_drop(res.reason, f, "decode");
@@ -254,8 +279,8 @@ void messenger::on_frame(const inbound_frame& f) {
       remote_message msg;
       msg.source = {env.source().node(), env.source().actor()};
       msg.destination = {env.destination().node(), env.destination().actor()};
-      msg.type = std::move(*env.mutable_type());
-      msg.payload = std::move(*env.mutable_payload());
+      msg.type = env.type();
+      msg.payload = env.payload();
       msg.bulk = f.bulk;
       caf::anon_send(dest, std::move(msg));
       return;
@@ -273,7 +298,7 @@ void messenger::on_frame(const inbound_frame& f) {
       counters_.frames_accepted.Increment();
       if (running_ && transport_) {
         auto in = std::make_shared<inbound_envelope>();
-        in->env = std::move(env);
+        in->env = env;
         caf::anon_send(transport_, inbound_atom_v, std::move(in));
       }
       return;

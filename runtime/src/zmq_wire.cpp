@@ -1,5 +1,7 @@
 #include "prfaas/runtime/zmq_wire.hpp"
 
+#include <pthread.h>
+
 #include <array>
 #include <cerrno>
 #include <vector>
@@ -77,7 +79,10 @@ zmq_wire::~zmq_wire() {
 void zmq_wire::start(inbound_handler on_frame, drop_handler on_drop) {
   on_frame_ = std::move(on_frame);
   on_drop_ = std::move(on_drop);
-  io_ = std::thread{[this] { run(); }};
+  io_ = std::thread{[this] {
+    pthread_setname_np(pthread_self(), "prfaas.wire");
+    run();
+  }};
 }
 
 void zmq_wire::stop() {
