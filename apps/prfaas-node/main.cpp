@@ -1,8 +1,10 @@
 // prfaas-node: runs one node of a deployment file, or all of them in one process.
 //
 //   prfaas-node --config FILE --node NAME     one node
-//   prfaas-node --config FILE --all           every node (the embedded default)
+//   prfaas-node --config FILE --all           every node of the file in this process
 //   prfaas-node --config FILE --check         validate and exit
+//   prfaas-node                               every node of the embedded default,
+//                                             configs/local.yaml compiled in
 //
 // Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure (e.g. cannot
 // bind), 2 bad configuration or plugin, 3 a supervisor escalated.
@@ -23,6 +25,8 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/plugin.hpp"
 
+#include "embedded_config.hpp"
+
 namespace {
 
 constexpr int exit_runtime = 1;
@@ -39,7 +43,8 @@ int main(int argc, char** argv) {
   bool check = false;
   std::string log_level;
   unsigned threads = 2;
-  app.add_option("--config,-c", config_file, "deployment file (YAML)")->required();
+  app.add_option("--config,-c", config_file,
+                 "deployment file (YAML); default: the embedded configs/local.yaml, all nodes");
   auto* node_opt = app.add_option("--node,-n", node_name, "the node of the deployment to run");
   auto* all_opt = app.add_flag("--all", all, "run every node of the deployment in this process");
   node_opt->excludes(all_opt);
@@ -52,7 +57,14 @@ int main(int argc, char** argv) {
   prfaas::deployment_config dep;
   auto registry = prfaas::actor_registry::with_builtins();
   try {
-    dep = prfaas::load_deployment(config_file);
+    if (config_file.empty()) {
+      dep = prfaas::parse_deployment(prfaas::app::embedded_config,
+                                     prfaas::app::embedded_config_name);
+      config_file = prfaas::app::embedded_config_name;
+      all = all || node_name.empty();
+    } else {
+      dep = prfaas::load_deployment(config_file);
+    }
     for (auto& p : dep.plugins)
       prfaas::load_plugin(p, registry);
     registry.validate(dep);

@@ -239,7 +239,16 @@ send_status messenger::send_bytes(const std::string& peer, std::string header, b
       counters_.bytes_sent.Increment(static_cast<double>(bytes));
       break;
     case send_status::unreachable: counters_.drop(drop_reason::unreachable); break;
-    case send_status::overflow: counters_.drop(drop_reason::overflow); break;
+    case send_status::overflow:
+      counters_.drop(drop_reason::overflow);
+      // Counted always, logged at a bounded rate: the policy must be visible, a
+      // flood of lines must not become the next problem.
+      if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
+        drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
+        log_->warn("outbound_overflow peer={} queue={} policy={}", peer, cfg_.outbound_queue,
+                   cfg_.overflow == overflow_policy::drop_newest ? "drop_newest" : "drop_oldest");
+      }
+      break;
     case send_status::unknown_peer: counters_.drop(drop_reason::unknown_peer); break;
     case send_status::stopped: break;
   }
