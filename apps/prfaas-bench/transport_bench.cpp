@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -95,28 +96,40 @@ std::string deployment_yaml(int server, int client) {
   return y.str();
 }
 
+/// One live node of the benchmark deployment with everything it needs, in the
+/// order it needs it (the actor system and ZeroMQ context outlive the node).
+struct live_node {
+  deployment_config dep;
+  actor_registry reg = actor_registry::with_builtins();
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  zmq::context_t zctx{1};
+  std::unique_ptr<node> self;
+
+  live_node(const std::string& yaml, const std::string& name)
+    : dep(parse_deployment(yaml, "<bench>")) {
+    configure_actor_system(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    node_options opts;
+    opts.zmq = &zctx;
+    self = std::make_unique<node>(*sys, dep, name, reg, opts);
+    self->start();
+  }
+  ~live_node() { self->stop(); }
+};
+
 int server_main(const std::string& yaml, int raw_port) {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  auto dep = parse_deployment(yaml, "<bench>");
-  auto reg = actor_registry::with_builtins();
-  caf::actor_system_config cfg;
-  configure_actor_system(cfg);
-  caf::actor_system sys{cfg};
-  zmq::context_t zctx{1};
-  node_options opts;
-  opts.zmq = &zctx;
-  node server{sys, dep, "server", reg, opts};
-  server.start();
+  live_node server{yaml, "server"};
   std::atomic<bool> stop{false};
-  std::thread raw{[&] { raw_server(zctx, raw_port, stop); }};
+  std::thread raw{[&] { raw_server(server.zctx, raw_port, stop); }};
   int sig = 0;
   sigwait(&sigs, &sig);
   stop = true;
   raw.join();
-  server.stop();
   return 0;
 }
 
@@ -255,19 +268,11 @@ int run_transport_bench(const transport_options& o) {
   int rc = 0;
   figures ours, raw;
   try {
-    auto dep = parse_deployment(yaml, "<bench>");
-    auto reg = actor_registry::with_builtins();
-    caf::actor_system_config cfg;
-    configure_actor_system(cfg);
-    caf::actor_system sys{cfg};
-    zmq::context_t zctx{1};
-    node_options opts;
-    opts.zmq = &zctx;
-    node client{sys, dep, "client", reg, opts};
-    client.start();
+    live_node me{yaml, "client"};
+    auto& client = *me.self;
     {
-      prfaas_client pc{sys, client};
-      raw_client rc_raw{zctx, raw_port};
+      prfaas_client pc{*me.sys, client};
+      raw_client rc_raw{me.zctx, raw_port};
       wait_until_up(pc.self, client);
       rc_raw.query(); // connected
       std::string payload(o.payload_bytes, 'p');
@@ -305,7 +310,6 @@ int run_transport_bench(const transport_options& o) {
         raw.bulk_gbps = std::max(raw.bulk_gbps, bytes / 1e9 / rc_raw.stream(o.bulk_messages, bulk_buffer));
       }
     }
-    client.stop();
   } catch (const std::exception& e) {
     std::cerr << "prfaas-bench transport: " << e.what() << "\n";
     rc = 1;
