@@ -154,11 +154,10 @@ void messenger::stop() {
   }
   for (auto& [_, r] : doomed)
     fail(r, make_error(errc::shutting_down, node_ + " is stopping"));
-  {
-    std::unique_lock<std::shared_mutex> guard{dir_mtx_};
-    directory_.clear();
-  }
-  transport_ = nullptr;
+  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+  directory_.clear();
+  // transport_ and the proxies stay: other threads may still read them (they are
+  // immutable after start); running_ keeps anything new from being sent.
 }
 
 // -- directory -------------------------------------------------------------------------
