@@ -1,19 +1,15 @@
 #include "prfaas/engine/profile_engine.hpp"
 
-#include "prfaas/engine/chunk_check.hpp"
 #include "prfaas/engine/rng.hpp"
-#include "prfaas/engine/sequence_record.hpp"
 
 #include <cmath>
 #include <cstring>
-#include <unordered_set>
 
 namespace prfaas::engine {
 
 /// A sequence is its record plus a running digest of its tokens; all bytes are
 /// regenerated from (seed, layer, digest) on demand, so nothing big is stored.
-struct profile_engine::sequence {
-  sequence_record rec;
+struct profile_engine::sequence : sequence_base {
   std::vector<uint64_t> digest; ///< digest[i] covers tokens [0, i]
 
   uint64_t digest_at(uint32_t len, uint64_t seed) const { // covers tokens [0, len)
@@ -29,7 +25,6 @@ struct profile_engine::sequence {
 namespace {
 
 constexpr uint32_t vocab = 163840; // Kimi-style vocabulary for synthetic decode tokens
-constexpr size_t max_tokens = size_t{1} << 24;
 
 /// Deterministic bytes: word k of the stream is mix64(s + k·golden).
 void fill(std::byte* out, size_t n, uint64_t s) {
@@ -43,8 +38,6 @@ void fill(std::byte* out, size_t n, uint64_t s) {
     std::memcpy(out, &w, n);
   }
 }
-
-std::string seq_str(seq_id id) { return "sequence " + std::to_string(id); }
 
 } // namespace
 
@@ -102,8 +95,9 @@ uint64_t profile_engine::expected_payload(uint32_t layer, uint32_t begin, uint32
   return kv_layer_cumulative(end) - kv_layer_cumulative(begin);
 }
 
-kv_chunk profile_engine::kv_chunk_of(const sequence& s, uint32_t layer, uint32_t begin,
+kv_chunk profile_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, uint32_t begin,
                                      uint32_t end) const {
+  const auto& s = static_cast<const sequence&>(base);
   std::vector<std::byte> payload(expected_payload(layer, begin, end));
   uint64_t off = 0;
   uint64_t cum = kv_layer_cumulative(begin);
@@ -113,30 +107,21 @@ kv_chunk profile_engine::kv_chunk_of(const sequence& s, uint32_t layer, uint32_t
     off += next - cum;
     cum = next;
   }
-  chunk_header h;
-  h.kind = layer_kind::full;
-  h.model_fingerprint = info_.fingerprint;
-  h.layer = layer;
-  h.n_layers = info_.n_layers();
-  h.token_begin = begin;
-  h.token_end = end;
-  h.total_tokens = static_cast<uint32_t>(s.rec.tokens.size());
-  return make_chunk(h, std::move(payload));
+  return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
+                    std::move(payload));
 }
 
-kv_chunk profile_engine::state_chunk_of(const sequence& s, uint32_t layer, uint32_t at) const {
+kv_chunk profile_engine::state_chunk_of(const sequence_base& base, uint32_t layer,
+                                        uint32_t at) const {
+  const auto& s = static_cast<const sequence&>(base);
   std::vector<std::byte> payload(state_layer_bytes());
   fill(payload.data(), payload.size(),
        mix64(s.digest_at(at, config_.seed) ^ (uint64_t{layer} << 32) ^ 0x7374617465ULL));
-  chunk_header h;
-  h.kind = layer_kind::linear;
-  h.model_fingerprint = info_.fingerprint;
-  h.layer = layer;
-  h.n_layers = info_.n_layers();
-  h.token_begin = 0;
-  h.token_end = at;
-  h.total_tokens = at;
-  return make_chunk(h, std::move(payload));
+  return make_chunk(state_header(layer, at), std::move(payload));
+}
+
+bool profile_engine::has_state_at(const sequence_base& s, uint32_t at) const {
+  return at != 0 && at <= s.rec.tokens.size();
 }
 
 result<void> profile_engine::verify(const sequence& s, std::span<const kv_chunk> chunks,
@@ -165,18 +150,10 @@ void profile_engine::spend(double seconds) {
 result<prefill_result> profile_engine::prefill(const prefill_request& req,
                                                const chunk_sink& sink) {
   const std::string who = "prefill " + seq_str(req.id);
-  if (seqs_.count(req.id))
-    return make_error(who + ": id already in use");
-  if (req.prompt.empty() || req.prompt.size() > max_tokens)
-    return make_error(who + ": prompt length " + std::to_string(req.prompt.size()) +
-                      " outside [1, " + std::to_string(max_tokens) + "]");
-  for (size_t i = 0; i < req.prompt.size(); ++i)
-    if (req.prompt[i] < 0 || req.prompt[i] >= static_cast<token>(vocab))
-      return make_error(who + ": token " + std::to_string(i) + " outside vocab");
-  if (req.reuse_tokens >= req.prompt.size())
-    return make_error(who + ": reuse leaves nothing to compute");
-  if (req.reuse_tokens == 0 && !req.reuse.empty())
-    return make_error(who + ": reuse chunks given with reuse_tokens == 0");
+  if (auto ok = check_prompt(req, who); !ok)
+    return ok.err();
+  if (auto ok = check_reuse(req, who); !ok)
+    return ok.err();
   auto s = std::make_unique<sequence>();
   for (token t : req.prompt) {
     s->rec.tokens.push_back(t);
@@ -184,13 +161,7 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
   }
   const uint32_t n = static_cast<uint32_t>(req.prompt.size());
   const uint32_t r = req.reuse_tokens;
-  if (r > 0) {
-    auto checked = check_chunks(info_, req.reuse, r, false,
-                                [this](uint32_t l, uint32_t b, uint32_t e) {
-                                  return expected_payload(l, b, e);
-                                });
-    if (!checked)
-      return make_error(who + ": reuse rejected: " + checked.message());
+  if (r > 0) { // check_reuse: req.reuse tiles [0, r) exactly; its bytes must be this prompt's
     if (auto v = verify(*s, req.reuse, who + ": reuse rejected"); !v)
       return v.err();
   }
@@ -218,21 +189,16 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
 }
 
 result<std::vector<token>> profile_engine::decode_step(std::span<const seq_id> batch) {
-  std::unordered_set<seq_id> seen;
+  if (auto ok = check_batch(batch); !ok)
+    return ok.err();
   uint64_t ctx = 0;
-  for (seq_id id : batch) {
-    auto it = seqs_.find(id);
-    if (it == seqs_.end())
-      return make_error("decode: unknown " + seq_str(id));
-    if (!seen.insert(id).second)
-      return make_error("decode: " + seq_str(id) + " appears twice in one batch");
-    ctx += it->second->rec.tokens.size();
-  }
+  for (seq_id id : batch)
+    ctx += length(id);
   if (!batch.empty())
     spend(decode_seconds(static_cast<uint32_t>(batch.size()), ctx / batch.size()));
   std::vector<token> out;
   for (seq_id id : batch) {
-    sequence& s = *seqs_.at(id);
+    auto& s = static_cast<sequence&>(*seqs_.at(id));
     s.rec.tokens.push_back(s.rec.pending);
     s.append(s.rec.pending, config_.seed);
     const uint64_t draw = mix64(s.digest.back() ^ mix64(s.rec.sampling.seed + s.rec.sampled));
@@ -243,81 +209,18 @@ result<std::vector<token>> profile_engine::decode_step(std::span<const seq_id> b
   return out;
 }
 
-result<std::vector<kv_chunk>> profile_engine::export_sequence(seq_id id) const {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export: unknown " + seq_str(id));
-  const sequence& s = *it->second;
-  const auto n = static_cast<uint32_t>(s.rec.tokens.size());
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    out.push_back(info_.layers[l] == layer_kind::full ? kv_chunk_of(s, l, 0, n)
-                                                      : state_chunk_of(s, l, n));
-  out.push_back(make_meta_chunk(info_, s.rec));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i].header.sequence_no = static_cast<uint32_t>(i);
-  return out;
-}
-
-result<std::vector<kv_chunk>> profile_engine::export_kv(seq_id id, uint32_t begin,
-                                                        uint32_t end) const {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export_kv: unknown " + seq_str(id));
-  if (begin >= end || end > length(id))
-    return make_error("export_kv " + seq_str(id) + ": invalid range");
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    if (info_.layers[l] == layer_kind::full)
-      out.push_back(kv_chunk_of(*it->second, l, begin, end));
-  return out;
-}
-
-result<std::vector<kv_chunk>> profile_engine::export_checkpoint(seq_id id, uint32_t at) const {
-  // Synthetic state is a function of the prefix, so any length up to the current one
-  // can be "checkpointed".
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export_checkpoint: unknown " + seq_str(id));
-  if (at == 0 || at > length(id))
-    return make_error("export_checkpoint " + seq_str(id) + ": no state at " + std::to_string(at));
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    if (info_.layers[l] == layer_kind::linear)
-      out.push_back(state_chunk_of(*it->second, l, at));
-  return out;
-}
-
 result<void> profile_engine::import_sequence(seq_id id, std::span<const kv_chunk> chunks) {
-  const std::string who = "import " + seq_str(id);
-  if (seqs_.count(id))
-    return make_error(who + ": id already in use");
-  auto checked = check_chunks(info_, chunks, 0, true, [this](uint32_t l, uint32_t b, uint32_t e) {
-    return expected_payload(l, b, e);
-  });
-  if (!checked)
-    return make_error(who + ": " + checked.message());
-  const kv_chunk& meta = chunks[*checked->meta];
-  auto rec = parse_meta_payload(meta.payload, info_, chunk_label(*checked->meta, meta.header));
+  auto rec = check_import(id, chunks);
   if (!rec)
-    return make_error(who + ": " + rec.message());
-  if (rec->tokens.size() != checked->length || checked->length == 0)
-    return make_error(who + ": meta chunk token count does not match the KV length");
+    return rec.err();
   auto s = std::make_unique<sequence>();
   s->rec = std::move(rec).value();
   for (token t : s->rec.tokens)
     s->append(t, config_.seed);
-  if (auto v = verify(*s, chunks, who); !v)
+  if (auto v = verify(*s, chunks, "import " + seq_str(id)); !v)
     return v.err();
   seqs_.emplace(id, std::move(s));
   return {};
-}
-
-void profile_engine::release(seq_id id) { seqs_.erase(id); }
-
-uint32_t profile_engine::length(seq_id id) const {
-  auto it = seqs_.find(id);
-  return it == seqs_.end() ? 0 : static_cast<uint32_t>(it->second->rec.tokens.size());
 }
 
 } // namespace prfaas::engine

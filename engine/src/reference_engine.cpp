@@ -1,19 +1,16 @@
 #include "prfaas/engine/reference_engine.hpp"
 
-#include "prfaas/engine/chunk_check.hpp"
-#include "prfaas/engine/sequence_record.hpp"
 #include "reference_model.hpp"
 #include "sampling.hpp"
 
 #include <cmath>
 #include <cstring>
-#include <unordered_set>
+#include <map>
 
 namespace prfaas::engine {
 
 /// One sequence: its record, tensors, linear-state checkpoints and last logits.
-struct reference_engine::sequence {
-  sequence_record rec;
+struct reference_engine::sequence : sequence_base {
   model_tensors t;
   /// length → per-layer linear states (empty vectors for full layers)
   std::map<uint32_t, std::vector<std::vector<float>>> checkpoints;
@@ -21,11 +18,6 @@ struct reference_engine::sequence {
 };
 
 namespace {
-
-/// Prompts beyond this are rejected (the wire format's token fields are 32-bit).
-constexpr size_t max_tokens = size_t{1} << 24;
-
-std::string seq_str(seq_id id) { return "sequence " + std::to_string(id); }
 
 std::vector<std::byte> float_bytes(const float* data, size_t n) {
   std::vector<std::byte> out(n * sizeof(float));
@@ -86,33 +78,32 @@ uint64_t reference_engine::expected_payload(uint32_t layer, uint32_t begin, uint
                                                  : state_bytes_per_layer();
 }
 
-kv_chunk reference_engine::kv_chunk_of(const sequence& s, uint32_t layer, uint32_t begin,
+kv_chunk reference_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, uint32_t begin,
                                        uint32_t end) const {
+  const auto& s = static_cast<const sequence&>(base);
   const size_t row = model_->kv_floats_per_token();
   std::vector<float> rows((end - begin) * row);
   model_->read_kv(s.t.kv[layer], begin, end, rows.data());
-  chunk_header h;
-  h.kind = layer_kind::full;
-  h.model_fingerprint = info_.fingerprint;
-  h.layer = layer;
-  h.n_layers = info_.n_layers();
-  h.token_begin = begin;
-  h.token_end = end;
-  h.total_tokens = s.t.kv[layer].length;
-  return make_chunk(h, float_bytes(rows.data(), rows.size()));
+  return make_chunk(kv_header(layer, begin, end, s.t.kv[layer].length),
+                    float_bytes(rows.data(), rows.size()));
 }
 
 kv_chunk reference_engine::state_chunk_of(uint32_t layer, uint32_t length,
                                           const std::vector<float>& st) const {
-  chunk_header h;
-  h.kind = layer_kind::linear;
-  h.model_fingerprint = info_.fingerprint;
-  h.layer = layer;
-  h.n_layers = info_.n_layers();
-  h.token_begin = 0;
-  h.token_end = length;
-  h.total_tokens = length;
-  return make_chunk(h, float_bytes(st.data(), st.size()));
+  return make_chunk(state_header(layer, length), float_bytes(st.data(), st.size()));
+}
+
+kv_chunk reference_engine::state_chunk_of(const sequence_base& base, uint32_t layer,
+                                          uint32_t at) const {
+  const auto& s = static_cast<const sequence&>(base);
+  // has_state_at(s, at): `at` is the current length or a recorded checkpoint.
+  const auto& states = at == s.rec.tokens.size() ? s.t.state : s.checkpoints.at(at);
+  return state_chunk_of(layer, at, states[layer]);
+}
+
+bool reference_engine::has_state_at(const sequence_base& base, uint32_t at) const {
+  const auto& s = static_cast<const sequence&>(base);
+  return at == s.rec.tokens.size() || s.checkpoints.count(at) != 0;
 }
 
 void reference_engine::load_chunks(sequence& s, std::span<const kv_chunk> chunks,
@@ -138,35 +129,18 @@ token reference_engine::sample(sequence& s) const {
 result<prefill_result> reference_engine::prefill(const prefill_request& req,
                                                  const chunk_sink& sink) {
   const std::string who = "prefill " + seq_str(req.id);
-  if (seqs_.count(req.id))
-    return make_error(who + ": id already in use");
-  if (req.prompt.empty() || req.prompt.size() > max_tokens)
-    return make_error(who + ": prompt length " + std::to_string(req.prompt.size()) +
-                      " outside [1, " + std::to_string(max_tokens) + "]");
-  for (size_t i = 0; i < req.prompt.size(); ++i)
-    if (req.prompt[i] < 0 || req.prompt[i] >= static_cast<token>(info_.vocab_size))
-      return make_error(who + ": token " + std::to_string(i) + " = " +
-                        std::to_string(req.prompt[i]) + " outside vocab");
+  if (auto ok = check_prompt(req, who); !ok)
+    return ok.err();
   if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
     return make_error(who + ": invalid sampling temperature");
-  if (req.reuse_tokens >= req.prompt.size())
-    return make_error(who + ": reuse of " + std::to_string(req.reuse_tokens) +
-                      " tokens leaves nothing to compute in a prompt of " +
-                      std::to_string(req.prompt.size()));
-  if (req.reuse_tokens == 0 && !req.reuse.empty())
-    return make_error(who + ": reuse chunks given with reuse_tokens == 0");
+  if (auto ok = check_reuse(req, who); !ok)
+    return ok.err();
 
   auto s = std::make_unique<sequence>();
   s->t = model_->empty_tensors();
   const uint32_t n = static_cast<uint32_t>(req.prompt.size());
   const uint32_t r = req.reuse_tokens;
-  if (r > 0) {
-    auto checked = check_chunks(info_, req.reuse, r, false,
-                                [this](uint32_t l, uint32_t b, uint32_t e) {
-                                  return expected_payload(l, b, e);
-                                });
-    if (!checked)
-      return make_error(who + ": reuse rejected: " + checked.message());
+  if (r > 0) { // check_reuse: req.reuse tiles [0, r) exactly
     load_chunks(*s, req.reuse, r);
     if (req.checkpoint_interval != 0 && r % req.checkpoint_interval == 0)
       s->checkpoints[r] = s->t.state;
@@ -204,17 +178,12 @@ result<prefill_result> reference_engine::prefill(const prefill_request& req,
 }
 
 result<std::vector<token>> reference_engine::decode_step(std::span<const seq_id> batch) {
-  std::unordered_set<seq_id> seen;
-  for (seq_id id : batch) {
-    if (!seqs_.count(id))
-      return make_error("decode: unknown " + seq_str(id));
-    if (!seen.insert(id).second)
-      return make_error("decode: " + seq_str(id) + " appears twice in one batch");
-  }
+  if (auto ok = check_batch(batch); !ok)
+    return ok.err();
   std::vector<token> out;
   out.reserve(batch.size());
   for (seq_id id : batch) {
-    sequence& s = *seqs_.at(id);
+    auto& s = static_cast<sequence&>(*seqs_.at(id));
     const token in[1] = {s.rec.pending};
     const auto pos = static_cast<uint32_t>(s.rec.tokens.size());
     s.logits.resize(model_->vocab());
@@ -226,94 +195,24 @@ result<std::vector<token>> reference_engine::decode_step(std::span<const seq_id>
   return out;
 }
 
-result<std::vector<kv_chunk>> reference_engine::export_sequence(seq_id id) const {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export: unknown " + seq_str(id));
-  const sequence& s = *it->second;
-  const auto n = static_cast<uint32_t>(s.rec.tokens.size());
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    out.push_back(info_.layers[l] == layer_kind::full ? kv_chunk_of(s, l, 0, n)
-                                                      : state_chunk_of(l, n, s.t.state[l]));
-  out.push_back(make_meta_chunk(info_, s.rec));
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i].header.sequence_no = static_cast<uint32_t>(i);
-  return out;
-}
-
-result<std::vector<kv_chunk>> reference_engine::export_kv(seq_id id, uint32_t begin,
-                                                          uint32_t end) const {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export_kv: unknown " + seq_str(id));
-  const uint32_t n = length(id);
-  if (begin >= end || end > n)
-    return make_error("export_kv " + seq_str(id) + ": invalid range [" + std::to_string(begin) +
-                      ", " + std::to_string(end) + ") of " + std::to_string(n) + " tokens");
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    if (info_.layers[l] == layer_kind::full)
-      out.push_back(kv_chunk_of(*it->second, l, begin, end));
-  return out;
-}
-
-result<std::vector<kv_chunk>> reference_engine::export_checkpoint(seq_id id, uint32_t at) const {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end())
-    return make_error("export_checkpoint: unknown " + seq_str(id));
-  const sequence& s = *it->second;
-  const std::vector<std::vector<float>>* states = nullptr;
-  if (at == s.rec.tokens.size())
-    states = &s.t.state;
-  else if (auto cp = s.checkpoints.find(at); cp != s.checkpoints.end())
-    states = &cp->second;
-  else
-    return make_error("export_checkpoint " + seq_str(id) + ": no linear-state checkpoint at " +
-                      std::to_string(at) + " tokens");
-  std::vector<kv_chunk> out;
-  for (uint32_t l = 0; l < info_.n_layers(); ++l)
-    if (info_.layers[l] == layer_kind::linear)
-      out.push_back(state_chunk_of(l, at, (*states)[l]));
-  return out;
-}
-
 result<void> reference_engine::import_sequence(seq_id id, std::span<const kv_chunk> chunks) {
-  const std::string who = "import " + seq_str(id);
-  if (seqs_.count(id))
-    return make_error(who + ": id already in use");
-  auto checked = check_chunks(info_, chunks, 0, true, [this](uint32_t l, uint32_t b, uint32_t e) {
-    return expected_payload(l, b, e);
-  });
-  if (!checked)
-    return make_error(who + ": " + checked.message());
-  const kv_chunk& meta = chunks[*checked->meta];
-  auto rec = parse_meta_payload(meta.payload, info_, chunk_label(*checked->meta, meta.header));
+  auto rec = check_import(id, chunks);
   if (!rec)
-    return make_error(who + ": " + rec.message());
-  if (rec->tokens.size() != checked->length || checked->length == 0)
-    return make_error(who + ": meta chunk lists " + std::to_string(rec->tokens.size()) +
-                      " tokens but covers " + std::to_string(checked->length));
+    return rec.err();
   auto s = std::make_unique<sequence>();
   s->t = model_->empty_tensors();
-  load_chunks(*s, chunks, checked->length);
+  load_chunks(*s, chunks, static_cast<uint32_t>(rec->tokens.size()));
   s->rec = std::move(rec).value();
   seqs_.emplace(id, std::move(s));
   return {};
 }
 
-void reference_engine::release(seq_id id) { seqs_.erase(id); }
-
-uint32_t reference_engine::length(seq_id id) const {
-  auto it = seqs_.find(id);
-  return it == seqs_.end() ? 0 : static_cast<uint32_t>(it->second->rec.tokens.size());
-}
-
 result<std::vector<float>> reference_engine::last_logits(seq_id id) const {
   auto it = seqs_.find(id);
-  if (it == seqs_.end() || it->second->logits.empty())
+  const auto* s = it == seqs_.end() ? nullptr : static_cast<const sequence*>(it->second.get());
+  if (!s || s->logits.empty())
     return make_error("last_logits: no logits for " + seq_str(id));
-  return it->second->logits;
+  return s->logits;
 }
 
 double reference_engine::prefill_seconds(uint64_t tokens) const {

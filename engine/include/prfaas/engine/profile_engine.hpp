@@ -1,11 +1,10 @@
 #pragma once
 
 #include "prfaas/engine/clock.hpp"
-#include "prfaas/engine/engine.hpp"
+#include "prfaas/engine/engine_base.hpp"
 #include "prfaas/engine/profile.hpp"
 
 #include <memory>
-#include <unordered_map>
 
 namespace prfaas::engine {
 
@@ -30,25 +29,18 @@ struct profile_engine_config {
 /// full). S_kv(0) is the linear state, split evenly over linear layers; the rest of
 /// S_kv(l) is KV, split evenly over full layers, by cumulative length so that
 /// chunks of a split range add up exactly to the chunk of the whole range.
-class profile_engine final : public engine {
+class profile_engine final : public engine_base {
 public:
   /// Fails for phi-only profiles or a non-positive kv_scale. `clk` must outlive the engine.
   static result<std::unique_ptr<profile_engine>> create(profile prof, profile_engine_config config,
                                                         clock& clk);
   ~profile_engine() override;
 
-  const model_info& info() const override { return info_; }
   const profile& prof() const { return profile_; }
 
   result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
   result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
-  result<std::vector<kv_chunk>> export_sequence(seq_id id) const override;
-  result<std::vector<kv_chunk>> export_kv(seq_id id, uint32_t begin, uint32_t end) const override;
-  result<std::vector<kv_chunk>> export_checkpoint(seq_id id, uint32_t at) const override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
-  void release(seq_id id) override;
-  bool contains(seq_id id) const override { return seqs_.count(id) != 0; }
-  uint32_t length(seq_id id) const override;
 
   double prefill_seconds(uint64_t tokens) const override { return profile_.prefill_seconds(tokens); }
   double decode_seconds(uint32_t batch, uint64_t context) const override {
@@ -65,9 +57,12 @@ private:
 
   uint64_t kv_layer_cumulative(uint64_t tokens) const; ///< one full layer, tokens [0, l)
   uint64_t state_layer_bytes() const;                  ///< one linear layer
-  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const;
-  kv_chunk kv_chunk_of(const sequence& s, uint32_t layer, uint32_t begin, uint32_t end) const;
-  kv_chunk state_chunk_of(const sequence& s, uint32_t layer, uint32_t at) const;
+  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;
+  kv_chunk kv_chunk_of(const sequence_base& s, uint32_t layer, uint32_t begin,
+                       uint32_t end) const override;
+  kv_chunk state_chunk_of(const sequence_base& s, uint32_t layer, uint32_t at) const override;
+  /// Synthetic state is a function of the prefix: any length in [1, length] will do.
+  bool has_state_at(const sequence_base& s, uint32_t at) const override;
   result<void> verify(const sequence& s, std::span<const kv_chunk> chunks,
                       const std::string& who) const;
   void spend(double seconds);
@@ -75,8 +70,6 @@ private:
   profile profile_;
   profile_engine_config config_;
   clock& clock_;
-  model_info info_;
-  std::unordered_map<seq_id, std::unique_ptr<sequence>> seqs_;
 };
 
 } // namespace prfaas::engine

@@ -1,11 +1,9 @@
 #pragma once
 
-#include "prfaas/engine/engine.hpp"
+#include "prfaas/engine/engine_base.hpp"
 
-#include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 
 namespace prfaas::engine {
 
@@ -28,24 +26,17 @@ struct reference_config {
 /// single-threaded with a fixed operation order, so the same binary produces the
 /// same bits in every instance — prefill here, import there, decode: identical.
 /// Tokens are bytes (0..255) plus EOS (256).
-class reference_engine final : public engine {
+class reference_engine final : public engine_base {
 public:
   /// Validates the config (pattern letters, head_dim % 8 == 0, non-zero dims).
   static result<std::unique_ptr<reference_engine>> create(const reference_config& config);
   ~reference_engine() override;
 
-  const model_info& info() const override { return info_; }
   const reference_config& config() const { return config_; }
 
   result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
   result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
-  result<std::vector<kv_chunk>> export_sequence(seq_id id) const override;
-  result<std::vector<kv_chunk>> export_kv(seq_id id, uint32_t begin, uint32_t end) const override;
-  result<std::vector<kv_chunk>> export_checkpoint(seq_id id, uint32_t at) const override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
-  void release(seq_id id) override;
-  bool contains(seq_id id) const override { return seqs_.count(id) != 0; }
-  uint32_t length(seq_id id) const override;
 
   double prefill_seconds(uint64_t tokens) const override;
   double decode_seconds(uint32_t batch, uint64_t context) const override;
@@ -65,17 +56,19 @@ private:
   struct sequence;
   reference_engine(const reference_config& config, std::unique_ptr<reference_model> model);
 
-  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const;
-  kv_chunk kv_chunk_of(const sequence& s, uint32_t layer, uint32_t begin, uint32_t end) const;
+  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;
+  kv_chunk kv_chunk_of(const sequence_base& s, uint32_t layer, uint32_t begin,
+                       uint32_t end) const override;
+  /// The current state at the sequence's length, else the prefill checkpoint at `at`.
+  kv_chunk state_chunk_of(const sequence_base& s, uint32_t layer, uint32_t at) const override;
   kv_chunk state_chunk_of(uint32_t layer, uint32_t length, const std::vector<float>& st) const;
+  bool has_state_at(const sequence_base& s, uint32_t at) const override;
   /// Copies validated chunk payloads into `s` (KV rows [0, length), states).
   void load_chunks(sequence& s, std::span<const kv_chunk> chunks, uint32_t length) const;
   token sample(sequence& s) const;
 
   reference_config config_;
-  model_info info_;
   std::unique_ptr<reference_model> model_;
-  std::unordered_map<seq_id, std::unique_ptr<sequence>> seqs_;
 };
 
 } // namespace prfaas::engine
