@@ -56,7 +56,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
     return;
   }
   const auto peer = msg.destination.node;
-  if (!running_)
+  if (!running_ || !timers_)
     return reject(errc::shutting_down, node_ + " is stopping");
   if (peers_.count(peer) == 0)
     return reject(errc::unreachable, "node " + peer + " is not part of the deployment");
@@ -191,6 +191,18 @@ void messenger::peer_changed(const membership_event& ev) {
                                           + ") stopped answering"));
   if (wire_)
     counters_.drop(drop_reason::unreachable, static_cast<double>(wire_->purge(ev.peer)));
+}
+
+void messenger::timers_lost(const caf::error& reason) {
+  timers_ = false;
+  std::unordered_map<uint64_t, outbound_request> doomed;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    doomed.swap(outbound_requests_);
+    counters_.pending_requests.Set(0);
+  }
+  for (auto& [_, r] : doomed)
+    fail(r, make_error(errc::shutting_down, "transport of " + node_ + " stopped: " + describe(reason)));
 }
 
 // -- inbound: a peer asks this node ----------------------------------------------------

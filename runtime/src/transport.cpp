@@ -74,6 +74,12 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
                               [&](const caf::actor& a) { return a.address() == dm.source; }),
                subs.end());
   });
+  // Request deadlines are this actor's timers: if it ends, for whatever reason,
+  // nothing would end the outstanding requests any more.
+  self->attach_functor([m = std::weak_ptr<messenger>(st.m)](const caf::error& reason) {
+    if (auto locked = m.lock())
+      locked->timers_lost(reason);
+  });
   self->send(self, heartbeat_atom_v);
   return {
     [self](send_atom, remote_message& msg) { self->state.m->send_oneway(msg); },

@@ -109,6 +109,9 @@ public:
   void peer_changed(const membership_event& ev);
   /// Forgets inbound requests whose deadline passed without an answer from the actor.
   void expire_inbound();
+  /// The transport actor is gone, and with it the timers that end requests: fail
+  /// every outstanding request now and refuse new ones (`reason` says why).
+  void timers_lost(const caf::error& reason);
 
   const std::string& node() const { return node_; }
   uint64_t incarnation() const { return incarnation_; }
@@ -184,6 +187,7 @@ private:
   wire_ptr wire_;
   caf::actor transport_;
   std::atomic<bool> running_{false};
+  std::atomic<bool> timers_{true}; ///< false once the transport actor is gone
   std::atomic<uint64_t> drop_log_budget_{100}; ///< rate-limits drop log lines
 };
 
