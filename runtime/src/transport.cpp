@@ -83,16 +83,6 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
   self->send(self, heartbeat_atom_v);
   return {
     [self](send_atom, remote_message& msg) { self->state.m->send_oneway(msg); },
-    [self](request_atom, remote_message& msg, caf::timespan timeout) -> caf::result<remote_message> {
-      // Compatibility path for callers holding the transport: the same request
-      // through the messenger's outbound proxy (request_remote goes there directly).
-      auto rp = self->make_response_promise<remote_message>();
-      msg.deadline = self->clock().now() + timeout;
-      self->request(self->state.m->outbound(), timeout + std::chrono::seconds(1), std::move(msg))
-        .then([rp](remote_message& r) mutable { rp.deliver(std::move(r)); },
-              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-      return rp;
-    },
     [self](caf::subscribe_atom, caf::actor who) {
       self->monitor(who);
       self->state.subscribers.push_back(who);

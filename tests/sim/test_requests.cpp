@@ -270,3 +270,20 @@ TEST_CASE("one-way messages reach the actor directly") {
           "prfaas_transport_dropped_total", {{"reason", "unknown_actor"}, {"direction", "in"}})
         == 1);
 }
+
+TEST_CASE("outstanding requests fail at once if the transport actor ends") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  auto out = f.request("a", ping_to("b", "hole", 1), 30s);
+  f.advance(10ms);
+  REQUIRE_FALSE(out->done);
+  // The transport actor owns the request timers: without it nothing would end the
+  // request, so the messenger ends it now instead of leaving it to hang.
+  caf::anon_send_exit(f.at("a").transport(), caf::exit_reason::kill);
+  f.run();
+  REQUIRE(out->done);
+  CHECK(prfaas::error_code(out->error) == errc::shutting_down);
+  CHECK(f.at("a").context().msgr().pending_outbound() == 0);
+}

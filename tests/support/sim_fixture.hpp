@@ -19,6 +19,7 @@
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/sim_network.hpp"
 
 namespace prfaas::test {
@@ -119,8 +120,8 @@ public:
 
   clock_type::time_point now() const { return sched_->clock().current_time; }
 
-  /// Sends a request from a scoped actor through `from`'s transport and returns the
-  /// outcome once `wait` of virtual time has passed (or the answer came earlier).
+  /// Starts a request from node `from` (as an actor there would, with
+  /// request_remote); the outcome fills in as virtual time passes.
   struct outcome {
     bool done = false;
     std::optional<remote_message> reply;
@@ -129,9 +130,9 @@ public:
   std::shared_ptr<outcome> request(const std::string& from, remote_message msg,
                                    std::chrono::nanoseconds timeout) {
     auto out = std::make_shared<outcome>();
-    auto t = at(from).transport();
-    auto client = sys_->spawn([out, t, msg, timeout](caf::event_based_actor* self) mutable {
-      self->request(t, caf::infinite, request_atom_v, std::move(msg), caf::timespan{timeout})
+    auto* ctx = &at(from).context();
+    auto client = sys_->spawn([out, ctx, msg, timeout](caf::event_based_actor* self) mutable {
+      request_remote(self, *ctx, std::move(msg), timeout)
         .then(
           [out, self](remote_message& r) {
             out->done = true;

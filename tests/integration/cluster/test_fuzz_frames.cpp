@@ -158,7 +158,7 @@ TEST_CASE("a node survives 100000 random and mutated frames and accounts for eac
   REQUIRE(eventually([&] {
     auto msg = prfaas::make_remote(prfaas::address{"client", "test"},
                                    prfaas::address{"target", "echo"}, ping);
-    self->request(client.transport(), 3s, prfaas::request_atom_v, msg, caf::timespan{1s})
+    prfaas::request_remote(self.ptr(), client.context(), msg, 1s)
       .receive([&](prfaas::remote_message& r) {
                  prfaas::examples::Pong p;
                  if (prfaas::parse_remote(r, p))

@@ -114,8 +114,7 @@ answer ping(caf::actor_system& sys, prfaas::node& client, prfaas::address to, ui
   auto request = prfaas::make_remote(client.context().local("test"), std::move(to), msg);
   answer a;
   caf::scoped_actor self{sys};
-  self->request(client.transport(), request_timeout + 5s, prfaas::request_atom_v,
-                std::move(request), caf::timespan{request_timeout})
+  prfaas::request_remote(self.ptr(), client.context(), std::move(request), request_timeout)
       .receive(
           [&](prfaas::remote_message& reply) {
             prfaas::examples::Pong pong;

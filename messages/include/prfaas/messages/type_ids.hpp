@@ -11,7 +11,6 @@
 CAF_BEGIN_TYPE_ID_BLOCK(prfaas, caf::first_custom_type_id)
   // transport
   CAF_ADD_ATOM(prfaas, prfaas, send_atom, "send")
-  CAF_ADD_ATOM(prfaas, prfaas, request_atom, "request")
   CAF_ADD_ATOM(prfaas, prfaas, inbound_atom, "inbound")
   CAF_ADD_ATOM(prfaas, prfaas, retry_atom, "retry")
   CAF_ADD_ATOM(prfaas, prfaas, heartbeat_atom, "heartbeat")

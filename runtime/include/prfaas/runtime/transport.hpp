@@ -41,8 +41,6 @@ namespace prfaas {
 using transport_actor = caf::typed_actor<
   /// One-way message to any address (local or remote).
   caf::reacts_to<send_atom, remote_message>,
-  /// Request with a timeout; answers with the remote reply or an error.
-  caf::replies_to<request_atom, remote_message, caf::timespan>::with<remote_message>,
   /// Membership events (membership_event) go to the subscriber until it dies.
   caf::reacts_to<caf::subscribe_atom, caf::actor>,
   caf::replies_to<peers_atom>::with<std::vector<peer_view>>,
