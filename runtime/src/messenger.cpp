@@ -151,6 +151,7 @@ void messenger::stop() {
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
     doomed.swap(outbound_requests_);
+    due_.clear();
   }
   for (auto& [_, r] : doomed)
     fail(r, make_error(errc::shutting_down, node_ + " is stopping"));

@@ -74,6 +74,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
   env.set_payload(msg.payload);
   env.set_deadline_budget_ns(to_ns(deadline - t).count());
   uint64_t id;
+  std::optional<std::pair<clock_type::duration, uint64_t>> arm;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
     auto& ps = peer_status_[peer];
@@ -86,52 +87,85 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
       // Pin the incarnation we know: a restarted peer drops retries meant for its
       // predecessor instead of running them a second time.
       env.set_destination_incarnation(ps.incarnation);
+      auto due = std::min<clock_type::time_point>(t + cfg_.retry_interval, deadline);
       outbound_requests_.emplace(
-        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline});
+        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline, due});
+      due_.emplace(due, id);
       counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+      // Arm the node's request timer only if this request is due before it fires.
+      if (!armed_ || due < *armed_) {
+        armed_ = due;
+        arm.emplace(due - t, ++timer_generation_);
+      }
     }
   }
   if (id == 0)
     return reject(errc::peer_down, peer + " is down");
   counters_.requests.Increment();
+  if (arm)
+    caf::delayed_anon_send(transport_, arm->first, retry_atom_v, arm->second);
   auto st = send_envelope(peer, env, msg.bulk);
   if (st == send_status::unknown_peer || st == send_status::stopped) {
-    std::lock_guard<std::mutex> guard{out_mtx_};
-    outbound_requests_.erase(id);
+    {
+      std::lock_guard<std::mutex> guard{out_mtx_};
+      if (auto i = outbound_requests_.find(id); i != outbound_requests_.end())
+        take(i);
+    }
     return reject(errc::unreachable, "cannot send to " + peer);
   }
-  auto wait = std::min<clock_type::duration>(cfg_.retry_interval, deadline - t);
-  caf::delayed_anon_send(transport_, wait, retry_atom_v, id);
 }
 
-std::optional<messenger::clock_type::duration> messenger::retry(uint64_t id) {
+messenger::outbound_request
+messenger::take(std::unordered_map<uint64_t, outbound_request>::iterator i) {
+  due_.erase({i->second.due, i->first});
+  auto r = std::move(i->second);
+  outbound_requests_.erase(i);
+  counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+  return r;
+}
+
+std::optional<std::pair<messenger::clock_type::duration, uint64_t>>
+messenger::sweep(uint64_t generation) {
   auto t = now();
-  std::unique_lock<std::mutex> guard{out_mtx_};
-  auto i = outbound_requests_.find(id);
-  if (i == outbound_requests_.end())
-    return std::nullopt;
-  auto& r = i->second;
-  if (t >= r.deadline) {
-    auto done = std::move(r);
-    outbound_requests_.erase(i);
-    counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
-    guard.unlock();
-    counters_.timeouts.Increment();
-    fail(done, make_error(errc::request_timeout,
-                          "no answer from " + done.peer + "/" + done.env.destination().actor()
-                            + " after " + std::to_string(done.env.attempt() + 1) + " attempts"));
-    return std::nullopt;
+  std::vector<outbound_request> expired;
+  std::vector<std::tuple<std::string, wire::Envelope, bulk_ptr>> resend;
+  std::optional<std::pair<clock_type::duration, uint64_t>> next;
+  {
+    std::lock_guard<std::mutex> guard{out_mtx_};
+    if (generation != timer_generation_)
+      return std::nullopt; // superseded by a timer armed for an earlier request
+    armed_.reset();
+    while (!due_.empty() && due_.begin()->first <= t) {
+      auto id = due_.begin()->second;
+      auto i = outbound_requests_.find(id);
+      auto& r = i->second;
+      if (t >= r.deadline) {
+        expired.push_back(take(i));
+        continue;
+      }
+      r.env.set_attempt(r.env.attempt() + 1);
+      r.env.set_deadline_budget_ns(to_ns(r.deadline - t).count());
+      resend.emplace_back(r.peer, r.env, r.bulk);
+      due_.erase(due_.begin());
+      r.due = std::min<clock_type::time_point>(t + cfg_.retry_interval, r.deadline);
+      due_.emplace(r.due, id);
+    }
+    if (!due_.empty()) {
+      armed_ = due_.begin()->first;
+      next.emplace(*armed_ - t, ++timer_generation_);
+    }
   }
-  r.env.set_attempt(r.env.attempt() + 1);
-  r.env.set_deadline_budget_ns(to_ns(r.deadline - t).count());
-  auto env = r.env;
-  auto bulk = r.bulk;
-  auto peer = r.peer;
-  auto wait = std::min<clock_type::duration>(cfg_.retry_interval, r.deadline - t);
-  guard.unlock();
-  counters_.retries.Increment();
-  send_envelope(peer, env, bulk);
-  return wait;
+  for (auto& [peer, env, bulk] : resend) {
+    counters_.retries.Increment();
+    send_envelope(peer, env, bulk);
+  }
+  for (auto& r : expired) {
+    counters_.timeouts.Increment();
+    fail(r, make_error(errc::request_timeout,
+                       "no answer from " + r.peer + "/" + r.env.destination().actor() + " after "
+                         + std::to_string(r.env.attempt() + 1) + " attempts"));
+  }
+  return next;
 }
 
 void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
@@ -143,9 +177,7 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
       counters_.drop(drop_reason::late);
       return;
     }
-    done = std::move(i->second);
-    outbound_requests_.erase(i);
-    counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
+    done = take(i);
   }
   if (env.kind() == wire::ERROR) {
     auto code = static_cast<errc>(env.error_code());
@@ -172,14 +204,11 @@ void messenger::peer_changed(const membership_event& ev) {
     ps.state = ev.state;
     if (ev.state == peer_state::down) {
       for (auto i = outbound_requests_.begin(); i != outbound_requests_.end();) {
-        if (i->second.peer == ev.peer) {
-          doomed.push_back(std::move(i->second));
-          i = outbound_requests_.erase(i);
-        } else {
-          ++i;
-        }
+        auto next = std::next(i);
+        if (i->second.peer == ev.peer)
+          doomed.push_back(take(i));
+        i = next;
       }
-      counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
     }
   }
   if (ev.state != peer_state::down)
@@ -199,6 +228,7 @@ void messenger::timers_lost(const caf::error& reason) {
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
     doomed.swap(outbound_requests_);
+    due_.clear();
     counters_.pending_requests.Set(0);
   }
   for (auto& [_, r] : doomed)

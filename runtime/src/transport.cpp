@@ -104,9 +104,9 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
                                           self->clock().now()));
     },
     [self](heartbeat_atom) { on_heartbeat(self); },
-    [self](retry_atom, uint64_t id) {
-      if (auto wait = self->state.m->retry(id))
-        self->delayed_send(self, *wait, retry_atom_v, id);
+    [self](retry_atom, uint64_t generation) {
+      if (auto next = self->state.m->sweep(generation))
+        self->delayed_send(self, next->first, retry_atom_v, next->second);
     },
   };
 }

@@ -287,3 +287,28 @@ TEST_CASE("outstanding requests fail at once if the transport actor ends") {
   CHECK(prfaas::error_code(out->error) == errc::shutting_down);
   CHECK(f.at("a").context().msgr().pending_outbound() == 0);
 }
+
+TEST_CASE("one request timer serves requests with different deadlines") {
+  sim_fixture f{two_nodes, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  auto slow = f.request("a", ping_to("b", "hole", 1), 2s);
+  f.advance(10ms);
+  // Due before the armed timer (first re-send of `slow` at +100 ms): re-arms it.
+  auto fast = f.request("a", ping_to("b", "hole", 2), 50ms);
+  f.advance(49ms);
+  CHECK_FALSE(fast->done);
+  f.advance(2ms);
+  REQUIRE(fast->done);
+  CHECK(prfaas::error_code(fast->error) == errc::request_timeout);
+  CHECK_FALSE(slow->done);
+  // The slow one is still re-sent every 100 ms and ends exactly at its deadline.
+  f.advance(1900ms);
+  CHECK_FALSE(slow->done);
+  CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total") >= 18);
+  f.advance(100ms);
+  REQUIRE(slow->done);
+  CHECK(prfaas::error_code(slow->error) == errc::request_timeout);
+  CHECK(f.at("a").context().msgr().pending_outbound() == 0);
+}

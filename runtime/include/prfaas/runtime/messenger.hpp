@@ -7,8 +7,10 @@
 //    - outbound: callers `request()` the messenger's outbound proxy (see remote.hpp).
 //      Its enqueue runs in the caller's thread and puts the REQUEST on the wire; the
 //      RESPONSE is enqueued straight into the caller's mailbox as the answer to its
-//      CAF request. Unanswered requests are re-sent by the transport actor's timers
-//      until their deadline, then fail with request_timeout;
+//      CAF request. Unanswered requests are re-sent every retry_interval until their
+//      deadline, then fail with request_timeout. One timer per node drives this (the
+//      transport actor's, armed for the earliest due request), not one per request:
+//      a request costs CAF's clock thread nothing in the common case;
 //    - inbound: a REQUEST is de-duplicated and enqueued straight into the destination
 //      actor as a CAF request from the reply proxy; the actor's answer (a reply or an
 //      error) comes back through the reply proxy, in the actor's own thread, and goes
@@ -101,9 +103,10 @@ public:
 
   // -- driven by the transport actor ------------------------------------------
 
-  /// Re-sends request `id` if it is still unanswered, or fails it at its deadline.
-  /// Returns when to look again, or nothing when the request is over.
-  std::optional<clock_type::duration> retry(uint64_t id);
+  /// The request timer fired: re-sends every request that is due, fails those at
+  /// their deadline. Returns when to fire next and the timer's generation, or
+  /// nothing (no request waits, or `generation` belongs to a superseded timer).
+  std::optional<std::pair<clock_type::duration, uint64_t>> sweep(uint64_t generation);
   /// The failure detector's view of a peer: pins requests to the incarnation known,
   /// and fails requests (and drops backlogs) when the peer goes down.
   void peer_changed(const membership_event& ev);
@@ -131,6 +134,7 @@ private:
     wire::Envelope env; ///< kept for re-sends
     bulk_ptr bulk;
     clock_type::time_point deadline;
+    clock_type::time_point due; ///< next re-send or the deadline, whichever is first
   };
   struct inbound_request {
     dedup_cache::key key;
@@ -152,6 +156,8 @@ private:
   void on_outbound(caf::mailbox_element_ptr& what);
   void answer(const caf::strong_actor_ptr& to, caf::message_id mid, caf::message msg);
   void fail(outbound_request& r, caf::error err);
+  /// Removes request `id` (out_mtx_ held); returns it.
+  outbound_request take(std::unordered_map<uint64_t, outbound_request>::iterator i);
   void on_response(wire::Envelope& env, bulk_ptr bulk);
 
   // inbound requests
@@ -176,6 +182,9 @@ private:
 
   mutable std::mutex out_mtx_;
   std::unordered_map<uint64_t, outbound_request> outbound_requests_;
+  std::set<std::pair<clock_type::time_point, uint64_t>> due_; ///< (due, id), earliest first
+  std::optional<clock_type::time_point> armed_; ///< when the request timer fires next
+  uint64_t timer_generation_ = 0;               ///< of the timer that counts
   std::map<std::string, peer_status> peer_status_;
   uint64_t next_request_id_ = 1;
 
