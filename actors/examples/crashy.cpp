@@ -8,6 +8,7 @@
 
 #include "prfaas/messages/remote_actor.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/errors.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
 
@@ -22,6 +23,17 @@ struct crashy_state {
 
 caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
                      duration tick, duration crash_after) {
+  // A crash is this actor's job: turn the exception into its exit reason quietly
+  // (CAF's default handler would print it to stderr); the supervisor logs it.
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return make_error(errc::remote_error, x.what());
+    } catch (...) {
+      return make_error(errc::remote_error, "unknown exception");
+    }
+  });
   if (tick > duration::zero())
     self->delayed_send(self, tick, caf::tick_atom_v);
   if (crash_after > duration::zero())
