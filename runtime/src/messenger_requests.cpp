@@ -73,15 +73,15 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
   env.set_type(msg.type);
   env.set_payload(msg.payload);
   env.set_deadline_budget_ns(to_ns(deadline - t).count());
-  uint64_t id;
+  uint64_t id = 0;
+  bool peer_down = false;
   std::optional<std::pair<clock_type::duration, uint64_t>> arm;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
     auto& ps = peer_status_[peer];
     if (ps.incarnation != 0 && ps.state == peer_state::down) {
-      // fall through to the rejection below, outside the lock
-      id = 0;
-    } else {
+      peer_down = true; // rejected below, outside the lock
+    } else if (timers_) { // checked under the lock: timers_lost() clears under it too
       id = next_request_id_++;
       env.set_request_id(id);
       // Pin the incarnation we know: a restarted peer drops retries meant for its
@@ -99,8 +99,10 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
       }
     }
   }
-  if (id == 0)
+  if (peer_down)
     return reject(errc::peer_down, peer + " is down");
+  if (id == 0)
+    return reject(errc::shutting_down, "transport of " + node_ + " stopped");
   counters_.requests.Increment();
   if (arm)
     caf::delayed_anon_send(transport_, arm->first, retry_atom_v, arm->second);
@@ -223,10 +225,10 @@ void messenger::peer_changed(const membership_event& ev) {
 }
 
 void messenger::timers_lost(const caf::error& reason) {
-  timers_ = false;
   std::unordered_map<uint64_t, outbound_request> doomed;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
+    timers_ = false;
     doomed.swap(outbound_requests_);
     due_.clear();
     counters_.pending_requests.Set(0);
