@@ -72,6 +72,15 @@ nodes:
       - { type: blackhole, name: hole }
 )";
 
+/// Both nodes started and past their first heartbeats.
+struct two_nodes_up : sim_fixture {
+  two_nodes_up() : sim_fixture(two_nodes, test_registry()) {
+    start("a");
+    start("b");
+    advance(200ms);
+  }
+};
+
 prfaas::remote_message ping_to(const std::string& node, const std::string& actor, uint64_t seq,
                                std::string data = "hello") {
   prfaas::examples::Ping ping;
@@ -88,10 +97,7 @@ uint64_t executed(sim_fixture& f) {
 } // namespace
 
 TEST_CASE("a request gets its reply across nodes") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   auto out = f.request("a", ping_to("b", "echo", 7, "abc"), 1s);
   f.advance(10ms);
   REQUIRE(out->done);
@@ -105,10 +111,7 @@ TEST_CASE("a request gets its reply across nodes") {
 }
 
 TEST_CASE("bulk frames travel beside the envelope") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   std::string blob(1 << 20, 'x');
   for (size_t i = 0; i < blob.size(); i += 4096)
     blob[i] = static_cast<char>(i / 4096);
@@ -124,10 +127,7 @@ TEST_CASE("bulk frames travel beside the envelope") {
 }
 
 TEST_CASE("remote errors come back as errors") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   SECTION("unknown actor") {
     auto out = f.request("a", ping_to("b", "nobody", 1), 1s);
     f.advance(10ms);
@@ -156,10 +156,7 @@ TEST_CASE("remote errors come back as errors") {
 }
 
 TEST_CASE("lost replies are retried and the handler runs once") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   f.net().block("b", "a"); // replies (and b's heartbeats) are lost
   auto out = f.request("a", ping_to("b", "tally", 1), 2s);
   f.advance(350ms); // the first send and three retries reach b
@@ -178,10 +175,7 @@ TEST_CASE("lost replies are retried and the handler runs once") {
 }
 
 TEST_CASE("lost requests are retried until they get through") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   f.net().block("a", "b");
   auto out = f.request("a", ping_to("b", "tally", 1), 2s);
   f.advance(250ms);
@@ -194,10 +188,7 @@ TEST_CASE("lost requests are retried until they get through") {
 }
 
 TEST_CASE("a request with no answer ends at its deadline") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   auto start = f.now();
   auto out = f.request("a", ping_to("b", "hole", 1), 400ms);
   f.advance(399ms);
@@ -210,10 +201,7 @@ TEST_CASE("a request with no answer ends at its deadline") {
 }
 
 TEST_CASE("requests to a peer that dies fail when it is declared down") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   auto out = f.request("a", ping_to("b", "hole", 1), 30s);
   f.advance(50ms);
   f.crash("b");
@@ -255,10 +243,7 @@ TEST_CASE("retries meant for a previous incarnation are not run by its successor
 }
 
 TEST_CASE("one-way messages reach the actor directly") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   for (int i = 0; i < 10; ++i)
     prfaas::send_remote(f.at("a").context(), ping_to("b", "tally", i));
   f.advance(10ms);
@@ -272,10 +257,7 @@ TEST_CASE("one-way messages reach the actor directly") {
 }
 
 TEST_CASE("outstanding requests fail at once if the transport actor ends") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   auto out = f.request("a", ping_to("b", "hole", 1), 30s);
   f.advance(10ms);
   REQUIRE_FALSE(out->done);
@@ -289,10 +271,7 @@ TEST_CASE("outstanding requests fail at once if the transport actor ends") {
 }
 
 TEST_CASE("one request timer serves requests with different deadlines") {
-  sim_fixture f{two_nodes, test_registry()};
-  f.start("a");
-  f.start("b");
-  f.advance(200ms);
+  two_nodes_up f;
   auto slow = f.request("a", ping_to("b", "hole", 1), 2s);
   f.advance(10ms);
   // Due before the armed timer (first re-send of `slow` at +100 ms): re-arms it.
