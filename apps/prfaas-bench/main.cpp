@@ -1,8 +1,10 @@
 // prfaas-bench: benchmarks and load generation.
 //   prfaas-bench transport [--round-trips N] [--pipelined N] [--bulk N] [--repeat R] [--json]
+//   prfaas-bench serve [--url URL] [--workload lognormal|fixed|trace] [--rate R] ... [--json FILE]
 
 #include <CLI/CLI.hpp>
 
+#include "serve_bench.hpp"
 #include "transport_bench.hpp"
 
 int main(int argc, char** argv) {
@@ -17,8 +19,14 @@ int main(int argc, char** argv) {
   transport->add_option("--payload", t.payload_bytes, "bytes per small message");
   transport->add_option("--repeat", t.repeat, "runs per measurement (best is reported)");
   transport->add_flag("--json", t.json, "also print one JSON line");
+  prfaas::bench::serve_options serve_opts;
+  auto* serve = app.add_subcommand(
+    "serve", "load generator for the OpenAI-compatible API: latency, throughput, goodput");
+  prfaas::bench::add_serve_options(*serve, serve_opts);
   CLI11_PARSE(app, argc, argv);
   if (*transport)
     return prfaas::bench::run_transport_bench(t);
+  if (*serve)
+    return prfaas::bench::run_serve_bench(serve_opts);
   return 0;
 }
