@@ -179,8 +179,11 @@ void actor_registry::validate(const deployment_config& dep) const {
   for (auto& n : dep.nodes)
     for (auto& a : n.actors) {
       auto p = params_for(a);
-      if (auto* t = find(a.type); t && t->check)
+      auto* t = find(a.type);
+      if (t && t->check)
         t->check(a.path, p);
+      if (t && t->check_deployment)
+        t->check_deployment(a.path, p, dep);
     }
 }
 

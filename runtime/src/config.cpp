@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -40,6 +41,13 @@ config_error::config_error(std::string path, const std::string& reason)
 config_error::config_error(std::string source, std::string path, const std::string& reason)
     : std::runtime_error(join_message(source, path, reason)), source_(std::move(source)),
       path_(std::move(path)), reason_(reason) {}
+
+const link_config* deployment_config::find_link(const std::string& a, const std::string& b) const {
+  for (const auto& l : link_list)
+    if ((l.a == a && l.b == b) || (l.a == b && l.b == a))
+      return &l;
+  return nullptr;
+}
 
 const node_config* deployment_config::find_node(const std::string& name) const {
   for (const auto& node : nodes)
@@ -265,6 +273,24 @@ private:
     return n;
   }
 
+  uint64_t rate(const YAML::Node& node, const std::string& path) const {
+    auto text = string(node, path);
+    try {
+      return parse_rate(text);
+    } catch (const std::invalid_argument& e) {
+      fail(path, e.what());
+    }
+  }
+
+  double probability(const YAML::Node& node, const std::string& path) const {
+    auto text = string(node, path);
+    char* end = nullptr;
+    double p = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(p >= 0.0 && p <= 1.0))
+      fail(path, "expected a probability between 0 and 1, got " + quote(text));
+    return p;
+  }
+
   log_level level(const YAML::Node& node, const std::string& path) const {
     auto text = string(node, path);
     for (auto l : {log_level::trace, log_level::debug, log_level::info, log_level::warn,
@@ -293,6 +319,7 @@ private:
   void parse_supervision(const YAML::Node& node, supervision_config& out) const;
   void parse_failure_detector(const YAML::Node& node, failure_detector_config& out) const;
   void parse_transport(const YAML::Node& node, transport_config& out) const;
+  void parse_data_plane(const YAML::Node& node, data_plane_settings& out) const;
   void parse_clusters(const YAML::Node& node, deployment_config& cfg) const;
   void parse_links(const YAML::Node& node, deployment_config& cfg) const;
   void parse_nodes(const YAML::Node& node, deployment_config& cfg);
@@ -327,7 +354,7 @@ deployment_config deployment_parser::parse(const std::string& text) {
     fail("", "expected a mapping at the top level, got " + describe(root));
   check_keys(root, "",
              {"deployment", "plugins", "log_level", "seed", "supervision", "failure_detector",
-              "transport", "clusters", "model", "links", "nodes"});
+              "transport", "data_plane", "clusters", "model", "links", "nodes"});
 
   deployment_config cfg;
   cfg.source = source_;
@@ -344,6 +371,8 @@ deployment_config deployment_parser::parse(const std::string& text) {
     parse_failure_detector(n, cfg.failure_detector);
   if (auto n = root["transport"])
     parse_transport(n, cfg.transport);
+  if (auto n = root["data_plane"])
+    parse_data_plane(n, cfg.data_plane);
   if (auto n = root["clusters"]; present(n))
     parse_clusters(n, cfg);
   if (auto n = root["model"]; present(n)) {
@@ -397,6 +426,55 @@ void deployment_parser::parse_failure_detector(const YAML::Node& node,
            "must be less than misses (" + std::to_string(out.misses) + ")");
     fail(join(path, "misses"),
          "must be greater than suspect_misses (" + std::to_string(out.suspect_misses) + ")");
+  }
+}
+
+void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_settings& out) const {
+  const std::string path = "data_plane";
+  expect_map(node, path);
+  check_keys(node, path,
+             {"window_chunks", "window_bytes", "chunk_timeout", "transfer_timeout",
+              "receive_timeout", "max_chunk_bytes", "connections", "faults"});
+  auto key = [&](const char* k) { return join(path, k); };
+  if (auto n = node["window_chunks"])
+    out.window_chunks = uint32(n, key("window_chunks"), 1);
+  if (auto n = node["window_bytes"])
+    out.window_bytes = size(n, key("window_bytes"));
+  if (auto n = node["chunk_timeout"])
+    out.chunk_timeout = time(n, key("chunk_timeout"), true);
+  if (auto n = node["transfer_timeout"])
+    out.transfer_timeout = time(n, key("transfer_timeout"), true);
+  if (auto n = node["receive_timeout"])
+    out.receive_timeout = time(n, key("receive_timeout"), true);
+  if (auto n = node["max_chunk_bytes"])
+    out.max_chunk_bytes = size(n, key("max_chunk_bytes"));
+  if (auto n = node["connections"])
+    out.connections = uint32(n, key("connections"), 1);
+  if (out.chunk_timeout >= out.transfer_timeout)
+    fail(key(node["chunk_timeout"] ? "chunk_timeout" : "transfer_timeout"),
+         "chunk_timeout (" + format_duration(out.chunk_timeout) +
+             ") must be less than transfer_timeout (" + format_duration(out.transfer_timeout) + ")");
+  if (auto f = node["faults"]) {
+    const std::string fpath = key("faults");
+    expect_map(f, fpath);
+    check_keys(f, fpath, {"seed", "corrupt", "drop", "delay", "delay_for", "blackhole_peers"});
+    auto& out_f = out.faults;
+    if (auto n = f["seed"])
+      out_f.seed = unsigned_int(n, join(fpath, "seed"), 0, std::numeric_limits<uint64_t>::max());
+    if (auto n = f["corrupt"])
+      out_f.corrupt = probability(n, join(fpath, "corrupt"));
+    if (auto n = f["drop"])
+      out_f.drop = probability(n, join(fpath, "drop"));
+    if (auto n = f["delay"])
+      out_f.delay = probability(n, join(fpath, "delay"));
+    if (auto n = f["delay_for"])
+      out_f.delay_for = time(n, join(fpath, "delay_for"));
+    if (auto n = f["blackhole_peers"]; present(n)) {
+      if (!n.IsSequence())
+        fail(join(fpath, "blackhole_peers"), "expected a sequence of node names, got " + describe(n));
+      for (size_t i = 0; i < n.size(); ++i)
+        out_f.blackhole_peers.push_back(nonempty_string(n[i], index(join(fpath, "blackhole_peers"), i)));
+    }
   }
 }
 
@@ -493,6 +571,15 @@ void deployment_parser::parse_links(const YAML::Node& node, deployment_config& c
         fail(between_path, "duplicate link between " + quote(ends[0]) + " and " + quote(ends[1]) +
                                " (also " + other_path + ")");
     seen.emplace_back(key, path);
+    link_config typed{.a = ends[0], .b = ends[1]};
+    if (auto n = link["rate"])
+      typed.rate_bps = rate(n, join(path, "rate"));
+    if (auto n = link["connections"])
+      typed.connections = uint32(n, join(path, "connections"), 1);
+    if (typed.connections > 64)
+      fail(join(path, "connections"), "at most 64 connections per peer, got " +
+                                          std::to_string(typed.connections));
+    cfg.link_list.push_back(std::move(typed));
   }
   cfg.links = YAML::Clone(node);
 }

@@ -17,6 +17,8 @@ const char* to_string(errc e) {
     case errc::bad_request: return "bad_request";
     case errc::shutting_down: return "shutting_down";
     case errc::escalated: return "escalated";
+    case errc::overloaded: return "overloaded";
+    case errc::cancelled: return "cancelled";
   }
   return "unknown";
 }

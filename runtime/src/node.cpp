@@ -60,6 +60,43 @@ std::string node::control_endpoint() const {
   return wire_ ? wire_->local_endpoint() : cfg_.control;
 }
 
+std::string node::data_endpoint() const {
+  return data_ ? data_->local_endpoint() : std::string{};
+}
+
+void node::start_data_plane() {
+  const auto& s = dep_.data_plane;
+  data_plane_config dc;
+  dc.node = cfg_.name;
+  dc.bind = opts_.data_override.empty() ? cfg_.data : opts_.data_override;
+  for (auto& n : dep_.nodes) {
+    if (n.name == cfg_.name || n.data.empty())
+      continue;
+    auto it = opts_.peer_data_endpoints.find(n.name);
+    dc.peers[n.name] = it != opts_.peer_data_endpoints.end() ? it->second : n.data;
+    data_link_config link{.connections = s.connections, .rate_bps = 0};
+    if (n.cluster != cfg_.cluster)
+      if (auto* l = dep_.find_link(n.cluster, cfg_.cluster))
+        link = {.connections = l->connections, .rate_bps = l->rate_bps};
+    dc.links[n.name] = link;
+  }
+  dc.default_link = {.connections = s.connections, .rate_bps = 0};
+  dc.window_chunks = s.window_chunks;
+  dc.window_bytes = s.window_bytes;
+  dc.chunk_timeout = s.chunk_timeout;
+  dc.transfer_timeout = s.transfer_timeout;
+  dc.receive_timeout = s.receive_timeout;
+  dc.max_chunk_bytes = s.max_chunk_bytes;
+  dc.faults = s.faults;
+  data_ = make_zmq_data_plane(std::move(dc), *metrics_, log_);
+  try {
+    data_->start();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("node " + cfg_.name + ": cannot start the data plane: " + e.what());
+  }
+  ctx_->set_data_plane(data_);
+}
+
 std::string node::escalation_reason() const {
   std::lock_guard<std::mutex> guard{escalated_->mtx};
   return escalated_->reason;
@@ -103,6 +140,8 @@ void node::start() {
   messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
   ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
                                         metrics_, log_);
+  if (!opts_.sim && !cfg_.data.empty())
+    start_data_plane();
   if (opts_.serve_admin && !cfg_.admin.empty())
     start_admin();
 
@@ -159,6 +198,8 @@ void node::stop() {
       messenger_->stop();
   } else {
     stop_and_wait(sys_, supervisor_);
+    if (data_)
+      data_->stop();
     if (admin_) {
       admin_->stop();
       if (admin_thread_.joinable())

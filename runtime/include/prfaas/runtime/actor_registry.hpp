@@ -66,12 +66,18 @@ using actor_factory =
 /// time; throws config_error naming `path` + "." + parameter.
 using actor_check = std::function<void(const std::string& path, const actor_params& params)>;
 
+/// Like actor_check, for types whose parameters depend on the rest of the deployment
+/// (e.g. a worker's engine reads the deployment's `model:` section).
+using actor_deployment_check = std::function<void(const std::string& path, const actor_params& params,
+                                                  const deployment_config& dep)>;
+
 struct actor_type {
   std::string name;
   std::string doc;
   std::vector<param_spec> params;
   actor_factory factory;
   actor_check check; ///< optional
+  actor_deployment_check check_deployment; ///< optional
 };
 
 class actor_registry {

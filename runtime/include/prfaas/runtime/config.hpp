@@ -78,6 +78,41 @@ struct transport_config {
   bool operator==(const transport_config&) const = default;
 };
 
+/// Seeded fault points on the KV data path; all off by default. Probabilities per
+/// chunk transmission (0..1).
+struct data_fault_config {
+  uint64_t seed = 0;        ///< 0 = faults off regardless of the probabilities
+  double corrupt = 0.0;     ///< flip a byte of the chunk on the wire
+  double drop = 0.0;        ///< do not send the chunk (it times out and is re-sent)
+  double delay = 0.0;       ///< hold the chunk back for `delay_for`
+  duration delay_for = std::chrono::milliseconds(50);
+  /// Drop every chunk of transfers to these peers: a transfer that cannot complete.
+  std::vector<std::string> blackhole_peers;
+
+  bool operator==(const data_fault_config&) const = default;
+};
+
+/// KV data-plane knobs shared by every node of a deployment (`data_plane:`).
+struct data_plane_settings {
+  uint32_t window_chunks = 64;                             ///< unacked chunks per transfer
+  uint64_t window_bytes = 256ull << 20;                    ///< unacked bytes per peer
+  duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
+  duration transfer_timeout = std::chrono::seconds(30);    ///< fail a transfer after this
+  duration receive_timeout = std::chrono::seconds(60);     ///< forget a partial inbound one
+  uint64_t max_chunk_bytes = 256ull << 20;
+  uint32_t connections = 1;  ///< connections to a peer in the same cluster
+  data_fault_config faults;
+
+  bool operator==(const data_plane_settings&) const = default;
+};
+
+/// A cross-cluster link (`links:`): how the data plane reaches the other side.
+struct link_config {
+  std::string a, b;          ///< the two clusters
+  uint64_t rate_bps = 0;     ///< pacing over the link; 0 = unpaced
+  uint32_t connections = 1;  ///< parallel connections per peer across the link
+};
+
 enum class log_level { trace, debug, info, warn, error, off };
 
 /// One actor to start on a node. `params` is the rest of the mapping, checked
@@ -117,10 +152,14 @@ struct deployment_config {
   transport_config transport;
   std::map<std::string, cluster_config> clusters;
   YAML::Node model;                   ///< engine/model settings, read by the workers
-  YAML::Node links;                   ///< cross-cluster links, read by the link monitors
+  YAML::Node links;                   ///< cross-cluster links as written (monitors read extra keys)
+  std::vector<link_config> link_list; ///< the same links, typed
+  data_plane_settings data_plane;
   std::vector<node_config> nodes;
 
   const node_config* find_node(const std::string& name) const;
+  /// The link between two clusters, if declared (either order).
+  const link_config* find_link(const std::string& a, const std::string& b) const;
 };
 
 /// Reads, parses and validates a deployment file. An unreadable file is a `config_error`

@@ -24,6 +24,8 @@ enum class errc : uint8_t {
   bad_request = 8,      ///< the payload did not parse or was invalid
   shutting_down = 9,    ///< the node is stopping
   escalated = 10,       ///< a supervisor exceeded its restart intensity
+  overloaded = 11,      ///< the receiver's bounded queue is full; retry later
+  cancelled = 12,       ///< the requester gave up (deadline, client gone)
 };
 
 const char* to_string(errc);

@@ -8,6 +8,7 @@
 // CAF's test coordinator): only `node_options::sim` differs.
 
 #include <atomic>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,9 @@ struct node_options {
   logger_ptr log;                   ///< default: a stderr logger at the configured level
   bool serve_admin = true;          ///< start the /metrics + /health endpoint if configured
   std::string control_override;     ///< bind here instead of the configured endpoint (tests)
+  std::string data_override;        ///< the same for the data endpoint
+  /// Data endpoints of peers, overriding the configured ones (tests binding `tcp://...:*`).
+  std::map<std::string, std::string> peer_data_endpoints;
 };
 
 class node {
@@ -72,6 +76,8 @@ public:
   std::shared_ptr<metrics> node_metrics() const { return metrics_; }
   /// The endpoint actually bound (resolves `tcp://host:*`).
   std::string control_endpoint() const;
+  /// The data endpoint actually bound; empty when the node has no data plane.
+  std::string data_endpoint() const;
   /// Port of the admin endpoint; 0 when none.
   int admin_port() const { return admin_port_; }
 
@@ -84,6 +90,7 @@ private:
   };
 
   void start_admin();
+  void start_data_plane();
   std::string health_json();
 
   caf::actor_system& sys_;
@@ -96,6 +103,7 @@ private:
   std::shared_ptr<metrics> metrics_;
   std::shared_ptr<messenger> messenger_;
   wire_ptr wire_;
+  data_plane_ptr data_;
   transport_actor transport_;
   std::shared_ptr<node_context> ctx_;
   caf::actor supervisor_;

@@ -10,6 +10,7 @@
 #include <caf/actor_system.hpp>
 
 #include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/data_plane.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/messenger.hpp"
 #include "prfaas/runtime/metrics.hpp"
@@ -35,6 +36,11 @@ public:
   metrics& node_metrics() const { return *metrics_; }
   const logger_ptr& log() const { return log_; }
 
+  /// The node's KV data plane; null when the node has none (no `data` endpoint, or a
+  /// simulated node without one).
+  data_plane* data() const { return data_.get(); }
+  void set_data_plane(data_plane_ptr dp) { data_ = std::move(dp); }
+
   /// Address of a local actor.
   address local(const std::string& actor) const { return {node_.name, actor}; }
 
@@ -51,6 +57,7 @@ private:
   transport_actor transport_;
   std::shared_ptr<metrics> metrics_;
   logger_ptr log_;
+  data_plane_ptr data_;
 };
 
 using node_context_ptr = std::shared_ptr<node_context>;

@@ -1,0 +1,151 @@
+#include "common/engine_setup.hpp"
+
+#include <filesystem>
+
+#include "prfaas/engine/profile_engine.hpp"
+#include "prfaas/engine/reference_engine.hpp"
+
+namespace fs = std::filesystem;
+
+namespace prfaas::serving {
+
+namespace {
+
+std::string resolve_path(const deployment_config& dep, const std::string& path) {
+  fs::path p{path};
+  if (p.is_absolute())
+    return path;
+  // Relative to the deployment file first (a config next to its profiles), then to
+  // the working directory (the embedded default config, run from the repository).
+  if (!dep.source.empty() && dep.source.front() != '<') {
+    auto beside = fs::path{dep.source}.parent_path() / p;
+    std::error_code ec;
+    if (fs::exists(beside, ec))
+      return beside.string();
+  }
+  return path;
+}
+
+template <class T>
+T scalar(const YAML::Node& n, const std::string& key, const char* what) {
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    throw config_error(key, std::string{"expected "} + what + ", got \"" +
+                                (n.IsScalar() ? n.Scalar() : std::string{"a collection"}) + "\"");
+  }
+}
+
+void check_keys(const YAML::Node& n, const std::string& path,
+                std::initializer_list<const char*> allowed) {
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    auto key = it->first.as<std::string>();
+    bool ok = false;
+    for (auto* a : allowed)
+      ok = ok || key == a;
+    if (!ok) {
+      std::string list;
+      for (auto* a : allowed)
+        list += (list.empty() ? "" : ", ") + std::string{a};
+      throw config_error(path.empty() ? key : path + "." + key,
+                         "unknown key (expected one of: " + list + ")");
+    }
+  }
+}
+
+} // namespace
+
+model_settings read_model(const deployment_config& dep, const std::string& profile_override,
+                          const std::string& worker_path) {
+  model_settings m;
+  const YAML::Node& n = dep.model;
+  if (n && n.IsMap()) {
+    check_keys(n, "model",
+               {"name", "engine", "block_tokens", "max_context", "reference", "profile",
+                "kv_scale", "seed"});
+    if (n["name"])
+      m.name = scalar<std::string>(n["name"], "model.name", "a string");
+    if (n["engine"])
+      m.engine = scalar<std::string>(n["engine"], "model.engine", "a string");
+    if (m.engine != "reference" && m.engine != "profile")
+      throw config_error("model.engine",
+                         "invalid value \"" + m.engine + "\" (expected one of: reference, profile)");
+    if (n["block_tokens"])
+      m.block_tokens = scalar<uint32_t>(n["block_tokens"], "model.block_tokens", "an integer");
+    if (m.block_tokens == 0)
+      throw config_error("model.block_tokens", "must be at least 1");
+    if (n["max_context"])
+      m.max_context = scalar<uint32_t>(n["max_context"], "model.max_context", "an integer");
+    if (m.max_context < 2)
+      throw config_error("model.max_context", "must be at least 2");
+    if (auto r = n["reference"]) {
+      if (!r.IsMap())
+        throw config_error("model.reference", "expected a mapping");
+      check_keys(r, "model.reference",
+                 {"weight_seed", "d_model", "n_heads", "head_dim", "mlp_hidden", "layer_pattern"});
+      if (r["weight_seed"])
+        m.weight_seed = scalar<uint64_t>(r["weight_seed"], "model.reference.weight_seed", "an integer");
+      if (r["d_model"])
+        m.d_model = scalar<uint32_t>(r["d_model"], "model.reference.d_model", "an integer");
+      if (r["n_heads"])
+        m.n_heads = scalar<uint32_t>(r["n_heads"], "model.reference.n_heads", "an integer");
+      if (r["head_dim"])
+        m.head_dim = scalar<uint32_t>(r["head_dim"], "model.reference.head_dim", "an integer");
+      if (r["mlp_hidden"])
+        m.mlp_hidden = scalar<uint32_t>(r["mlp_hidden"], "model.reference.mlp_hidden", "an integer");
+      if (r["layer_pattern"])
+        m.layer_pattern =
+          scalar<std::string>(r["layer_pattern"], "model.reference.layer_pattern", "a string");
+    }
+    if (n["profile"])
+      m.profile = resolve_path(dep, scalar<std::string>(n["profile"], "model.profile", "a path"));
+    if (n["kv_scale"])
+      m.kv_scale = scalar<double>(n["kv_scale"], "model.kv_scale", "a number");
+    if (!(m.kv_scale > 0.0 && m.kv_scale <= 1.0))
+      throw config_error("model.kv_scale", "must be in (0, 1]");
+    if (n["seed"])
+      m.seed = scalar<uint64_t>(n["seed"], "model.seed", "an integer");
+  }
+  if (!profile_override.empty())
+    m.profile = resolve_path(dep, profile_override);
+  if (m.engine == "profile" && m.profile.empty())
+    throw config_error(worker_path.empty() ? "model.profile" : worker_path + ".profile",
+                       "engine: profile needs a profile file (model.profile or the worker's profile)");
+  return m;
+}
+
+std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where) {
+  if (m.engine == "reference") {
+    engine::reference_config rc;
+    rc.weight_seed = m.weight_seed;
+    rc.d_model = m.d_model;
+    rc.n_heads = m.n_heads;
+    rc.head_dim = m.head_dim;
+    rc.mlp_hidden = m.mlp_hidden;
+    rc.layer_pattern = m.layer_pattern;
+    auto e = engine::reference_engine::create(rc);
+    if (!e)
+      throw config_error("model.reference", e.message());
+    return std::move(e.value());
+  }
+  auto prof = engine::load_profile(m.profile);
+  if (!prof)
+    throw config_error(where, prof.message());
+  static engine::real_clock wall; // engines keep a reference; it must outlive them all
+  engine::profile_engine_config pc;
+  pc.kv_scale = m.kv_scale;
+  pc.seed = m.seed;
+  pc.sleep = true;          // runs on its own engine_runner thread
+  pc.verify_content = false; // imports are checked by chunk checksums; skip the regeneration
+  auto e = engine::profile_engine::create(std::move(prof.value()), pc, wall);
+  if (!e)
+    throw config_error(where, e.message());
+  return std::move(e.value());
+}
+
+param_spec profile_param() {
+  return {"profile", param_kind::string, "\"\"",
+          "profile file of this worker's hardware (engine: profile); default model.profile"};
+}
+
+} // namespace prfaas::serving

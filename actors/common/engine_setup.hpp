@@ -1,0 +1,54 @@
+#pragma once
+
+// Builds a worker's engine from the deployment's `model:` section and the worker's
+// own parameters (a worker may override the profile: PrfaaS nodes run H200, PD
+// nodes H20). Every key is checked at config validation, with the key path in the
+// error, so a bad model section stops the node with exit code 2 before it starts.
+//
+//   model:
+//     name: prfaas-ref-hybrid         # served model id (GET /v1/models)
+//     engine: reference | profile
+//     block_tokens: 64                # prefix-cache block size
+//     max_context: 131072             # longest prompt + output accepted
+//     reference: { weight_seed: 1, d_model: 64, n_heads: 2, head_dim: 16,
+//                  mlp_hidden: 128, layer_pattern: LLLFLLLF }
+//     profile: configs/profiles/kimi-linear-1t-h200.yaml   # engine: profile
+//     kv_scale: 0.001                 # profile engine: bytes moved per profiled byte
+//     seed: 1                         # profile engine: content seed
+
+#include <memory>
+#include <string>
+
+#include "prfaas/engine/engine.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
+
+namespace prfaas::serving {
+
+struct model_settings {
+  std::string name = "prfaas-ref-hybrid";
+  std::string engine = "reference";
+  uint32_t block_tokens = 64;
+  uint32_t max_context = 131072;
+  // reference engine
+  uint64_t weight_seed = 1;
+  uint32_t d_model = 64, n_heads = 2, head_dim = 16, mlp_hidden = 128;
+  std::string layer_pattern = "LLLFLLLF";
+  // profile engine
+  std::string profile;      ///< resolved path
+  double kv_scale = 1.0;
+  uint64_t seed = 1;
+};
+
+/// Reads `dep.model` with `profile_override` (a worker's `profile` parameter, may be
+/// empty). Throws config_error naming `model.<key>` or `<worker_path>.profile`.
+model_settings read_model(const deployment_config& dep, const std::string& profile_override = {},
+                          const std::string& worker_path = {});
+
+/// The engine for these settings; throws config_error when a profile does not load.
+std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where);
+
+/// The worker parameter list shared by both worker types (profile override).
+param_spec profile_param();
+
+} // namespace prfaas::serving

@@ -1,0 +1,404 @@
+// `decode_worker`: receives a request's KVCache over the data plane, imports it and
+// decodes with continuous batching, streaming tokens to the request's gateway.
+//
+// Protocol (serving.proto):
+//  * DecodeOrder (request) reserves a slot — refused with errc::overloaded beyond
+//    `max_queue` orders — and is answered at once (DecodeAccepted);
+//  * the KV transfer (data plane, sink = this actor's name) may arrive before or
+//    after its order; the first complete transfer for a request wins (a failover's
+//    second attempt may race a late first one: the loser is dropped);
+//  * tokens go out as TokenEvents [index, index + n) as each batch step ends; the
+//    first event carries the first token (sampled by the prefill) and the timings;
+//  * Cancel (one-way) drops the request at the next step boundary;
+//  * an order whose KV has not arrived by its deadline ends with an error event.
+// Batching: at every step boundary, imported sequences join the batch up to
+// `max_batch`; finished ones leave. Engine calls run on the engine's own thread.
+
+#include <deque>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "common/actor_inbox.hpp"
+#include "common/engine_runner.hpp"
+#include "common/engine_setup.hpp"
+#include "common/worker_metrics.hpp"
+#include "decode/stop_matcher.hpp"
+#include "prfaas/engine/kv_chunk.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/serving.pb.h"
+
+namespace prfaas::serving {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+enum class phase : uint8_t { waiting_kv, importing, ready, active };
+
+struct sequence {
+  DecodeOrder order;
+  address gateway;
+  clock_type::time_point deadline;
+  phase at = phase::waiting_kv;
+  engine::seq_id seq = 0;
+  uint32_t generated = 0;      ///< tokens sampled so far (incl. held back / stop)
+  uint32_t sent = 0;           ///< tokens sent to the gateway
+  stop_matcher stops;
+  bool cancelled = false;
+  TransferMeta meta;
+  uint64_t exposed_wire_ns = 0;
+};
+using sequence_ptr = std::shared_ptr<sequence>;
+
+struct decode_state {
+  static inline const char* name = "decode_worker";
+  std::shared_ptr<actor_inbox> inbox;
+  std::unique_ptr<engine_runner> runner;
+  std::unique_ptr<worker_metrics> stats;
+  node_context* ctx = nullptr;
+  std::string self_name;
+  std::unordered_map<std::string, sequence_ptr> by_request;
+  std::unordered_map<std::string, std::pair<received_transfer, clock_type::time_point>> early;
+  std::deque<sequence_ptr> ready;
+  std::vector<sequence_ptr> active;
+  bool stepping = false;
+  uint64_t next_seq = 1;
+  size_t max_batch = 16;
+  size_t max_queue = 256;
+  engine::token eos = -1;
+
+  ~decode_state() {
+    if (ctx && ctx->data())
+      ctx->data()->remove_sink(self_name);
+    if (runner)
+      runner->stop();
+  }
+};
+
+using self_ptr = caf::stateful_actor<decode_state>*;
+
+void update_gauges(self_ptr self) {
+  auto& s = self->state;
+  s.stats->set(s.by_request.size() - s.active.size(), s.active.size(), s.max_batch);
+}
+
+void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, bool finished,
+                const std::string& reason, const std::string& error = {}) {
+  auto& s = self->state;
+  TokenEvent ev;
+  ev.set_request_id(q.order.request_id());
+  ev.set_index(q.sent);
+  for (auto t : tokens)
+    ev.add_tokens(t);
+  ev.set_finished(finished);
+  ev.set_finish_reason(reason);
+  ev.set_error(error);
+  if (q.sent == 0 && !tokens.empty()) {
+    ev.set_engine_prefill_ns(q.meta.engine_ns());
+    ev.set_exposed_wire_ns(q.exposed_wire_ns);
+  }
+  ev.set_decode_node(s.ctx->node());
+  q.sent += static_cast<uint32_t>(tokens.size());
+  s.stats->tokens.Increment(static_cast<double>(tokens.size()));
+  send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), q.gateway, ev));
+}
+
+/// Removes `q` everywhere and frees its engine sequence.
+void forget(self_ptr self, const sequence_ptr& q) {
+  auto& s = self->state;
+  s.by_request.erase(q->order.request_id());
+  std::erase(s.active, q);
+  std::erase(s.ready, q);
+  if (q->seq != 0)
+    s.runner->post([id = q->seq](engine::engine& e) { e.release(id); });
+  update_gauges(self);
+}
+
+void fail(self_ptr self, const sequence_ptr& q, const std::string& why) {
+  send_event(self, *q, {}, true, "error", why);
+  self->state.stats->failed.Increment();
+  forget(self, q);
+}
+
+/// Accounts one sampled token; sends what may be sent; true when `q` finished.
+bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t) {
+  ++q->generated;
+  bool stopped = false;
+  std::vector<engine::token> out;
+  std::string reason;
+  if (t == self->state.eos && !q->order.ignore_eos()) {
+    out = q->stops.flush();
+    reason = "stop";
+  } else {
+    out = q->stops.feed(t, stopped);
+    if (stopped)
+      reason = "stop";
+    else if (q->generated >= q->order.max_tokens()) {
+      auto rest = q->stops.flush();
+      out.insert(out.end(), rest.begin(), rest.end());
+      reason = "length";
+    }
+  }
+  bool finished = !reason.empty();
+  if (!out.empty() || finished)
+    send_event(self, *q, std::move(out), finished, reason);
+  if (finished) {
+    self->state.stats->ok.Increment();
+    forget(self, q);
+  }
+  return finished;
+}
+
+void maybe_step(self_ptr self);
+
+void step_done(self_ptr self, std::vector<sequence_ptr> batch,
+               engine::result<std::vector<engine::token>> r) {
+  auto& s = self->state;
+  s.stepping = false;
+  if (!r) {
+    for (auto& q : batch)
+      if (!q->cancelled && s.by_request.count(q->order.request_id()))
+        fail(self, q, "decode step failed: " + r.message());
+  } else {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto& q = batch[i];
+      if (q->cancelled || !s.by_request.count(q->order.request_id()))
+        continue;
+      accept_token(self, q, (*r)[i]);
+    }
+  }
+  maybe_step(self);
+}
+
+void maybe_step(self_ptr self) {
+  auto& s = self->state;
+  if (s.stepping)
+    return;
+  std::erase_if(s.active, [](auto& q) { return q->cancelled; });
+  while (s.active.size() < s.max_batch && !s.ready.empty()) {
+    auto q = s.ready.front();
+    s.ready.pop_front();
+    q->at = phase::active;
+    s.active.push_back(q);
+  }
+  update_gauges(self);
+  if (s.active.empty())
+    return;
+  s.stepping = true;
+  std::vector<engine::seq_id> ids;
+  for (auto& q : s.active)
+    ids.push_back(q->seq);
+  s.runner->post([inbox = s.inbox, self, batch = s.active, ids](engine::engine& e) {
+    auto r = e.decode_step(ids);
+    inbox->post([self, batch, r = std::move(r)]() mutable { step_done(self, batch, std::move(r)); });
+  });
+}
+
+void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
+  auto& s = self->state;
+  if (q->cancelled || !s.by_request.count(q->order.request_id())) {
+    if (error.empty())
+      s.runner->post([id = q->seq](engine::engine& e) { e.release(id); });
+    return;
+  }
+  if (!error.empty()) {
+    q->seq = 0;
+    fail(self, q, "kv import failed: " + error);
+    return;
+  }
+  // The first token was sampled by the prefill: it is token 0 of the output.
+  if (accept_token(self, q, q->meta.first_token()))
+    return;
+  q->at = phase::ready;
+  s.ready.push_back(q);
+  maybe_step(self);
+}
+
+/// A complete transfer for `q` arrived: import it on the engine thread.
+void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
+  auto& s = self->state;
+  if (rt.chunks.empty() || !q->meta.ParseFromArray(rt.chunks.back()->data(),
+                                                  static_cast<int>(rt.chunks.back()->size()))) {
+    fail(self, q, "kv transfer " + std::to_string(rt.id) + " from " + rt.source +
+                      " has no TransferMeta in its last chunk");
+    return;
+  }
+  q->at = phase::importing;
+  q->seq = s.next_seq++;
+  q->exposed_wire_ns = static_cast<uint64_t>(rt.stats.exposed_wire_time().count());
+  auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
+  chunks->pop_back();
+  s.runner->post([inbox = s.inbox, self, q, chunks](engine::engine& e) {
+    std::vector<engine::kv_chunk> parsed;
+    parsed.reserve(chunks->size());
+    std::string error;
+    for (size_t i = 0; i < chunks->size() && error.empty(); ++i) {
+      auto c = engine::parse_chunk({(*chunks)[i]->data(), (*chunks)[i]->size()}, i);
+      if (!c)
+        error = c.message();
+      else
+        parsed.push_back(std::move(c.value()));
+    }
+    if (error.empty())
+      if (auto r = e.import_sequence(q->seq, parsed); !r)
+        error = r.message();
+    inbox->post([self, q, error] { imported(self, q, error); });
+  });
+}
+
+void on_transfer(self_ptr self, received_transfer rt) {
+  auto& s = self->state;
+  TransferMeta head;
+  if (!head.ParseFromString(rt.meta) || head.request_id().empty()) {
+    s.ctx->log()->warn("kv_transfer_dropped id={} source={} reason=\"meta is not a TransferMeta\"",
+                       rt.id, rt.source);
+    return;
+  }
+  auto it = s.by_request.find(head.request_id());
+  if (it == s.by_request.end()) {
+    // The order may still be on its way (different sender, different path).
+    s.early.insert_or_assign(head.request_id(), std::pair{std::move(rt), clock_type::now()});
+    return;
+  }
+  if (it->second->at != phase::waiting_kv)
+    return; // a slower attempt of a request that already has its KV
+  start_import(self, it->second, std::move(rt));
+}
+
+void sweep(self_ptr self) {
+  auto& s = self->state;
+  auto now = clock_type::now();
+  std::vector<sequence_ptr> late;
+  for (auto& [id, q] : s.by_request)
+    if (q->at == phase::waiting_kv && now >= q->deadline)
+      late.push_back(q);
+  for (auto& q : late)
+    fail(self, q, "the KV transfer did not arrive before the request's deadline");
+  std::erase_if(s.early, [&](auto& kv) { return now - kv.second.second > std::chrono::seconds(30); });
+}
+
+caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
+                            model_settings model, size_t max_batch, size_t max_queue) {
+  auto& s = self->state;
+  s.ctx = ctx;
+  s.self_name = name;
+  s.max_batch = max_batch;
+  s.max_queue = max_queue;
+  s.inbox = std::make_shared<actor_inbox>(self);
+  s.runner = std::make_unique<engine_runner>(make_engine(model, name), "dc." + name);
+  s.eos = s.runner->info().eos_token;
+  s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "decode");
+  if (!ctx->data())
+    throw std::runtime_error("decode_worker " + name + ": node " + ctx->node() +
+                             " has no data endpoint (nodes[].data) for the KV data plane");
+  ctx->data()->add_sink(name, [inbox = s.inbox, self](received_transfer rt) {
+    inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
+  });
+  update_gauges(self);
+  self->send(self, caf::tick_atom_v);
+  ctx->log()->info("decode_worker_started name={} engine={} max_batch={}", name, model.engine,
+                   max_batch);
+  return {
+    [=](wake_atom) { self->state.inbox->drain(); },
+    [=](caf::tick_atom) {
+      sweep(self);
+      self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
+    },
+    [=](remote_message& msg) -> caf::result<remote_message> {
+      auto& s = self->state;
+      if (DecodeOrder o; msg.request_id != 0 && parse_remote(msg, o)) {
+        if (o.max_tokens() == 0 || o.gateway_node().empty())
+          return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
+                                                   ": needs max_tokens > 0 and a gateway");
+        if (s.by_request.count(o.request_id())) { // a retried order: same answer
+          DecodeAccepted a;
+          a.set_queue_depth(static_cast<uint32_t>(s.by_request.size()));
+          return make_reply(msg, a);
+        }
+        if (s.by_request.size() >= s.max_queue) {
+          s.stats->rejected.Increment();
+          return make_error(errc::overloaded, "decode worker " + name + ": " +
+                                                  std::to_string(s.max_queue) + " requests already");
+        }
+        auto q = std::make_shared<sequence>();
+        q->gateway = {o.gateway_node(), o.gateway_actor()};
+        q->deadline = clock_type::now() +
+                      std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
+        std::vector<std::vector<engine::token>> stops;
+        for (auto& st : o.stop())
+          stops.emplace_back(st.begin(), st.end()); // bytes are byte-level tokens
+        for (auto& st : stops)
+          for (auto& t : st)
+            t = static_cast<engine::token>(static_cast<unsigned char>(t));
+        q->stops = stop_matcher{std::move(stops)};
+        q->order = std::move(o);
+        s.by_request.emplace(q->order.request_id(), q);
+        update_gauges(self);
+        DecodeAccepted a;
+        a.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
+        a.set_active(static_cast<uint32_t>(s.active.size()));
+        if (auto e = s.early.find(q->order.request_id()); e != s.early.end()) {
+          auto rt = std::move(e->second.first);
+          s.early.erase(e);
+          start_import(self, q, std::move(rt));
+        }
+        return make_reply(msg, a);
+      }
+      if (LoadQuery lq; msg.request_id != 0 && parse_remote(msg, lq)) {
+        WorkerLoad l;
+        l.set_role("decode");
+        l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
+        l.set_active(static_cast<uint32_t>(s.active.size()));
+        l.set_capacity(static_cast<uint32_t>(s.max_batch));
+        l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
+        return make_reply(msg, l);
+      }
+      if (Cancel c; parse_remote(msg, c)) {
+        if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
+          auto q = it->second;
+          q->cancelled = true;
+          forget(self, q);
+          if (!s.stepping)
+            maybe_step(self);
+        }
+        s.early.erase(c.request_id());
+        return remote_message{};
+      }
+      return unknown_type(*ctx, msg);
+    },
+  };
+}
+
+void register_types(actor_registry& r) {
+  r.add({.name = "decode_worker",
+         .doc = "imports KVCache from the data plane and decodes with continuous batching",
+         .params = {profile_param(),
+                    {"max_batch", param_kind::integer, "16", "sequences per decode step"},
+                    {"max_queue", param_kind::integer, "256",
+                     "requests held at most (batch + waiting); more are refused"}},
+         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
+           auto model = read_model(ctx.deployment(), p.str("profile"), name);
+           return ctx.system().spawn(decode_worker, &ctx, name, model,
+                                     static_cast<size_t>(p.integer("max_batch")),
+                                     static_cast<size_t>(p.integer("max_queue")));
+         },
+         .check = [](const std::string& path, const actor_params& p) {
+           if (p.integer("max_batch") < 1)
+             throw config_error(path + ".max_batch", "must be at least 1");
+           if (p.integer("max_queue") < p.integer("max_batch"))
+             throw config_error(path + ".max_queue", "must be at least max_batch");
+         },
+         .check_deployment = [](const std::string& path, const actor_params& p,
+                                const deployment_config& dep) {
+           auto m = read_model(dep, p.str("profile"), path);
+           make_engine(m, m.profile.empty() ? "model" : path + ".profile");
+         }});
+}
+
+} // namespace
+
+PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+} // namespace prfaas::serving

@@ -1,0 +1,475 @@
+// `gateway`: owns every request's lifecycle, from acceptance at the HTTP front end
+// to exactly one outcome (done or failed) — see lifecycle.hpp.
+//
+//   accepted      HTTP validated it and admission let it in (http_frontend)
+//   routed        the scheduler chose prefill and decode workers (RouteQuery)
+//   prefilling    the decode worker reserved a slot (DecodeOrder) and the prefill
+//                 worker has the order (PrefillOrder)
+//   transferring  the prefill worker is done computing; the KV is on the wire
+//   decoding      the first token arrived (TokenEvent index 0)
+//   done / failed
+//
+// Failover: a PrefillOrder that fails (worker down, transfer failed or timed out,
+// worker overloaded) is re-routed once more to a prefill worker in the decode
+// worker's own cluster (local prefill), excluding nodes that failed, up to
+// `max_attempts` attempts. Every request has a deadline (`request_timeout`); a
+// periodic sweep fails the late ones with 504 and cancels their work.
+// The client going away cancels the request (outcome "cancelled").
+
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "common/actor_inbox.hpp"
+#include "common/engine_setup.hpp"
+#include "gateway/http_frontend.hpp"
+#include "gateway/lifecycle.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/serving.pb.h"
+
+namespace prfaas::serving {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+struct entry {
+  std::shared_ptr<accepted_request> a;
+  lifecycle lc;
+  clock_type::time_point deadline;
+  clock_type::time_point first_token_at{};
+  RouteDecision route;
+  std::vector<std::string> failed_prefill;
+  uint64_t transfer_id = 0;
+  uint32_t received = 0;
+  std::vector<token> tokens;
+  uint64_t engine_prefill_ns = 0;
+  uint64_t exposed_wire_ns = 0;
+  uint64_t prefill_queue_ns = 0;
+  uint32_t retransmits = 0;
+  std::string decode_node;
+};
+using entry_ptr = std::shared_ptr<entry>;
+
+struct gateway_settings {
+  address scheduler;
+  duration control_timeout;
+  uint32_t max_attempts;
+  http_settings http;
+  api_limits limits;
+};
+
+struct gateway_state {
+  static inline const char* name = "gateway";
+  std::shared_ptr<actor_inbox> inbox;
+  std::unique_ptr<http_frontend> http;
+  std::unordered_map<std::string, entry_ptr> live;
+  std::shared_ptr<std::atomic<uint32_t>> inflight = std::make_shared<std::atomic<uint32_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> counter = std::make_shared<std::atomic<uint64_t>>(0);
+
+  ~gateway_state() {
+    if (http)
+      http->stop();
+  }
+};
+
+using self_ptr = caf::stateful_actor<gateway_state>*;
+
+struct gateway_env {
+  self_ptr self;
+  node_context* ctx;
+  std::string name;
+  gateway_settings cfg;
+
+  address me() const { return ctx->local(name); }
+
+  void count(const char* outcome) const {
+    ctx->node_metrics()
+      .counter("prfaas_gateway_requests_total", "Requests ended, by outcome", {{"outcome", outcome}})
+      .Increment();
+  }
+
+  duration remaining(const entry& e) const {
+    auto left = e.deadline - clock_type::now();
+    return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
+  }
+
+  void cancel_work(const entry& e, const std::string& why) const {
+    Cancel c;
+    c.set_request_id(e.a->id);
+    c.set_reason(why);
+    if (!e.route.decode_node().empty())
+      send_remote(*ctx, make_remote(me(), {e.route.decode_node(), e.route.decode_actor()}, c));
+    if (!e.route.prefill_node().empty())
+      send_remote(*ctx, make_remote(me(), {e.route.prefill_node(), e.route.prefill_actor()}, c));
+  }
+
+  void end(const entry_ptr& e) const {
+    self->state.live.erase(e->a->id);
+    self->state.inflight->fetch_sub(1);
+  }
+
+  void fail(const entry_ptr& e, api_error err, const char* outcome) const {
+    if (!e->lc.advance(request_state::failed))
+      return;
+    ctx->log()->info("request_failed request={} status={} reason=\"{}\" state_attempts={}", e->a->id,
+                     err.status, err.message, e->lc.attempts());
+    e->a->channel->fail(std::move(err));
+    cancel_work(*e, outcome);
+    count(outcome);
+    end(e);
+  }
+
+  void finish(const entry_ptr& e, const std::string& reason) const {
+    if (!e->lc.advance(request_state::done))
+      return;
+    completion_summary s;
+    s.id = "cmpl-" + e->a->id;
+    s.model = cfg.limits.model;
+    s.prompt_tokens = static_cast<uint32_t>(e->a->req.prompt.size());
+    s.completion_tokens = static_cast<uint32_t>(e->tokens.size());
+    s.finish_reason = reason;
+    s.prfaas = {{"request_id", e->a->id},
+                {"route", e->route.route()},
+                {"prefill_node", e->route.prefill_node()},
+                {"decode_node", e->route.decode_node()},
+                {"attempts", e->lc.attempts()},
+                {"engine_prefill_ms", static_cast<double>(e->engine_prefill_ns) / 1e6},
+                {"transfer_wire_ms", static_cast<double>(e->exposed_wire_ns) / 1e6},
+                {"prefill_queue_ms", static_cast<double>(e->prefill_queue_ns) / 1e6},
+                {"retransmits", e->retransmits},
+                {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
+                {"e2e_ms", ms_between(e->a->accepted, clock_type::now())}};
+    e->a->channel->finish(std::move(s));
+    count("ok");
+    end(e);
+  }
+
+  static api_error unavailable(const std::string& why) {
+    return {.status = 503, .message = why, .type = "server_error", .retry_after_s = 1};
+  }
+
+  /// The first step, and every failover: ask the scheduler for a route.
+  void route(const entry_ptr& e, bool failover) const {
+    RouteQuery q;
+    q.set_request_id(e->a->id);
+    q.set_prompt_tokens(static_cast<uint32_t>(e->a->req.prompt.size()));
+    if (failover) {
+      q.set_local_only(true);
+      for (auto& n : e->failed_prefill)
+        q.add_exclude_nodes(n);
+      q.set_decode_node(e->route.decode_node());
+      q.set_decode_actor(e->route.decode_actor());
+    }
+    auto env = *this;
+    request_remote(self, *ctx, make_remote(me(), cfg.scheduler, q),
+                   std::min(cfg.control_timeout, remaining(*e)))
+      .then(
+        [env, e, failover](remote_message& r) {
+          if (e->lc.terminal() || e->lc.state() == request_state::decoding)
+            return; // ended, or an earlier attempt's KV arrived while re-routing
+          RouteDecision d;
+          if (!parse_remote(r, d))
+            return env.fail(e, {.status = 500, .message = "scheduler answered with " + r.type,
+                                .type = "server_error"}, "internal");
+          e->route = d;
+          e->lc.advance(request_state::routed);
+          if (failover)
+            env.prefill(e);
+          else
+            env.reserve_decode(e);
+        },
+        [env, e](caf::error& err) {
+          if (e->lc.terminal())
+            return;
+          auto code = error_code(err);
+          env.fail(e, code == errc::overloaded ? unavailable("no capacity: " + describe(err))
+                                               : unavailable("scheduler unavailable: " + describe(err)),
+                   "no_route");
+        });
+  }
+
+  void reserve_decode(const entry_ptr& e) const {
+    DecodeOrder o;
+    const auto& r = e->a->req;
+    o.set_request_id(e->a->id);
+    o.set_prompt_tokens(static_cast<uint32_t>(r.prompt.size()));
+    o.mutable_sampling()->set_temperature(r.temperature);
+    o.mutable_sampling()->set_seed(r.seed);
+    o.set_max_tokens(r.max_tokens);
+    for (auto& st : r.stop) {
+      std::string bytes(st.size(), '\0');
+      for (size_t i = 0; i < st.size(); ++i)
+        bytes[i] = static_cast<char>(st[i]);
+      o.add_stop(bytes);
+    }
+    o.set_ignore_eos(r.ignore_eos);
+    o.set_gateway_node(ctx->node());
+    o.set_gateway_actor(name);
+    o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
+    auto env = *this;
+    request_remote(self, *ctx,
+                   make_remote(me(), {e->route.decode_node(), e->route.decode_actor()}, o),
+                   std::min(cfg.control_timeout, remaining(*e)))
+      .then(
+        [env, e](remote_message&) {
+          if (e->lc.state() == request_state::routed)
+            env.prefill(e);
+        },
+        [env, e](caf::error& err) {
+          if (e->lc.terminal())
+            return;
+          if (error_code(err) == errc::overloaded)
+            return env.fail(e, {.status = 429, .message = "decode capacity exhausted: " + describe(err),
+                                .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
+          env.fail(e, unavailable("decode worker " + e->route.decode_node() + " unavailable: " +
+                                  describe(err)), "unavailable");
+        });
+  }
+
+  void prefill(const entry_ptr& e) const {
+    const auto& r = e->a->req;
+    PrefillOrder o;
+    o.set_request_id(e->a->id);
+    o.set_attempt(e->lc.attempts() + 1);
+    e->transfer_id = std::hash<std::string>{}(ctx->node() + "/" + e->a->id + "#" +
+                                              std::to_string(o.attempt()));
+    o.set_transfer_id(e->transfer_id);
+    o.mutable_prompt()->Reserve(static_cast<int>(r.prompt.size()));
+    for (auto t : r.prompt)
+      o.add_prompt(t);
+    o.mutable_sampling()->set_temperature(r.temperature);
+    o.mutable_sampling()->set_seed(r.seed);
+    o.set_decode_node(e->route.decode_node());
+    o.set_decode_sink(e->route.decode_actor());
+    o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
+    e->lc.advance(request_state::prefilling);
+    auto env = *this;
+    const uint64_t tid = e->transfer_id;
+    request_remote(self, *ctx,
+                   make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, o),
+                   remaining(*e))
+      .then(
+        [env, e, tid](remote_message& m) {
+          PrefillDone d;
+          if (e->lc.terminal() || tid != e->transfer_id || !parse_remote(m, d))
+            return;
+          e->retransmits += d.retransmits();
+          e->prefill_queue_ns = d.queue_ns();
+          e->lc.advance(request_state::transferring); // no-op if decoding already
+        },
+        [env, e, tid](caf::error& err) {
+          if (e->lc.terminal() || tid != e->transfer_id)
+            return;
+          if (e->lc.state() == request_state::decoding)
+            return; // the KV arrived after all (e.g. the reply got lost)
+          env.failover(e, err);
+        });
+  }
+
+  void failover(const entry_ptr& e, const caf::error& err) const {
+    const auto& failed = e->route.prefill_node();
+    e->failed_prefill.push_back(failed);
+    ctx->node_metrics()
+      .counter("prfaas_gateway_failovers_total", "Prefill attempts re-routed to local prefill")
+      .Increment();
+    ctx->log()->warn("prefill_failover request={} failed_node={} attempt={} reason=\"{}\"", e->a->id,
+                     failed, e->lc.attempts(), describe(err));
+    Cancel c; // the old attempt's transfer, if it is still going
+    c.set_request_id(e->a->id);
+    c.set_transfer_id(e->transfer_id);
+    c.set_reason("failover");
+    send_remote(*ctx, make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, c));
+    if (e->lc.attempts() >= cfg.max_attempts) {
+      auto code = error_code(err);
+      if (code == errc::overloaded)
+        return fail(e, {.status = 429, .message = "prefill capacity exhausted: " + describe(err),
+                        .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
+      return fail(e, unavailable("prefill failed after " + std::to_string(e->lc.attempts()) +
+                                 " attempts: " + describe(err)), "prefill_failed");
+    }
+    e->lc.advance(request_state::routed);
+    route(e, true);
+  }
+
+  void on_tokens(const TokenEvent& ev) const {
+    auto it = self->state.live.find(ev.request_id());
+    if (it == self->state.live.end())
+      return; // ended already (deadline, cancel): late events are dropped
+    auto e = it->second;
+    if (ev.index() < e->received)
+      return; // a duplicate
+    if (ev.index() > e->received)
+      return fail(e, {.status = 502, .message = "lost tokens " + std::to_string(e->received) + ".." +
+                                                std::to_string(ev.index()) + " from " + ev.decode_node(),
+                      .type = "server_error"}, "lost_tokens");
+    if (!ev.error().empty())
+      return fail(e, {.status = 502, .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
+                      .type = "server_error"}, "decode_failed");
+    if (ev.tokens_size() > 0) {
+      if (e->received == 0) {
+        e->first_token_at = clock_type::now();
+        e->engine_prefill_ns = ev.engine_prefill_ns();
+        e->exposed_wire_ns = ev.exposed_wire_ns();
+        e->decode_node = ev.decode_node();
+      }
+      e->lc.advance(request_state::decoding);
+      std::vector<token> t(ev.tokens().begin(), ev.tokens().end());
+      e->received += static_cast<uint32_t>(t.size());
+      e->tokens.insert(e->tokens.end(), t.begin(), t.end());
+      e->a->channel->push_tokens(std::move(t));
+    }
+    if (ev.finished()) {
+      if (e->lc.state() != request_state::decoding) // finished with no token (e.g. stop at once)
+        e->lc.advance(request_state::decoding);
+      finish(e, ev.finish_reason());
+    }
+  }
+
+  void sweep() const {
+    auto now = clock_type::now();
+    std::vector<entry_ptr> late, gone;
+    for (auto& [id, e] : self->state.live) {
+      if (e->a->channel->abandoned())
+        gone.push_back(e);
+      else if (now >= e->deadline)
+        late.push_back(e);
+    }
+    for (auto& e : gone)
+      fail(e, {.status = 499, .message = "client closed the connection"}, "cancelled");
+    for (auto& e : late)
+      fail(e, {.status = 504,
+               .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
+                          to_string(e->lc.state()),
+               .type = "server_error"},
+           "deadline");
+  }
+};
+
+caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gateway_settings cfg) {
+  auto& s = self->state;
+  s.inbox = std::make_shared<actor_inbox>(self);
+  gateway_env env{self, ctx, name, cfg};
+  http_frontend::hooks hooks;
+  hooks.submit = [inbox = s.inbox, self, env](std::shared_ptr<accepted_request> a) {
+    return inbox->post([self, env, a] {
+      auto e = std::make_shared<entry>();
+      e->a = a;
+      e->deadline = a->accepted + env.cfg.http.deadline;
+      self->state.live.emplace(a->id, e);
+      env.route(e, false);
+    });
+  };
+  hooks.metrics_text = [ctx] { return ctx->node_metrics().serialize(); };
+  hooks.health_json = [ctx, inflight = s.inflight] {
+    return "{\"status\":\"ok\",\"node\":\"" + ctx->node() + "\",\"in_flight\":" +
+           std::to_string(inflight->load()) + "}";
+  };
+  hooks.next_id = [node = ctx->node(), inc = ctx->incarnation(), counter = s.counter] {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s-%06llx-%llu", node.c_str(),
+                  static_cast<unsigned long long>(inc & 0xffffff),
+                  static_cast<unsigned long long>(counter->fetch_add(1) + 1));
+    return std::string{buf};
+  };
+  s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight);
+  s.http->start();
+  ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
+                            {{"gateway", name}}).Set(s.http->port());
+  self->send(self, caf::tick_atom_v);
+  return {
+    [=](wake_atom) { self->state.inbox->drain(); },
+    [=](caf::tick_atom) {
+      env.sweep();
+      self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
+    },
+    [=](remote_message& msg) -> caf::result<remote_message> {
+      if (TokenEvent ev; parse_remote(msg, ev)) {
+        env.on_tokens(ev);
+        return remote_message{};
+      }
+      return unknown_type(*ctx, msg);
+    },
+  };
+}
+
+std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(where, "expected host:port, got \"" + text + "\"");
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1)
+      port = -1;
+  } catch (const std::exception&) {
+  }
+  if (port < 0 || port > 65535)
+    throw config_error(where, "invalid port in \"" + text + "\"");
+  return {text.substr(0, colon), port};
+}
+
+gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p) {
+  gateway_settings g;
+  auto target = p.str("scheduler");
+  if (!address::parse(target, g.scheduler))
+    g.scheduler = ctx.local(target);
+  g.control_timeout = p.dur("control_timeout");
+  g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
+  auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
+  g.http.host = host;
+  g.http.port = port;
+  g.http.max_body = p.bytes("max_body");
+  g.http.threads = static_cast<size_t>(p.integer("http_threads"));
+  g.http.max_inflight = static_cast<uint32_t>(p.integer("max_inflight"));
+  g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
+  auto model = read_model(ctx.deployment());
+  g.limits.model = model.name;
+  g.limits.max_context = model.max_context;
+  g.limits.max_prompt_tokens = model.max_context - 1;
+  g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
+  g.limits.default_max_tokens = static_cast<uint32_t>(p.integer("default_max_tokens"));
+  return g;
+}
+
+void register_types(actor_registry& r) {
+  r.add({.name = "gateway",
+         .doc = "OpenAI-compatible HTTP front end; owns each request's lifecycle",
+         .params = {{"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
+                    {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
+                    {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
+                    {"control_timeout", param_kind::duration, "2s", "deadline of each routing / reservation step"},
+                    {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
+                    {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
+                    {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
+                    {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
+                    {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
+                    {"http_threads", param_kind::integer, "256", "connections served concurrently"}},
+         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
+           return ctx.system().spawn(gateway, &ctx, name, settings_of(ctx, name, p));
+         },
+         .check = [](const std::string& path, const actor_params& p) {
+           parse_listen(p.str("listen"), path + ".listen");
+           for (const char* k : {"max_attempts", "max_inflight", "max_output_tokens",
+                                 "default_max_tokens", "http_threads"})
+             if (p.integer(k) < 1)
+               throw config_error(path + "." + k, "must be at least 1");
+           if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))
+             throw config_error(path + ".default_max_tokens", "must not exceed max_output_tokens");
+         },
+         .check_deployment = [](const std::string&, const actor_params&, const deployment_config& dep) {
+           read_model(dep);
+         }});
+}
+
+} // namespace
+
+PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+} // namespace prfaas::serving

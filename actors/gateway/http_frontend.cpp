@@ -1,0 +1,239 @@
+#include "gateway/http_frontend.hpp"
+
+#include <ctime>
+
+#include <httplib.h>
+
+namespace prfaas::serving {
+
+namespace {
+
+void send_error(httplib::Response& res, const api_error& e) {
+  res.status = e.status;
+  if (e.retry_after_s > 0)
+    res.set_header("Retry-After", std::to_string(e.retry_after_s));
+  res.set_content(safe_dump(e.body()), "application/json");
+}
+
+int64_t unix_now() {
+  return static_cast<int64_t>(std::time(nullptr));
+}
+
+} // namespace
+
+http_frontend::http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
+                             std::shared_ptr<std::atomic<uint32_t>> inflight)
+  : s_(std::move(s)), limits_(std::move(limits)), h_(std::move(h)), log_(std::move(log)),
+    inflight_(std::move(inflight)) {}
+
+http_frontend::~http_frontend() {
+  stop();
+}
+
+void http_frontend::start() {
+  server_ = std::make_unique<httplib::Server>();
+  auto threads = s_.threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(s_.max_body);
+  server_->set_read_timeout(30, 0);
+  server_->set_write_timeout(30, 0);
+  routes();
+  bool bound = s_.port == 0 ? (port_ = server_->bind_to_any_port(s_.host)) > 0
+                            : server_->bind_to_port(s_.host, s_.port);
+  if (!bound)
+    throw std::runtime_error("gateway: cannot listen on " + s_.host + ":" + std::to_string(s_.port) +
+                             " (address in use or not local)");
+  if (s_.port != 0)
+    port_ = s_.port;
+  thread_ = std::thread([srv = server_.get()] { srv->listen_after_bind(); });
+  log_->info("gateway_listening http={}:{}", s_.host, port_);
+}
+
+void http_frontend::stop() {
+  if (stopped_ || !server_)
+    return;
+  stopped_ = true;
+  server_->stop();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void http_frontend::routes() {
+  auto& srv = *server_;
+  // Anything httplib itself rejects (413 over max_body, 404 unknown path, 400
+  // unparsable HTTP) gets OpenAI's error shape too.
+  srv.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty())
+      return;
+    api_error e{.status = res.status};
+    switch (res.status) {
+      case 413:
+        e.message = "request body exceeds " + std::to_string(s_.max_body) + " bytes";
+        break;
+      case 404:
+        e.message = "no such endpoint: " + req.method + " " + req.path;
+        e.code = "not_found";
+        break;
+      case 405:
+        e.message = "method " + req.method + " not allowed on " + req.path;
+        break;
+      default:
+        e.message = "HTTP error " + std::to_string(res.status);
+        if (res.status >= 500)
+          e.type = "server_error";
+    }
+    send_error(res, e);
+  });
+  srv.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(h_.health_json(), "application/json");
+  });
+  srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(h_.metrics_text(), "text/plain; version=0.0.4");
+  });
+  srv.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    json m = {{"object", "list"},
+              {"data", json::array({{{"id", limits_.model},
+                                     {"object", "model"},
+                                     {"created", 0},
+                                     {"owned_by", "prfaas"},
+                                     {"max_model_len", limits_.max_context}}})}};
+    res.set_content(safe_dump(m), "application/json");
+  });
+  for (bool chat : {false, true}) {
+    const char* path = chat ? "/v1/chat/completions" : "/v1/completions";
+    srv.Post(path, [this, chat](const httplib::Request& hreq, httplib::Response& res) {
+      auto parsed = parse_completion(hreq.body, chat, limits_);
+      if (auto* e = std::get_if<api_error>(&parsed)) {
+        send_error(res, *e);
+        return;
+      }
+      auto a = std::make_shared<accepted_request>();
+      a->req = std::move(std::get<completion_request>(parsed));
+      if (inflight_->fetch_add(1) >= s_.max_inflight) {
+        inflight_->fetch_sub(1);
+        send_error(res, {.status = 429,
+                         .message = "too many requests in flight (" +
+                                    std::to_string(s_.max_inflight) + "); retry later",
+                         .type = "rate_limit_error",
+                         .retry_after_s = 1});
+        return;
+      }
+      a->id = h_.next_id();
+      a->channel = std::make_shared<stream_channel>();
+      a->accepted = std::chrono::steady_clock::now();
+      if (!h_.submit(a)) {
+        inflight_->fetch_sub(1);
+        send_error(res, {.status = 503,
+                         .message = "the gateway is shutting down",
+                         .type = "server_error",
+                         .retry_after_s = 1});
+        return;
+      }
+      auto ch = a->channel;
+      const auto deadline = a->accepted + s_.deadline + std::chrono::seconds(5);
+      // Wait for the first output (or the end). A request that fails before its first
+      // token gets a proper status code, streaming or not.
+      stream_update first;
+      while (first.tokens.empty() && !first.finished && !first.error) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ch->abandon(); // the gateway's own deadline should have ended it; never hang
+          send_error(res, {.status = 504, .message = "request timed out", .type = "server_error"});
+          return;
+        }
+        auto u = ch->next(std::chrono::milliseconds(200));
+        if (!u)
+          break;
+        first = std::move(*u);
+      }
+      if (first.error && first.tokens.empty()) {
+        send_error(res, *first.error);
+        return;
+      }
+      const auto req = a->req;
+      if (!req.stream) {
+        std::vector<token> tokens = std::move(first.tokens);
+        std::optional<completion_summary> done = std::move(first.finished);
+        std::optional<api_error> error = std::move(first.error);
+        while (!done && !error) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            ch->abandon();
+            error = api_error{.status = 504, .message = "request timed out", .type = "server_error"};
+            break;
+          }
+          auto u = ch->next(std::chrono::milliseconds(200));
+          if (!u)
+            break;
+          tokens.insert(tokens.end(), u->tokens.begin(), u->tokens.end());
+          done = std::move(u->finished);
+          error = std::move(u->error);
+        }
+        if (error || !done) {
+          send_error(res, error ? *error
+                                : api_error{.status = 500, .message = "stream ended without a result",
+                                            .type = "server_error"});
+          return;
+        }
+        res.set_content(safe_dump(completion_body(req, *done, tokens, -1)), "application/json");
+        return;
+      }
+      // Streaming: SSE from here on; the status is 200 and errors become error events.
+      auto state = std::make_shared<std::pair<stream_update, bool>>(std::move(first), true);
+      completion_summary head{.id = "cmpl-" + a->id, .model = limits_.model, .created = unix_now()};
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("X-Request-Id", a->id);
+      res.set_chunked_content_provider(
+        "text/event-stream",
+        [ch, state, req, head, deadline](size_t, httplib::DataSink& sink) mutable {
+          auto& [u, first_chunk] = *state;
+          if (!u.tokens.empty() || first_chunk) {
+            auto s = sse_chunk(req, head, u.tokens, -1, nullptr, first_chunk);
+            first_chunk = false;
+            u.tokens.clear();
+            if (!sink.write(s.data(), s.size())) {
+              ch->abandon();
+              return false;
+            }
+          }
+          if (u.finished) {
+            auto summary = *u.finished;
+            summary.id = head.id;
+            summary.created = head.created;
+            std::string out = sse_chunk(req, summary, {}, -1, &summary.finish_reason, false);
+            if (req.include_usage)
+              out += sse_usage(req, summary);
+            out += sse_done;
+            sink.write(out.data(), out.size());
+            sink.done();
+            return true;
+          }
+          if (u.error) {
+            auto out = sse_error(*u.error);
+            sink.write(out.data(), out.size());
+            sink.done();
+            return true;
+          }
+          if (std::chrono::steady_clock::now() > deadline) {
+            ch->abandon();
+            auto out = sse_error({.status = 504, .message = "request timed out", .type = "server_error"});
+            sink.write(out.data(), out.size());
+            sink.done();
+            return true;
+          }
+          if (!sink.is_writable()) {
+            ch->abandon();
+            return false;
+          }
+          auto next = ch->next(std::chrono::milliseconds(200));
+          if (next)
+            u = std::move(*next);
+          return true;
+        },
+        [ch](bool success) {
+          if (!success)
+            ch->abandon(); // the client went away mid-stream
+        });
+    });
+  }
+}
+
+} // namespace prfaas::serving

@@ -1,0 +1,85 @@
+#pragma once
+
+// The gateway's HTTP side (cpp-httplib): the OpenAI-compatible endpoints, request
+// validation, admission, and streaming each accepted request's output from its
+// stream_channel. Knows nothing of actors: accepted requests go to `submit`, and
+// the gateway actor feeds the channel.
+//
+//   POST /v1/completions, POST /v1/chat/completions   (stream or not)
+//   GET  /v1/models, GET /health, GET /metrics
+//
+// Status codes: 400 bad field (named in error.param), 404 unknown model or path,
+// 405 wrong method, 413 body or prompt too large, 429 too many requests in flight
+// (Retry-After), 503 no capacity / shutting down (Retry-After), 504 deadline.
+// A streaming request commits to status 200 only when its first token is ready, so
+// a request that fails before that still gets a proper status code.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gateway/openai.hpp"
+#include "gateway/stream_channel.hpp"
+#include "prfaas/runtime/log.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace prfaas::serving {
+
+/// An accepted request on its way to the gateway actor.
+struct accepted_request {
+  std::string id;
+  completion_request req;
+  std::shared_ptr<stream_channel> channel;
+  std::chrono::steady_clock::time_point accepted;
+};
+
+struct http_settings {
+  std::string host = "127.0.0.1";
+  int port = 8000;                 ///< 0 = any free port
+  size_t max_body = 16u << 20;     ///< bytes
+  size_t threads = 256;            ///< concurrent connections served
+  uint32_t max_inflight = 1024;    ///< accepted and not ended; beyond: 429
+  std::chrono::milliseconds deadline{120000}; ///< per request, from acceptance
+};
+
+class http_frontend {
+public:
+  struct hooks {
+    /// Hands an accepted request to the gateway; false when it cannot take it (stopping).
+    std::function<bool(std::shared_ptr<accepted_request>)> submit;
+    std::function<std::string()> metrics_text;
+    std::function<std::string()> health_json;
+    std::function<std::string()> next_id;
+  };
+
+  http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
+                std::shared_ptr<std::atomic<uint32_t>> inflight);
+  ~http_frontend();
+
+  /// Binds and starts serving; throws std::runtime_error naming host:port on failure.
+  void start();
+  /// Stops accepting, ends the listener thread. Idempotent.
+  void stop();
+  int port() const { return port_; }
+
+private:
+  void routes();
+
+  http_settings s_;
+  api_limits limits_;
+  hooks h_;
+  logger_ptr log_;
+  std::shared_ptr<std::atomic<uint32_t>> inflight_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+} // namespace prfaas::serving

@@ -1,0 +1,87 @@
+#pragma once
+
+// Hands a request's output from the gateway actor to the HTTP thread serving it.
+// The actor pushes (never blocks); the HTTP thread waits with a timeout. The
+// channel ends exactly once, with `finish` (success) or `fail`; the HTTP side can
+// `abandon` it when the client goes away, which the actor sees on its next look.
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "gateway/openai.hpp"
+
+namespace prfaas::serving {
+
+struct stream_update {
+  std::vector<token> tokens;                      ///< new tokens, in order
+  std::optional<completion_summary> finished;     ///< set on the last update (success)
+  std::optional<api_error> error;                 ///< set on the last update (failure)
+};
+
+class stream_channel {
+public:
+  /// Actor side.
+  void push_tokens(std::vector<token> t) {
+    std::lock_guard<std::mutex> g{mtx_};
+    if (ended_)
+      return;
+    pending_.tokens.insert(pending_.tokens.end(), t.begin(), t.end());
+    cv_.notify_one();
+  }
+  /// Ends the stream successfully; returns false if it had already ended.
+  bool finish(completion_summary s) {
+    std::lock_guard<std::mutex> g{mtx_};
+    if (ended_)
+      return false;
+    ended_ = true;
+    pending_.finished = std::move(s);
+    cv_.notify_one();
+    return true;
+  }
+  /// Ends the stream with an error; returns false if it had already ended.
+  bool fail(api_error e) {
+    std::lock_guard<std::mutex> g{mtx_};
+    if (ended_)
+      return false;
+    ended_ = true;
+    pending_.error = std::move(e);
+    cv_.notify_one();
+    return true;
+  }
+
+  /// HTTP side: waits up to `timeout` for something new; returns what arrived (maybe
+  /// nothing). After the last update (finished or error) returns nullopt.
+  std::optional<stream_update> next(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> g{mtx_};
+    if (delivered_end_)
+      return std::nullopt;
+    cv_.wait_for(g, timeout, [&] { return ended_ || !pending_.tokens.empty(); });
+    stream_update out = std::move(pending_);
+    pending_ = {};
+    if (out.finished || out.error)
+      delivered_end_ = true;
+    return out;
+  }
+  bool ended_for_reader() const {
+    std::lock_guard<std::mutex> g{mtx_};
+    return delivered_end_;
+  }
+
+  /// HTTP side: the client went away.
+  void abandon() { abandoned_.store(true); }
+  bool abandoned() const { return abandoned_.load(); }
+
+private:
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  stream_update pending_;
+  bool ended_ = false;
+  bool delivered_end_ = false;
+  std::atomic<bool> abandoned_{false};
+};
+
+} // namespace prfaas::serving

@@ -1,0 +1,280 @@
+// `prefill_worker`: prefills prompts on its engine and streams the KVCache, layer by
+// layer as the engine produces it, over the data plane to the decode worker the
+// gateway chose (serving.PrefillOrder → serving.PrefillDone).
+//
+// Ordering and ownership:
+//  * orders queue (bounded by `max_queue`; beyond it: errc::overloaded) and run one
+//    at a time on the engine's own thread (engine_runner), so the actor stays free
+//    to answer LoadQuery and Cancel while a long prefill runs;
+//  * the reply is sent when the *receiver confirmed* the whole transfer — success
+//    means the decode worker holds the KV — or as an error when the transfer failed
+//    (timeout, refused, cancelled): the gateway then fails over to local prefill;
+//  * the transfer's chunks: every engine chunk in production order, then a final
+//    chunk carrying serving.TransferMeta (first token, engine time);
+//  * an order whose deadline passed while it queued is answered request_timeout
+//    without computing.
+
+#include <deque>
+
+#include <caf/all.hpp>
+
+#include "common/actor_inbox.hpp"
+#include "common/engine_runner.hpp"
+#include "common/engine_setup.hpp"
+#include "common/worker_metrics.hpp"
+#include "prfaas/engine/kv_chunk.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/serving.pb.h"
+
+namespace prfaas::serving {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct order {
+  PrefillOrder po;
+  remote_message request; ///< to address the reply
+  caf::typed_response_promise<remote_message> promise;
+  clock_type::time_point enqueued;
+  clock_type::time_point deadline;
+  bool answered = false;
+};
+using order_ptr = std::shared_ptr<order>;
+
+struct prefill_state {
+  static inline const char* name = "prefill_worker";
+  std::shared_ptr<actor_inbox> inbox;
+  std::unique_ptr<engine_runner> runner;
+  std::unique_ptr<worker_metrics> stats;
+  std::deque<order_ptr> queue;
+  order_ptr running;                         ///< on the engine now
+  std::map<uint64_t, order_ptr> transferring; ///< by transfer id: computed, awaiting the receiver
+  uint64_t next_seq = 1;
+  uint64_t queued_tokens = 0;
+  size_t max_queue = 64;
+
+  ~prefill_state() {
+    if (runner)
+      runner->stop();
+  }
+};
+
+using self_ptr = caf::stateful_actor<prefill_state>*;
+
+void update_gauges(self_ptr self) {
+  auto& s = self->state;
+  s.stats->set(s.queue.size(), (s.running ? 1 : 0) + s.transferring.size(), s.max_queue);
+}
+
+void answer(self_ptr self, const order_ptr& o, caf::error e) {
+  if (o->answered)
+    return;
+  o->answered = true;
+  self->state.stats->failed.Increment();
+  o->promise.deliver(std::move(e));
+}
+
+void start_next(self_ptr self, node_context* ctx, const std::string& name);
+
+/// The transfer of `o` ended (data-plane thread → here through the inbox).
+void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& out,
+                    uint64_t engine_ns, uint64_t queue_ns) {
+  self->state.transferring.erase(o->po.transfer_id());
+  update_gauges(self);
+  if (o->answered)
+    return;
+  if (!out.ok) {
+    answer(self, o, make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
+                                                      o->po.decode_node() + " failed: " + out.error));
+    return;
+  }
+  PrefillDone done;
+  done.set_computed_tokens(static_cast<uint32_t>(o->po.prompt_size()));
+  done.set_engine_ns(engine_ns);
+  done.set_transfer_bytes(out.stats.bytes);
+  done.set_exposed_wire_ns(static_cast<uint64_t>(out.stats.exposed_wire_time().count()));
+  done.set_retransmits(out.stats.retransmits);
+  done.set_corrupted(out.stats.corrupted);
+  done.set_queue_ns(queue_ns);
+  o->answered = true;
+  self->state.stats->ok.Increment();
+  o->promise.deliver(make_reply(o->request, done));
+}
+
+void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o) {
+  auto* dp = ctx->data();
+  const uint64_t tid = o->po.transfer_id();
+  const auto started = clock_type::now();
+  const uint64_t queue_ns =
+    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
+  TransferMeta head;
+  head.set_request_id(o->po.request_id());
+  head.set_attempt(o->po.attempt());
+  head.set_prompt_tokens(static_cast<uint32_t>(o->po.prompt_size()));
+  head.set_prefill_node(ctx->node());
+  // Shared between the engine thread (writes engine_ns before finish()) and the
+  // data-plane thread (reads it in `done`, which cannot run before finish()
+  // unless the transfer failed, when engine_ns does not matter).
+  auto engine_ns = std::make_shared<std::atomic<uint64_t>>(0);
+  self->state.running = o;
+  self->state.transferring.emplace(tid, o);
+  update_gauges(self);
+  dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
+           [inbox = self->state.inbox, self, o, engine_ns, queue_ns](transfer_outcome out) {
+             inbox->post([self, o, out = std::move(out), engine_ns, queue_ns] {
+               transfer_ended(self, o, out, engine_ns->load(), queue_ns);
+             });
+           });
+  const uint64_t seq = self->state.next_seq++;
+  self->state.runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head,
+                            engine_ns](engine::engine& e) mutable {
+    std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
+    engine::prefill_request req;
+    req.id = seq;
+    req.prompt = prompt;
+    req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed()};
+    const auto t0 = clock_type::now();
+    auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
+    const auto ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+    e.release(seq); // the prefix cache pool keeps blocks once the directory exists
+    std::string error;
+    if (r) {
+      head.set_first_token(r->first_token);
+      head.set_engine_ns(ns);
+      engine_ns->store(ns);
+      auto bytes = head.SerializeAsString();
+      std::vector<std::byte> last(bytes.size());
+      std::memcpy(last.data(), bytes.data(), bytes.size());
+      dp->push(tid, std::move(last));
+      dp->finish(tid);
+    } else {
+      error = r.message();
+      dp->cancel(tid);
+    }
+    inbox->post([self, ctx, name, o, error, n = prompt.size()] {
+      self->state.running = nullptr;
+      self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, n);
+      if (error.empty())
+        self->state.stats->tokens.Increment(static_cast<double>(n));
+      else
+        answer(self, o, make_error(errc::bad_request, "prefill of " + o->po.request_id() +
+                                                          " failed: " + error));
+      update_gauges(self);
+      start_next(self, ctx, name);
+    });
+  });
+}
+
+void start_next(self_ptr self, node_context* ctx, const std::string& name) {
+  auto& s = self->state;
+  while (!s.running && !s.queue.empty()) {
+    auto o = s.queue.front();
+    s.queue.pop_front();
+    if (o->answered) { // cancelled while queued
+      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
+      continue;
+    }
+    if (clock_type::now() >= o->deadline) {
+      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
+      answer(self, o, make_error(errc::request_timeout,
+                                 "prefill of " + o->po.request_id() + " not started before its deadline"));
+      continue;
+    }
+    run(self, ctx, name, o);
+  }
+  update_gauges(self);
+}
+
+caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
+                             model_settings model, size_t max_queue) {
+  auto& s = self->state;
+  s.max_queue = max_queue;
+  s.inbox = std::make_shared<actor_inbox>(self);
+  s.runner = std::make_unique<engine_runner>(make_engine(model, name), "pf." + name);
+  s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "prefill");
+  if (!ctx->data())
+    throw std::runtime_error("prefill_worker " + name + ": node " + ctx->node() +
+                             " has no data endpoint (nodes[].data) for the KV data plane");
+  update_gauges(self);
+  ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, model.engine,
+                   s.runner->info().model);
+  return {
+    [=](wake_atom) { self->state.inbox->drain(); },
+    [=](remote_message& msg) -> caf::result<remote_message> {
+      auto& s = self->state;
+      if (PrefillOrder po; msg.request_id != 0 && parse_remote(msg, po)) {
+        if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
+          return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
+                                                   ": needs a prompt, decode_node and decode_sink");
+        if (s.queue.size() >= s.max_queue) {
+          s.stats->rejected.Increment();
+          return make_error(errc::overloaded, "prefill worker " + name + ": queue full (" +
+                                                  std::to_string(s.max_queue) + ")");
+        }
+        auto o = std::make_shared<order>();
+        o->promise = self->make_response_promise<remote_message>();
+        o->enqueued = clock_type::now();
+        o->deadline = o->enqueued + std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
+        s.queued_tokens += po.prompt_size();
+        o->po = std::move(po);
+        o->request = msg;
+        o->request.payload.clear();
+        s.queue.push_back(o);
+        auto promise = o->promise;
+        start_next(self, ctx, name);
+        return promise;
+      }
+      if (LoadQuery q; msg.request_id != 0 && parse_remote(msg, q)) {
+        WorkerLoad l;
+        l.set_role("prefill");
+        l.set_queue_depth(static_cast<uint32_t>(s.queue.size()));
+        l.set_active(s.running ? 1 : 0);
+        l.set_capacity(static_cast<uint32_t>(s.max_queue));
+        l.set_queued_tokens(s.queued_tokens);
+        l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
+        return make_reply(msg, l);
+      }
+      if (Cancel c; parse_remote(msg, c)) {
+        for (auto& o : s.queue)
+          if (o->po.request_id() == c.request_id() &&
+              (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))
+            answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
+        for (auto& [tid, o] : s.transferring)
+          if (o->po.request_id() == c.request_id() && (c.transfer_id() == 0 || c.transfer_id() == tid))
+            ctx->data()->cancel(tid); // its `done` answers the order
+        return remote_message{};
+      }
+      return unknown_type(*ctx, msg);
+    },
+  };
+}
+
+void register_types(actor_registry& r) {
+  r.add({.name = "prefill_worker",
+         .doc = "prefills prompts on an engine and streams the KVCache to decode workers",
+         .params = {profile_param(),
+                    {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"}},
+         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
+           auto model = read_model(ctx.deployment(), p.str("profile"), name);
+           return ctx.system().spawn(prefill_worker, &ctx, name, model,
+                                     static_cast<size_t>(p.integer("max_queue")));
+         },
+         .check = [](const std::string& path, const actor_params& p) {
+           if (p.integer("max_queue") < 1)
+             throw config_error(path + ".max_queue", "must be at least 1");
+         },
+         .check_deployment = [](const std::string& path, const actor_params& p,
+                                const deployment_config& dep) {
+           auto m = read_model(dep, p.str("profile"), path);
+           make_engine(m, m.profile.empty() ? "model" : path + ".profile"); // loads the profile
+         }});
+}
+
+} // namespace
+
+PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+} // namespace prfaas::serving

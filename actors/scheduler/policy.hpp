@@ -1,0 +1,97 @@
+#pragma once
+
+// Routing policies: the decision part of the scheduler as plain C++ (no actors),
+// chosen by name in the deployment file and registered like actor types:
+//
+//   - { type: scheduler, name: sched, policy: threshold, threshold: 4096 }
+//
+// The scheduler actor keeps the cluster view (workers, liveness, load, link state)
+// current and asks its policy for each request. A new policy is a class deriving
+// from routing_policy plus one PRFAAS_REGISTER_POLICY line; nothing else changes.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "prfaas/messages/remote_message.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+
+namespace prfaas::serving {
+
+/// One worker as the scheduler sees it.
+struct worker_view {
+  address addr;
+  std::string cluster;
+  bool prfaas = false;          ///< in a prefill-only (PrfaaS) cluster
+  bool up = true;               ///< its node is up (failure detector)
+  uint32_t queue = 0;           ///< last reported queue depth
+  uint32_t active = 0;          ///< last reported active work
+  uint32_t capacity = 1;        ///< decode: max batch; prefill: max queue
+  uint64_t queued_tokens = 0;   ///< prefill: tokens waiting (last report)
+  uint32_t assigned = 0;        ///< routed here since the last report
+  uint64_t assigned_tokens = 0; ///< prefill tokens routed here since the last report
+
+  /// Estimated pending prefill work in tokens (report + what we sent since).
+  uint64_t pending_tokens() const { return queued_tokens + assigned_tokens; }
+  /// Estimated decode occupancy (sequences).
+  uint32_t occupancy() const { return queue + active + assigned; }
+};
+
+struct cluster_view {
+  std::vector<worker_view> prefill;
+  std::vector<worker_view> decode;
+  bool link_up = true; ///< the cross-cluster link (until link monitors exist: always up)
+};
+
+struct route_input {
+  uint32_t prompt_tokens = 0;
+  std::span<const uint64_t> block_ids;
+  std::vector<std::string> exclude_nodes; ///< prefill nodes that failed this request
+  bool local_only = false;                ///< prefill in the PD cluster only
+  std::string decode_node, decode_actor;  ///< keep this decode worker (failover)
+};
+
+struct route_choice {
+  int prefill = -1;            ///< index into cluster_view::prefill; -1 = none
+  int decode = -1;             ///< index into cluster_view::decode; -1 = none
+  std::string route;           ///< "prfaas" | "pd"
+  uint32_t uncached_tokens = 0;
+  uint64_t threshold = 0;
+  std::string why_not;         ///< when no route: what was missing
+};
+
+class routing_policy {
+public:
+  virtual ~routing_policy() = default;
+  virtual std::string name() const = 0;
+  virtual route_choice decide(const route_input& in, const cluster_view& view) = 0;
+};
+
+using policy_factory = std::function<std::unique_ptr<routing_policy>(const actor_params&)>;
+
+/// Name → factory. Policies read their knobs from the scheduler's parameters.
+class policy_registry {
+public:
+  static policy_registry& instance();
+  bool add(const std::string& name, policy_factory f);
+  std::unique_ptr<routing_policy> make(const std::string& name, const actor_params& p) const;
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, policy_factory> factories_;
+};
+
+/// Helpers shared by policies: the least-loaded eligible worker, or -1.
+int least_loaded_prefill(const cluster_view& v, bool prfaas_side,
+                         const std::vector<std::string>& exclude);
+int least_loaded_decode(const cluster_view& v, const std::string& node, const std::string& actor);
+
+} // namespace prfaas::serving
+
+#define PRFAAS_REGISTER_POLICY(name, factory)                                              \
+  static const bool PRFAAS_PP_CAT(prfaas_policy_, __COUNTER__)                             \
+    = ::prfaas::serving::policy_registry::instance().add(name, factory)
