@@ -1,0 +1,635 @@
+// The sending side of the data plane: transfers this node opened.
+//
+// Per transfer: OPEN until the receiver acks it (with its credit and the chunks it
+// already holds), then chunks in push order while credit allows, then DONE once the
+// last chunk is out; `done` runs when the receiver answers DONE (delivered).
+//
+// Loss detection, per connection (ZeroMQ keeps each connection's frames in order,
+// and the receiver answers on the connection a chunk came on, so acks come back in
+// send order): a chunk is lost when a later transmission on its connection was
+// answered, or when its connection made no progress for `chunk_timeout`. Measuring
+// the timeout from the last progress, not from the send, keeps a deep but moving
+// queue (a slow link with a large window) from looking like loss.
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "zmq_data_plane_impl.hpp"
+
+namespace prfaas::detail {
+
+namespace {
+
+void release_chunk(void*, void* hint) {
+  delete static_cast<chunk_bytes*>(hint);
+}
+
+} // namespace
+
+bool zmq_data_plane_impl::chance(double p) {
+  if (!faults_on_ || p <= 0)
+    return false;
+  return std::uniform_real_distribution<double>{0.0, 1.0}(rng_) < p;
+}
+
+dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
+  auto i = peers_.find(name);
+  if (i != peers_.end())
+    return i->second.get();
+  auto ep = cfg_.peers.find(name);
+  if (ep == cfg_.peers.end())
+    return nullptr;
+  auto l = cfg_.links.find(name);
+  auto link = l == cfg_.links.end() ? cfg_.default_link : l->second;
+  auto p = std::make_unique<dp_peer>(name, ep->second, link, dp_clock::now());
+  auto& bh = cfg_.faults.blackhole_peers;
+  p->blackhole = std::find(bh.begin(), bh.end(), name) != bh.end();
+  prometheus::Labels lbl{{"peer", name}};
+  p->bytes_sent = &metrics_.counter("prfaas_data_bytes_sent_total",
+                                    "Data-plane payload bytes sent, re-sends included", lbl);
+  p->chunks_sent = &metrics_.counter("prfaas_data_chunks_sent_total",
+                                     "Data-plane chunk transmissions, re-sends included", lbl);
+  p->retransmits = &metrics_.counter("prfaas_data_retransmits_total",
+                                     "Data-plane chunks sent again (timeout, loss or nack)", lbl);
+  p->in_flight_gauge = &metrics_.gauge("prfaas_data_bytes_in_flight",
+                                       "Data-plane bytes sent and not yet acknowledged", lbl);
+  p->queued_gauge = &metrics_.gauge("prfaas_data_bytes_queued",
+                                    "Data-plane bytes pushed and waiting for credit or pacing", lbl);
+  return peers_.emplace(name, std::move(p)).first->second.get();
+}
+
+void zmq_data_plane_impl::connect(dp_peer& p) {
+  for (uint32_t k = 0; k < p.link.connections; ++k) {
+    dp_connection c;
+    c.socket = zmq::socket_t{ctx_, zmq::socket_type::dealer};
+    configure(c.socket);
+    // Unique per connection and per instance: a restarted node never hands over
+    // (steals) the live connections of another instance of the same name.
+    c.socket.set(zmq::sockopt::routing_id, cfg_.node + "/" + std::to_string(k) + "/" + identity_nonce_);
+    c.socket.set(zmq::sockopt::immediate, 1); // no queueing into a connection not yet up
+    c.socket.set(zmq::sockopt::reconnect_ivl, 100);
+    c.socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    c.socket.connect(p.endpoint);
+    p.conns.push_back(std::move(c));
+  }
+  log_->info("data_peer_connecting peer={} endpoint={} connections={} rate_bps={}", p.name,
+             p.endpoint, p.link.connections, p.link.rate_bps);
+}
+
+// -- commands ------------------------------------------------------------------------
+
+void zmq_data_plane_impl::on_open(dp_command& c) {
+  auto fail_now = [&](std::string error, const char* outcome) {
+    metrics_.counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
+                     {{"peer", c.peer}, {"outcome", outcome}})
+      .Increment();
+    log_->warn("data_transfer_failed id={} peer={} error=\"{}\"", c.id, c.peer, error);
+    transfer_outcome out{c.id, false, std::move(error), {}};
+    out.stats.opened = c.at;
+    if (c.done)
+      c.done(std::move(out));
+  };
+  if (outbound_.count(c.id)) {
+    fail_now("transfer " + std::to_string(c.id) + " is already open", "duplicate");
+    return;
+  }
+  auto* p = peer_for(c.peer);
+  if (p == nullptr) {
+    fail_now("unknown peer '" + c.peer + "'", "unknown_peer");
+    return;
+  }
+  if (p->conns.empty()) {
+    try {
+      connect(*p);
+    } catch (const zmq::error_t& e) {
+      p->conns.clear();
+      fail_now("cannot connect to peer '" + c.peer + "' at " + p->endpoint + ": " + e.what(),
+               "unreachable");
+      return;
+    }
+  }
+  outbound_transfer t;
+  t.id = c.id;
+  t.peer = c.peer;
+  t.sink = c.sink;
+  t.meta = std::move(c.meta);
+  t.done = std::move(c.done);
+  t.deadline = c.at + cfg_.transfer_timeout;
+  t.stats.opened = c.at;
+  p->order.push_back(c.id);
+  outbound_.emplace(c.id, std::move(t));
+  log_->debug("data_transfer_open id={} peer={} sink={}", c.id, c.peer, c.sink);
+}
+
+void zmq_data_plane_impl::on_push(dp_command& c) {
+  auto i = outbound_.find(c.id);
+  if (i == outbound_.end())
+    return; // cancelled, failed or never opened: ignored by contract
+  auto& t = i->second;
+  if (t.finished) {
+    log_->warn("data_push_after_finish id={} peer={}", t.id, t.peer);
+    return;
+  }
+  auto size = static_cast<uint64_t>(c.chunk->size());
+  auto index = static_cast<uint32_t>(t.chunks.size());
+  if (size > cfg_.max_chunk_bytes || t.chunks.size() >= UINT32_MAX - 1) {
+    complete(t.id, false,
+             "chunk " + std::to_string(index) + " of transfer " + std::to_string(t.id) + " has "
+               + std::to_string(size) + " bytes, above max_chunk_bytes "
+               + std::to_string(cfg_.max_chunk_bytes),
+             "rejected");
+    return;
+  }
+  out_chunk oc;
+  oc.data = std::move(c.chunk);
+  oc.size = size;
+  oc.checksum = c.checksum;
+  t.stats.bytes += size;
+  ++t.stats.chunks;
+  auto h = t.held.find(index);
+  if (h != t.held.end() && h->second == oc.checksum) {
+    // Resume: the receiver kept this chunk from an earlier attempt.
+    oc.st = out_chunk::state::acked;
+    oc.data.reset();
+    ++t.acked;
+    t.held.erase(h);
+  } else {
+    t.queued_bytes += size;
+    peers_.at(t.peer)->report.bytes_queued += size;
+  }
+  t.chunks.push_back(std::move(oc));
+}
+
+void zmq_data_plane_impl::on_finish(dp_command& c) {
+  auto i = outbound_.find(c.id);
+  if (i == outbound_.end() || i->second.finished)
+    return;
+  i->second.finished = true;
+  i->second.stats.finished = c.at;
+}
+
+void zmq_data_plane_impl::on_cancel(dp_command& c) {
+  auto i = outbound_.find(c.id);
+  if (i == outbound_.end())
+    return;
+  auto& t = i->second;
+  auto* p = peers_.at(t.peer).get();
+  if (t.open_sent && !p->blackhole) {
+    data_wire::header h;
+    h.k = data_wire::kind::cancel;
+    h.id = t.id;
+    h.source = cfg_.node;
+    if (!send_control(*p, h, nullptr))
+      log_->debug("data_cancel_unsent id={} peer={}", t.id, t.peer); // receiver expires it
+  }
+  complete(t.id, false, "cancelled", "cancelled");
+}
+
+// -- sending -------------------------------------------------------------------------
+
+std::vector<size_t> zmq_data_plane_impl::by_load(const dp_peer& p) const {
+  std::vector<size_t> idx(p.conns.size());
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    return p.conns[a].in_flight_bytes < p.conns[b].in_flight_bytes;
+  });
+  return idx;
+}
+
+bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::header& h,
+                                     const std::string* small, const chunk_bytes& bulk) {
+  auto& s = p.conns[conn].socket;
+  auto head = data_wire::encode(h);
+  bool more = small != nullptr || bulk != nullptr;
+  try {
+    if (!s.send(zmq::buffer(head), zmq::send_flags::dontwait
+                                      | (more ? zmq::send_flags::sndmore : zmq::send_flags::none)))
+      return false;
+    // Once the first part is in, ZeroMQ takes the rest of the message too.
+    if (small != nullptr) {
+      s.send(zmq::buffer(*small), zmq::send_flags::none);
+    } else if (bulk != nullptr) {
+      if (bulk->empty()) {
+        s.send(zmq::message_t{}, zmq::send_flags::none);
+      } else {
+        // Zero-copy: ZeroMQ holds a reference to the chunk until it has sent it.
+        auto* keep = new chunk_bytes(bulk);
+        zmq::message_t m(const_cast<std::byte*>(bulk->data()), bulk->size(), release_chunk, keep);
+        s.send(m, zmq::send_flags::none);
+      }
+    }
+    return true;
+  } catch (const zmq::error_t& e) {
+    log_->warn("data_send_failed peer={} error={}", p.name, e.what());
+    drop_frame("send_error");
+    return true; // lost: the re-send timer covers it
+  }
+}
+
+bool zmq_data_plane_impl::send_control(dp_peer& p, const data_wire::header& h,
+                                       const std::string* small) {
+  for (size_t i = 0; i < p.conns.size(); ++i)
+    if (send_frame(p, i, h, small, nullptr))
+      return true;
+  return false;
+}
+
+zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outbound_transfer& t,
+                                                                uint32_t index, bool again,
+                                                                dp_clock::time_point now) {
+  if (!p.bucket.ready(now)) {
+    auto w = p.bucket.wait(now);
+    pacing_wait_ = pacing_wait_ ? std::min(*pacing_wait_, w) : w;
+    return chunk_send::paced;
+  }
+  auto& c = t.chunks[index];
+  data_wire::header h;
+  h.k = data_wire::kind::chunk;
+  h.id = t.id;
+  h.index = index;
+  h.checksum = c.checksum;
+  h.source = cfg_.node;
+  if (t.finished) {
+    h.flags |= data_wire::flag_total;
+    h.total = static_cast<uint32_t>(t.chunks.size());
+  }
+  // Fault points (seeded; off by default): one decision per transmission.
+  bool drop = p.blackhole || chance(cfg_.faults.drop);
+  bool delay = !drop && chance(cfg_.faults.delay);
+  bool corrupt = !drop && !delay && c.size > 0 && chance(cfg_.faults.corrupt);
+
+  auto order = by_load(p);
+  size_t used = order.front();
+  uint32_t seq = 0;
+  if (drop || delay) {
+    if (!delay)
+      seq = p.conns[used].next_seq++; // "sent" and lost on the wire
+    else
+      delayed_.push_back({now + cfg_.faults.delay_for, t.id, index});
+    log_->debug("data_fault id={} chunk={} peer={} fault={}", t.id, index, p.name,
+                drop ? "drop" : "delay");
+  } else {
+    auto payload = c.data;
+    if (corrupt) {
+      auto bad = std::make_shared<std::vector<std::byte>>(*c.data);
+      (*bad)[rng_() % bad->size()] ^= std::byte{0x5a};
+      payload = std::move(bad);
+      log_->debug("data_fault id={} chunk={} peer={} fault=corrupt", t.id, index, p.name);
+    }
+    bool sent = false;
+    for (auto k : order) {
+      h.seq = p.conns[k].next_seq;
+      if (send_frame(p, k, h, nullptr, payload)) {
+        used = k;
+        seq = p.conns[k].next_seq++;
+        sent = true;
+        break;
+      }
+    }
+    if (!sent) {
+      blocked_ = true;
+      return chunk_send::blocked;
+    }
+  }
+  p.bucket.take(c.size);
+  if (c.st == out_chunk::state::in_flight) {
+    p.conns[c.conn].in_flight_bytes -= c.size;
+  } else {
+    c.st = out_chunk::state::in_flight;
+    t.in_flight.insert(index);
+    p.report.bytes_in_flight += c.size;
+    p.report.bytes_queued -= c.size;
+    t.queued_bytes -= c.size;
+  }
+  p.conns[used].in_flight_bytes += c.size;
+  c.conn = static_cast<int>(used);
+  c.seq = seq;
+  c.sent_at = now;
+  c.resend = false;
+  p.report.bytes_sent += c.size;
+  p.bytes_sent->Increment(static_cast<double>(c.size));
+  p.chunks_sent->Increment();
+  if (again) {
+    ++t.stats.retransmits;
+    ++p.report.retransmits;
+    p.retransmits->Increment();
+  }
+  return chunk_send::sent;
+}
+
+void zmq_data_plane_impl::flush_delayed(dp_clock::time_point now) {
+  while (!delayed_.empty() && delayed_.front().due <= now) {
+    auto d = delayed_.front();
+    auto i = outbound_.find(d.id);
+    if (i != outbound_.end() && d.index < i->second.chunks.size()) {
+      auto& t = i->second;
+      auto& c = t.chunks[d.index];
+      // Still held back (not re-sent meanwhile, not acknowledged)?
+      if (c.st == out_chunk::state::in_flight && c.seq == 0) {
+        auto& p = *peers_.at(t.peer);
+        data_wire::header h;
+        h.k = data_wire::kind::chunk;
+        h.id = t.id;
+        h.index = d.index;
+        h.checksum = c.checksum;
+        h.source = cfg_.node;
+        h.seq = p.conns[c.conn].next_seq;
+        if (t.finished) {
+          h.flags |= data_wire::flag_total;
+          h.total = static_cast<uint32_t>(t.chunks.size());
+        }
+        if (!send_frame(p, static_cast<size_t>(c.conn), h, nullptr, c.data)) {
+          blocked_ = true;
+          return;
+        }
+        c.seq = p.conns[c.conn].next_seq++;
+        c.sent_at = now;
+      }
+    }
+    delayed_.pop_front();
+  }
+}
+
+void zmq_data_plane_impl::pump(dp_clock::time_point now) {
+  blocked_ = false;
+  pacing_wait_.reset();
+  for (auto& [_, p] : peers_)
+    if (!p->order.empty())
+      pump_peer(*p, now);
+}
+
+bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
+  for (size_t k = 0; k < p.order.size(); ++k) {
+    auto it = outbound_.find(p.order[k]);
+    if (it == outbound_.end())
+      continue;
+    auto& t = it->second;
+    if (!t.accepted) {
+      if (!t.open_sent || now - t.open_sent_at >= cfg_.chunk_timeout) {
+        data_wire::header h;
+        h.k = data_wire::kind::open;
+        h.id = t.id;
+        h.source = cfg_.node;
+        h.sink = t.sink;
+        if (!p.blackhole && !send_control(p, h, &t.meta)) {
+          blocked_ = true;
+          return false;
+        }
+        if (t.open_sent)
+          log_->debug("data_open_resent id={} peer={}", t.id, p.name);
+        t.open_sent = true;
+        t.open_sent_at = now;
+      }
+      continue;
+    }
+    // Re-sends first: nacked chunks, and chunks lost or overdue on their connection.
+    for (auto index : t.in_flight) {
+      auto& c = t.chunks[index];
+      bool lost = c.resend;
+      if (!lost && c.seq != 0) {
+        auto& conn = p.conns[c.conn];
+        lost = conn.acked_seq > c.seq
+               || now - std::max(c.sent_at, conn.last_ack) >= cfg_.chunk_timeout;
+      } else if (!lost) {
+        lost = now - c.sent_at >= cfg_.chunk_timeout + cfg_.faults.delay_for;
+      }
+      if (!lost)
+        continue;
+      if (auto r = send_chunk(p, t, index, true, now); r != chunk_send::sent)
+        return r != chunk_send::blocked;
+    }
+    // New chunks while the transfer's credit and the peer's byte window allow.
+    uint32_t window = std::min(cfg_.window_chunks, std::max<uint32_t>(t.credit, 1));
+    while (t.next < t.chunks.size()) {
+      auto& c = t.chunks[t.next];
+      if (c.st == out_chunk::state::acked) { // held by the receiver already (resume)
+        ++t.next;
+        continue;
+      }
+      if (t.in_flight.size() >= window)
+        break;
+      if (p.report.bytes_in_flight > 0 && p.report.bytes_in_flight + c.size > cfg_.window_bytes)
+        return true; // the peer's window is full: later transfers wait too (FIFO)
+      if (auto r = send_chunk(p, t, static_cast<uint32_t>(t.next), false, now); r != chunk_send::sent)
+        return r != chunk_send::blocked;
+      ++t.next;
+    }
+    // DONE tells the receiver the count, and is repeated until it answers.
+    if (t.finished && t.next == t.chunks.size()
+        && (!t.done_sent || now - t.done_sent_at >= cfg_.chunk_timeout)) {
+      data_wire::header h;
+      h.k = data_wire::kind::done;
+      h.id = t.id;
+      h.flags = data_wire::flag_total;
+      h.total = static_cast<uint32_t>(t.chunks.size());
+      h.source = cfg_.node;
+      if (!p.blackhole && !send_control(p, h, nullptr)) {
+        blocked_ = true;
+        return false;
+      }
+      t.done_sent = true;
+      t.done_sent_at = now;
+    }
+  }
+  return true;
+}
+
+// -- replies -------------------------------------------------------------------------
+
+void zmq_data_plane_impl::drain_replies(dp_peer& p, size_t conn) {
+  auto& s = p.conns[conn].socket;
+  for (int n = 0; n < 1024; ++n) {
+    zmq::message_t head;
+    if (!s.recv(head, zmq::recv_flags::dontwait))
+      return;
+    zmq::message_t payload;
+    size_t parts = 1;
+    bool more = head.more();
+    while (more) {
+      zmq::message_t part;
+      (void)s.recv(part, zmq::recv_flags::none);
+      more = part.more();
+      if (++parts == 2)
+        payload = std::move(part);
+    }
+    if (parts > 2) {
+      drop_frame("malformed");
+      continue;
+    }
+    data_wire::decode_error err;
+    auto h = data_wire::decode(static_cast<const std::byte*>(head.data()), head.size(), err);
+    if (!h) {
+      drop_frame("malformed");
+      continue;
+    }
+    on_reply(p, conn, *h, parts == 2 ? &payload : nullptr);
+  }
+}
+
+void zmq_data_plane_impl::mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index,
+                                     dp_clock::time_point) {
+  if (index >= t.chunks.size()) {
+    drop_frame("malformed");
+    return;
+  }
+  auto& c = t.chunks[index];
+  if (c.st != out_chunk::state::in_flight)
+    return; // a second answer for the same chunk
+  t.in_flight.erase(index);
+  p.report.bytes_in_flight -= c.size;
+  p.conns[c.conn].in_flight_bytes -= c.size;
+  c.st = out_chunk::state::acked;
+  c.data.reset(); // the receiver has it: free the sender's copy now
+  ++t.acked;
+  p.report.bytes_acked += c.size;
+}
+
+void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::header& h,
+                                   const zmq::message_t* payload) {
+  using data_wire::kind;
+  auto it = outbound_.find(h.id);
+  if (it == outbound_.end() || it->second.peer != p.name) {
+    drop_frame("late"); // an answer for a transfer that already ended
+    return;
+  }
+  auto& t = it->second;
+  auto now = dp_clock::now();
+  auto& cn = p.conns[conn];
+  switch (h.k) {
+    case kind::ack:
+      if (h.flags & data_wire::flag_open) {
+        if (t.accepted)
+          return;
+        t.accepted = true;
+        t.credit = std::max<uint32_t>(h.credit, 1);
+        std::vector<data_wire::held_chunk> held;
+        if (payload != nullptr
+            && data_wire::decode_held(static_cast<const std::byte*>(payload->data()),
+                                      payload->size(), held)) {
+          for (auto& hc : held) {
+            if (hc.index < t.chunks.size()) {
+              auto& c = t.chunks[hc.index];
+              if (c.st == out_chunk::state::queued && c.checksum == hc.checksum) {
+                c.st = out_chunk::state::acked;
+                c.data.reset();
+                ++t.acked;
+                t.queued_bytes -= c.size;
+                p.report.bytes_queued -= c.size;
+              }
+            } else {
+              t.held[hc.index] = hc.checksum;
+            }
+          }
+          if (!held.empty())
+            log_->info("data_transfer_resumed id={} peer={} held={}", t.id, p.name, held.size());
+        }
+        return;
+      }
+      cn.last_ack = now;
+      cn.acked_seq = std::max(cn.acked_seq, h.seq);
+      t.credit = std::max<uint32_t>(h.credit, 1);
+      mark_acked(p, t, h.index, now);
+      return;
+    case kind::nack:
+      cn.last_ack = now;
+      cn.acked_seq = std::max(cn.acked_seq, h.seq);
+      if (h.index < t.chunks.size() && t.chunks[h.index].st == out_chunk::state::in_flight) {
+        t.chunks[h.index].resend = true;
+        ++t.stats.corrupted;
+        ++p.report.corrupted;
+        log_->info("data_chunk_nacked id={} chunk={} peer={}", t.id, h.index, p.name);
+      }
+      return;
+    case kind::done: {
+      // The receiver holds everything: acks still on their way on other
+      // connections would arrive after the transfer ended.
+      std::vector<uint32_t> pending{t.in_flight.begin(), t.in_flight.end()};
+      for (auto index : pending)
+        mark_acked(p, t, index, now);
+      t.stats.completed = now;
+      complete(t.id, true, {}, "ok");
+      return;
+    }
+    case kind::refuse: {
+      std::string reason = payload != nullptr ? payload->to_string() : "no reason given";
+      complete(t.id, false, "refused by peer '" + p.name + "': " + reason, "refused");
+      return;
+    }
+    default:
+      drop_frame("unexpected_kind");
+      return;
+  }
+}
+
+// -- endings -------------------------------------------------------------------------
+
+std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
+  std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink
+                  + " not confirmed within " + format_duration(cfg_.transfer_timeout) + ": ";
+  if (!t.accepted)
+    return s + "the peer never answered OPEN";
+  s += std::to_string(t.acked) + "/" + std::to_string(t.chunks.size()) + " chunks acknowledged";
+  for (size_t i = 0; i < t.chunks.size(); ++i)
+    if (t.chunks[i].st != out_chunk::state::acked) {
+      s += ", chunk " + std::to_string(i) + " unacknowledged";
+      break;
+    }
+  if (!t.finished)
+    s += ", not finished by the producer";
+  return s;
+}
+
+void zmq_data_plane_impl::check_timeouts(dp_clock::time_point now) {
+  std::vector<uint64_t> late;
+  for (auto& [id, t] : outbound_)
+    if (now >= t.deadline)
+      late.push_back(id);
+  for (auto id : late)
+    complete(id, false, "timeout: " + fail_detail(outbound_.at(id)), "timeout");
+}
+
+void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, const char* outcome) {
+  auto it = outbound_.find(id);
+  if (it == outbound_.end())
+    return;
+  auto t = std::move(it->second);
+  outbound_.erase(it);
+  if (auto pi = peers_.find(t.peer); pi != peers_.end()) {
+    auto& p = *pi->second;
+    for (auto index : t.in_flight) {
+      auto& c = t.chunks[index];
+      p.report.bytes_in_flight -= c.size;
+      p.conns[c.conn].in_flight_bytes -= c.size;
+    }
+    p.report.bytes_queued -= t.queued_bytes;
+    std::erase(p.order, id);
+  }
+  metrics_.counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
+                   {{"peer", t.peer}, {"outcome", outcome}})
+    .Increment();
+  if (ok) {
+    log_->debug("data_transfer_done id={} peer={} sink={} bytes={} chunks={} retransmits={} "
+                "corrupted={} exposed_ms={:.3f}",
+                id, t.peer, t.sink, t.stats.bytes, t.stats.chunks, t.stats.retransmits,
+                t.stats.corrupted,
+                std::chrono::duration<double, std::milli>(t.stats.exposed_wire_time()).count());
+  } else {
+    auto level = std::string_view{outcome} == "cancelled" || std::string_view{outcome} == "stopped"
+                   ? spdlog::level::info
+                   : spdlog::level::warn;
+    log_->log(level, "data_transfer_failed id={} peer={} sink={} outcome={} error=\"{}\"", id,
+              t.peer, t.sink, outcome, error);
+  }
+  if (!t.done)
+    return;
+  // What links() shows is current when `done` runs.
+  publish_links(dp_clock::now(), true);
+  try {
+    t.done(transfer_outcome{id, ok, std::move(error), t.stats});
+  } catch (const std::exception& e) {
+    log_->error("data_done_handler_threw id={} error=\"{}\"", id, e.what());
+  }
+}
+
+} // namespace prfaas::detail

@@ -1,0 +1,247 @@
+#pragma once
+
+// The ZeroMQ data plane's internals, shared by its three source files:
+//   zmq_data_plane.cpp      lifecycle, the I/O loop, commands, metrics, links()
+//   data_plane/sender.cpp   outbound transfers: credit, pacing, re-sends, replies
+//   data_plane/receiver.cpp inbound transfers: checksums, acks, resume, delivery
+//
+// Threads: every socket and every piece of transfer state below belongs to the one
+// I/O thread. Other threads touch only the command queue (`cmd_mtx_`), the sinks
+// (`sinks_mtx_`) and the published link reports (`links_mtx_`).
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "prfaas/runtime/data_plane.hpp"
+#include "prfaas/runtime/data_plane/frame.hpp"
+#include "prfaas/runtime/data_plane/token_bucket.hpp"
+
+namespace prfaas::detail {
+
+using dp_clock = std::chrono::steady_clock;
+using chunk_bytes = std::shared_ptr<const std::vector<std::byte>>;
+
+/// A request from any thread to the I/O thread.
+struct dp_command {
+  enum class op : uint8_t { open, push, finish, cancel } what = op::push;
+  uint64_t id = 0;
+  std::string peer;
+  std::string sink;
+  std::string meta;
+  data_plane::done_handler done;
+  chunk_bytes chunk;
+  uint64_t checksum = 0;
+  dp_clock::time_point at{};
+};
+
+/// One chunk of an outbound transfer.
+struct out_chunk {
+  enum class state : uint8_t { queued, in_flight, acked };
+  chunk_bytes data;      ///< released once acknowledged
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+  state st = state::queued;
+  bool resend = false;   ///< nacked: send again as soon as pacing allows
+  int conn = -1;         ///< connection of the latest transmission
+  uint32_t seq = 0;      ///< that connection's sequence number for it (0 = held back, not on the wire)
+  dp_clock::time_point sent_at{};
+};
+
+/// A transfer this node sends. Lives from open() until `done` ran.
+struct outbound_transfer {
+  uint64_t id = 0;
+  std::string peer;
+  std::string sink;
+  std::string meta;
+  data_plane::done_handler done;
+  bool accepted = false;               ///< the receiver acked the OPEN
+  bool open_sent = false;
+  dp_clock::time_point open_sent_at{};
+  std::vector<out_chunk> chunks;       ///< in push order
+  size_t next = 0;                     ///< first chunk never sent (or skipped)
+  std::set<uint32_t> in_flight;        ///< indices sent and not acknowledged
+  uint32_t acked = 0;
+  uint32_t credit = 0;                 ///< receiver's grant; 0 until the OPEN ack
+  std::unordered_map<uint32_t, uint64_t> held; ///< receiver already holds (resume)
+  bool finished = false;
+  bool done_sent = false;
+  dp_clock::time_point done_sent_at{};
+  dp_clock::time_point deadline{};
+  uint64_t queued_bytes = 0;           ///< pushed, never sent (counted in the peer's backlog)
+  transfer_stats stats;
+};
+
+/// One DEALER to a peer.
+struct dp_connection {
+  zmq::socket_t socket;
+  uint64_t in_flight_bytes = 0;
+  uint32_t next_seq = 1;                ///< numbers chunk transmissions on this connection
+  uint32_t acked_seq = 0;               ///< highest sequence number acknowledged or nacked
+  dp_clock::time_point last_ack{};      ///< progress: re-send timers start no earlier
+};
+
+/// Everything about one peer, sender side.
+struct dp_peer {
+  std::string name;
+  std::string endpoint;
+  data_link_config link;
+  std::vector<dp_connection> conns;     ///< empty until first used
+  token_bucket bucket;
+  bool blackhole = false;               ///< fault: every frame to this peer vanishes
+  std::vector<uint64_t> order;          ///< its transfers, open order
+  data_link_report report;
+  uint64_t acked_at_sample = 0;
+  dp_clock::time_point sample_at{};
+  bool sampled = false;
+  prometheus::Counter* bytes_sent = nullptr;
+  prometheus::Counter* chunks_sent = nullptr;
+  prometheus::Counter* retransmits = nullptr;
+  prometheus::Gauge* in_flight_gauge = nullptr;
+  prometheus::Gauge* queued_gauge = nullptr;
+
+  dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now);
+};
+
+/// A transfer this node receives, keyed by (source node, id). After delivery it stays
+/// as a tombstone (no chunks) so that late or repeated frames are answered DONE.
+struct inbound_transfer {
+  std::string source;
+  uint64_t id = 0;
+  std::string sink;
+  std::string meta;
+  std::map<uint32_t, std::pair<bulk_ptr, uint64_t>> chunks; ///< index → (bytes, checksum)
+  std::optional<uint32_t> total;
+  bool delivered = false;
+  dp_clock::time_point last_activity{};
+  transfer_stats stats;
+};
+
+/// A chunk held back by the delay fault.
+struct delayed_frame {
+  dp_clock::time_point due{};
+  uint64_t id = 0;
+  uint32_t index = 0;
+};
+
+class zmq_data_plane_impl final : public data_plane,
+                                  public std::enable_shared_from_this<zmq_data_plane_impl> {
+public:
+  zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log);
+  ~zmq_data_plane_impl() override;
+
+  void start() override;
+  void stop() override;
+  void open(uint64_t id, const std::string& peer, const std::string& sink, std::string meta,
+            done_handler done) override;
+  void push(uint64_t id, std::vector<std::byte> chunk) override;
+  void finish(uint64_t id) override;
+  void cancel(uint64_t id) override;
+  void add_sink(const std::string& sink, sink_handler handler) override;
+  void remove_sink(const std::string& sink) override;
+  std::vector<data_link_report> links() const override;
+  std::string local_endpoint() const override;
+
+private:
+  // -- zmq_data_plane.cpp: loop, commands, bookkeeping -------------------------------
+  void run();
+  void enqueue(dp_command c);
+  void process_commands();
+  void shutdown_io();
+  void drop_frame(const char* reason);
+  void publish_links(dp_clock::time_point now, bool force = false);
+  void configure(zmq::socket_t& s);
+  std::optional<dp_clock::duration> next_wake(dp_clock::time_point now) const;
+
+  // -- data_plane/sender.cpp ---------------------------------------------------------
+  void on_open(dp_command& c);
+  void on_push(dp_command& c);
+  void on_finish(dp_command& c);
+  void on_cancel(dp_command& c);
+  dp_peer* peer_for(const std::string& name);
+  void connect(dp_peer& p);
+  void pump(dp_clock::time_point now);
+  /// Sends what credit and pacing allow for one peer; false when its sockets are full.
+  bool pump_peer(dp_peer& p, dp_clock::time_point now);
+  /// Puts one frame on connection `conn` of `p`; false when its queue is full.
+  bool send_frame(dp_peer& p, size_t conn, const data_wire::header& h, const std::string* small,
+                  const chunk_bytes& bulk);
+  /// A control frame (OPEN, DONE, CANCEL) on the first connection that takes it.
+  bool send_control(dp_peer& p, const data_wire::header& h, const std::string* small);
+  /// Connections of `p`, least bytes in flight first.
+  std::vector<size_t> by_load(const dp_peer& p) const;
+  bool chance(double p);
+  enum class chunk_send : uint8_t { sent, blocked, paced };
+  chunk_send send_chunk(dp_peer& p, outbound_transfer& t, uint32_t index, bool again,
+                        dp_clock::time_point now);
+  void flush_delayed(dp_clock::time_point now);
+  void drain_replies(dp_peer& p, size_t conn);
+  void on_reply(dp_peer& p, size_t conn, const data_wire::header& h, const zmq::message_t* payload);
+  void mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index, dp_clock::time_point now);
+  void check_timeouts(dp_clock::time_point now);
+  /// Runs `done` once and forgets the transfer.
+  void complete(uint64_t id, bool ok, std::string error, const char* outcome);
+  std::string fail_detail(const outbound_transfer& t) const;
+
+  // -- data_plane/receiver.cpp -------------------------------------------------------
+  void drain_inbound();
+  void on_inbound(const zmq::message_t& identity, const data_wire::header& h, zmq::message_t* payload);
+  void reply_header(const zmq::message_t& identity, const data_wire::header& h,
+                    const std::string* payload);
+  /// Delivers the transfer if every chunk is here; answers DONE on `identity`.
+  void maybe_deliver(const std::pair<std::string, uint64_t>& key, const zmq::message_t& identity);
+  void expire_inbound(dp_clock::time_point now);
+
+  data_plane_config cfg_;
+  metrics& metrics_;
+  logger_ptr log_;
+  std::string identity_nonce_;
+
+  // Any thread.
+  mutable std::mutex cmd_mtx_;
+  std::deque<dp_command> commands_;
+  bool closed_ = false;               ///< the I/O thread took its last commands
+  int wake_fd_ = -1;                  ///< eventfd: commands waiting, or stop
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
+  std::thread io_;
+  std::string endpoint_;
+
+  mutable std::mutex sinks_mtx_;
+  std::map<std::string, sink_handler> sinks_;
+
+  mutable std::mutex links_mtx_;
+  std::vector<data_link_report> published_;
+
+  // I/O thread only.
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  std::map<std::string, std::unique_ptr<dp_peer>> peers_;
+  std::map<uint64_t, outbound_transfer> outbound_;
+  std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;
+  std::deque<delayed_frame> delayed_;
+  std::mt19937_64 rng_;
+  bool faults_on_ = false;
+  bool blocked_ = false;              ///< a socket refused a frame: poll again soon
+  std::optional<dp_clock::duration> pacing_wait_;
+  dp_clock::time_point last_expiry_{};
+  dp_clock::time_point last_publish_{};
+  std::map<std::string, prometheus::Counter*> dropped_;
+  std::map<std::string, prometheus::Counter*> corrupt_;
+  std::map<std::string, prometheus::Counter*> received_bytes_;
+};
+
+} // namespace prfaas::detail

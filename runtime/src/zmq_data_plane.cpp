@@ -1,0 +1,372 @@
+// The ZeroMQ data plane: lifecycle, the I/O loop and the command queue. Sending lives
+// in data_plane/sender.cpp, receiving in data_plane/receiver.cpp.
+
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "data_plane/zmq_data_plane_impl.hpp"
+
+namespace prfaas {
+
+namespace detail {
+
+namespace {
+
+/// ZeroMQ I/O threads: one per connection to the busiest peer, at most 4. Several
+/// TCP streams only help if more than one thread moves their bytes.
+int io_threads_for(const data_plane_config& cfg) {
+  uint32_t most = cfg.default_link.connections;
+  for (auto& [_, l] : cfg.links)
+    most = std::max(most, l.connections);
+  return static_cast<int>(std::clamp<uint32_t>(most, 1, 4));
+}
+
+std::string random_nonce() {
+  std::random_device rd;
+  uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// Pacing burst: 5 ms at the link rate, at least 64 KiB.
+uint64_t burst_for(const data_link_config& l) {
+  return std::max<uint64_t>(64u << 10, l.rate_bps / 8 / 200);
+}
+
+} // namespace
+
+dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now)
+  : name(std::move(n)),
+    endpoint(std::move(ep)),
+    link(l),
+    bucket(l.rate_bps, burst_for(l), now) {
+  report.peer = name;
+}
+
+zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log)
+  : cfg_(std::move(cfg)),
+    metrics_(m),
+    log_(log ? std::move(log) : make_null_logger()),
+    identity_nonce_(random_nonce()),
+    ctx_(io_threads_for(cfg_)),
+    router_(ctx_, zmq::socket_type::router),
+    rng_(cfg_.faults.seed) {
+  if (cfg_.default_link.connections == 0)
+    cfg_.default_link.connections = 1;
+  for (auto& [_, l] : cfg_.links)
+    l.connections = std::max<uint32_t>(l.connections, 1);
+  if (cfg_.window_chunks == 0)
+    cfg_.window_chunks = 1;
+  faults_on_ = cfg_.faults.seed != 0;
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0)
+    throw std::runtime_error(std::string{"data plane: eventfd: "} + std::strerror(errno));
+}
+
+zmq_data_plane_impl::~zmq_data_plane_impl() {
+  stop();
+  if (io_.joinable()) // stop() was called from a handler, on the I/O thread itself
+    io_.join();
+  if (wake_fd_ >= 0)
+    ::close(wake_fd_);
+}
+
+void zmq_data_plane_impl::configure(zmq::socket_t& s) {
+  s.set(zmq::sockopt::linger, 100);
+  // Credit bounds what we queue; the high-water marks only must not bite first.
+  s.set(zmq::sockopt::sndhwm, 100000);
+  s.set(zmq::sockopt::rcvhwm, 100000);
+  s.set(zmq::sockopt::sndbuf, 4 << 20);
+  s.set(zmq::sockopt::rcvbuf, 4 << 20);
+  s.set(zmq::sockopt::heartbeat_ivl, 1000);
+  s.set(zmq::sockopt::heartbeat_timeout, 3000);
+  s.set(zmq::sockopt::heartbeat_ttl, 3000);
+  // A hard cap well above our limit protects memory; our own limit is counted.
+  s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cfg_.max_chunk_bytes * 2 + (1 << 20)));
+}
+
+void zmq_data_plane_impl::start() {
+  if (started_.exchange(true))
+    return;
+  configure(router_);
+  router_.set(zmq::sockopt::router_mandatory, 1);
+  router_.set(zmq::sockopt::router_handover, 1);
+  try {
+    router_.bind(cfg_.bind);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("data plane: cannot bind " + cfg_.bind + ": " + e.what());
+  }
+  endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  log_->info("data_plane_started node={} endpoint={} peers={}", cfg_.node, endpoint_,
+             cfg_.peers.size());
+  io_ = std::thread{[this] {
+    pthread_setname_np(pthread_self(), "prfaas.data");
+    run();
+  }};
+}
+
+void zmq_data_plane_impl::stop() {
+  if (stopped_.exchange(true))
+    return;
+  stop_ = true;
+  uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
+  if (io_.joinable()) {
+    if (io_.get_id() == std::this_thread::get_id())
+      return; // from a handler: the loop ends after this round; the destructor joins
+    io_.join();
+    return;
+  }
+  // Never started: nothing ran; fail what was queued here.
+  std::deque<dp_command> left;
+  {
+    std::lock_guard<std::mutex> guard{cmd_mtx_};
+    closed_ = true;
+    left.swap(commands_);
+  }
+  for (auto& c : left)
+    if (c.what == dp_command::op::open && c.done)
+      c.done(transfer_outcome{c.id, false, "stopped", {}});
+}
+
+std::string zmq_data_plane_impl::local_endpoint() const {
+  return endpoint_;
+}
+
+// -- commands -----------------------------------------------------------------------
+
+void zmq_data_plane_impl::enqueue(dp_command c) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> guard{cmd_mtx_};
+    if (!closed_) {
+      wake = commands_.empty();
+      commands_.push_back(std::move(c));
+      c.what = dp_command::op::push; // moved into the queue: nothing to fail below
+      c.done = nullptr;
+    }
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+  }
+  // The I/O thread is gone: an open still owes its caller a `done`.
+  if (c.what == dp_command::op::open && c.done)
+    c.done(transfer_outcome{c.id, false, "stopped", {}});
+}
+
+void zmq_data_plane_impl::open(uint64_t id, const std::string& peer, const std::string& sink,
+                               std::string meta, done_handler done) {
+  dp_command c;
+  c.what = dp_command::op::open;
+  c.id = id;
+  c.peer = peer;
+  c.sink = sink;
+  c.meta = std::move(meta);
+  c.done = std::move(done);
+  c.at = dp_clock::now();
+  enqueue(std::move(c));
+}
+
+void zmq_data_plane_impl::push(uint64_t id, std::vector<std::byte> chunk) {
+  dp_command c;
+  c.what = dp_command::op::push;
+  c.id = id;
+  // The checksum is computed here, on the producer's thread, not on the I/O thread.
+  c.checksum = data_wire::checksum(chunk.data(), chunk.size());
+  c.chunk = std::make_shared<const std::vector<std::byte>>(std::move(chunk));
+  enqueue(std::move(c));
+}
+
+void zmq_data_plane_impl::finish(uint64_t id) {
+  dp_command c;
+  c.what = dp_command::op::finish;
+  c.id = id;
+  c.at = dp_clock::now();
+  enqueue(std::move(c));
+}
+
+void zmq_data_plane_impl::cancel(uint64_t id) {
+  dp_command c;
+  c.what = dp_command::op::cancel;
+  c.id = id;
+  enqueue(std::move(c));
+}
+
+void zmq_data_plane_impl::process_commands() {
+  std::deque<dp_command> batch;
+  {
+    std::lock_guard<std::mutex> guard{cmd_mtx_};
+    batch.swap(commands_);
+  }
+  for (auto& c : batch) {
+    switch (c.what) {
+      case dp_command::op::open: on_open(c); break;
+      case dp_command::op::push: on_push(c); break;
+      case dp_command::op::finish: on_finish(c); break;
+      case dp_command::op::cancel: on_cancel(c); break;
+    }
+  }
+}
+
+void zmq_data_plane_impl::add_sink(const std::string& sink, sink_handler handler) {
+  std::lock_guard<std::mutex> guard{sinks_mtx_};
+  sinks_[sink] = std::move(handler);
+}
+
+void zmq_data_plane_impl::remove_sink(const std::string& sink) {
+  std::lock_guard<std::mutex> guard{sinks_mtx_};
+  sinks_.erase(sink);
+}
+
+// -- the loop ------------------------------------------------------------------------
+
+std::optional<dp_clock::duration> zmq_data_plane_impl::next_wake(dp_clock::time_point now) const {
+  using namespace std::chrono;
+  dp_clock::duration wait = milliseconds(100); // idle: stop() wakes us anyway
+  if (!outbound_.empty())
+    wait = milliseconds(10);                   // re-send and transfer timers
+  if (pacing_wait_)
+    wait = std::min(wait, *pacing_wait_);
+  if (!delayed_.empty())
+    wait = std::min(wait, std::max<dp_clock::duration>(delayed_.front().due - now, dp_clock::duration{0}));
+  if (blocked_)
+    wait = std::min<dp_clock::duration>(wait, milliseconds(1));
+  return wait;
+}
+
+void zmq_data_plane_impl::run() {
+  std::vector<zmq::pollitem_t> items;
+  while (!stop_) {
+    auto now = dp_clock::now();
+    items.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& [_, p] : peers_)
+      for (auto& c : p->conns)
+        items.push_back({c.socket.handle(), 0, ZMQ_POLLIN, 0});
+    auto wait = *next_wake(now);
+    // Round up so that a wait of 0.3 ms does not become a busy loop of 0 ms polls.
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
+    try {
+      zmq::poll(items.data(), items.size(), ms);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM)
+        break;
+      if (e.num() != EINTR)
+        log_->warn("data_poll_failed error={}", e.what());
+      continue;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v = 0;
+      (void)!::read(wake_fd_, &v, sizeof v);
+    }
+    process_commands();
+    drain_inbound();
+    for (auto& [_, p] : peers_)
+      for (size_t i = 0; i < p->conns.size(); ++i)
+        drain_replies(*p, i);
+    now = dp_clock::now();
+    flush_delayed(now);
+    check_timeouts(now);
+    pump(now);
+    if (now - last_expiry_ >= std::chrono::milliseconds(100)) {
+      expire_inbound(now);
+      last_expiry_ = now;
+    }
+    publish_links(now);
+  }
+  shutdown_io();
+}
+
+void zmq_data_plane_impl::shutdown_io() {
+  std::deque<dp_command> left;
+  {
+    std::lock_guard<std::mutex> guard{cmd_mtx_};
+    closed_ = true;
+    left.swap(commands_);
+  }
+  for (auto& c : left)
+    if (c.what == dp_command::op::open && c.done)
+      c.done(transfer_outcome{c.id, false, "stopped", {}});
+  std::vector<uint64_t> ids;
+  for (auto& [id, _] : outbound_)
+    ids.push_back(id);
+  for (auto id : ids)
+    complete(id, false, "stopped", "stopped");
+  publish_links(dp_clock::now(), true);
+  for (auto& [_, p] : peers_)
+    for (auto& c : p->conns)
+      c.socket.close();
+  router_.close();
+  inbound_.clear();
+  delayed_.clear();
+  log_->info("data_plane_stopped node={}", cfg_.node);
+}
+
+// -- bookkeeping ---------------------------------------------------------------------
+
+void zmq_data_plane_impl::drop_frame(const char* reason) {
+  auto i = dropped_.find(reason);
+  if (i == dropped_.end())
+    i = dropped_
+          .emplace(reason, &metrics_.counter("prfaas_data_dropped_frames_total",
+                                             "Data-plane frames dropped, by reason",
+                                             {{"reason", reason}}))
+          .first;
+  i->second->Increment();
+  log_->debug("data_frame_dropped reason={}", reason);
+}
+
+void zmq_data_plane_impl::publish_links(dp_clock::time_point now, bool force) {
+  if (!force && now - last_publish_ < std::chrono::milliseconds(1))
+    return;
+  last_publish_ = now;
+  std::vector<data_link_report> out;
+  out.reserve(peers_.size());
+  for (auto& [_, p] : peers_) {
+    auto& r = p->report;
+    // Throughput: acknowledged bits/s over ~100 ms windows, smoothed (EWMA 0.3).
+    if (!p->sampled) {
+      p->sampled = true;
+      p->sample_at = now;
+      p->acked_at_sample = r.bytes_acked;
+    } else if (now - p->sample_at >= std::chrono::milliseconds(100)) {
+      double dt = std::chrono::duration<double>(now - p->sample_at).count();
+      double rate = static_cast<double>(r.bytes_acked - p->acked_at_sample) * 8.0 / dt;
+      r.throughput_bps = r.throughput_bps == 0 ? rate : 0.7 * r.throughput_bps + 0.3 * rate;
+      p->sample_at = now;
+      p->acked_at_sample = r.bytes_acked;
+    }
+    uint32_t active = 0;
+    for (auto id : p->order)
+      active += outbound_.count(id) ? 1 : 0;
+    r.active_transfers = active;
+    r.updated = now;
+    p->in_flight_gauge->Set(static_cast<double>(r.bytes_in_flight));
+    p->queued_gauge->Set(static_cast<double>(r.bytes_queued));
+    out.push_back(r);
+  }
+  std::lock_guard<std::mutex> guard{links_mtx_};
+  published_ = std::move(out);
+}
+
+std::vector<data_link_report> zmq_data_plane_impl::links() const {
+  std::lock_guard<std::mutex> guard{links_mtx_};
+  return published_;
+}
+
+} // namespace detail
+
+data_plane_ptr make_zmq_data_plane(data_plane_config cfg, metrics& m, logger_ptr log) {
+  return std::make_shared<detail::zmq_data_plane_impl>(std::move(cfg), m, std::move(log));
+}
+
+} // namespace prfaas
