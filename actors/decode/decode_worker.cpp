@@ -308,7 +308,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (DecodeOrder o; msg.request_id != 0 && parse_remote(msg, o)) {
+      if (DecodeOrder o; parse_remote(msg, o)) {
         if (o.max_tokens() == 0 || o.gateway_node().empty())
           return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
                                                    ": needs max_tokens > 0 and a gateway");
@@ -346,7 +346,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         }
         return make_reply(msg, a);
       }
-      if (LoadQuery lq; msg.request_id != 0 && parse_remote(msg, lq)) {
+      if (LoadQuery lq; parse_remote(msg, lq)) {
         WorkerLoad l;
         l.set_role("decode");
         l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));

@@ -205,7 +205,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
     [=](wake_atom) { self->state.inbox->drain(); },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (PrefillOrder po; msg.request_id != 0 && parse_remote(msg, po)) {
+      if (PrefillOrder po; parse_remote(msg, po)) {
         if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
           return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
                                                    ": needs a prompt, decode_node and decode_sink");
@@ -227,7 +227,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         start_next(self, ctx, name);
         return promise;
       }
-      if (LoadQuery q; msg.request_id != 0 && parse_remote(msg, q)) {
+      if (LoadQuery q; parse_remote(msg, q)) {
         WorkerLoad l;
         l.set_role("prefill");
         l.set_queue_depth(static_cast<uint32_t>(s.queue.size()));

@@ -69,6 +69,9 @@ void node::start_data_plane() {
   data_plane_config dc;
   dc.node = cfg_.name;
   dc.bind = opts_.data_override.empty() ? cfg_.data : opts_.data_override;
+  // Our own node is a peer too: a prefill worker may ship KV to a decode worker
+  // beside it (same node), over loopback like any other transfer.
+  dc.peers[cfg_.name] = dc.bind;
   for (auto& n : dep_.nodes) {
     if (n.name == cfg_.name || n.data.empty())
       continue;

@@ -1,0 +1,317 @@
+// The serving path end to end, on the committed deployments (configs/local.yaml and
+// configs/two-dc/deployment.yaml, with free ports substituted): real node processes,
+// real HTTP, KVCache moved by the real data plane. With the reference engine, the
+// tokens a request gets must be exactly those of a single engine running prefill and
+// decode in one process — whether the prompt was prefilled on the PrfaaS cluster
+// (its KV crossing the link) or locally, streamed or not.
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <regex>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "prfaas/engine/reference_engine.hpp"
+#include "support/http_probe.hpp"
+#include "support/process.hpp"
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace t = prfaas::test;
+namespace eng = prfaas::engine;
+
+namespace {
+
+const std::string bin = PRFAAS_BIN_DIR;
+const std::string src = PRFAAS_SOURCE_DIR;
+
+/// The committed file with every 127.0.0.1 port replaced by a free one and the
+/// scheduler's threshold set. `ports` receives old → new.
+std::string adapt(const std::string& file, uint64_t threshold, std::map<int, int>& ports) {
+  auto text = t::read_file(src + "/" + file);
+  REQUIRE(!text.empty());
+  std::regex port_re{"127\\.0\\.0\\.1:([0-9]+)"};
+  std::set<int> old;
+  for (std::sregex_iterator it{text.begin(), text.end(), port_re}, end; it != end; ++it)
+    old.insert(std::stoi((*it)[1].str()));
+  auto fresh = t::free_ports(old.size());
+  size_t i = 0;
+  for (int p : old)
+    ports[p] = fresh[i++];
+  std::string out;
+  std::sregex_iterator it{text.begin(), text.end(), port_re}, end;
+  size_t last = 0;
+  for (; it != end; ++it) {
+    out += text.substr(last, it->position() - last);
+    out += "127.0.0.1:" + std::to_string(ports[std::stoi((*it)[1].str())]);
+    last = it->position() + it->length();
+  }
+  out += text.substr(last);
+  out = std::regex_replace(out, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
+  return out;
+}
+
+/// What one engine in one process produces: prefill's first token, then decode steps.
+std::vector<int> single_engine(const std::string& prompt, size_t n, float temperature, uint64_t seed) {
+  eng::reference_config rc;
+  rc.weight_seed = 1;
+  rc.layer_pattern = "LLLFLLLF";
+  auto e = eng::reference_engine::create(rc);
+  REQUIRE(e.ok());
+  auto tokens = eng::reference_engine::tokenize(prompt);
+  eng::prefill_request req;
+  req.id = 1;
+  req.prompt = tokens;
+  req.sampling = {temperature, seed};
+  auto r = (*e)->prefill(req, {});
+  REQUIRE(r.ok());
+  std::vector<int> out{r->first_token};
+  eng::seq_id id = 1;
+  while (out.size() < n) {
+    auto step = (*e)->decode_step({&id, 1});
+    REQUIRE(step.ok());
+    out.push_back((*step)[0]);
+  }
+  return out;
+}
+
+struct completion {
+  int status = 0;
+  std::vector<int> tokens;
+  std::string text;
+  std::string route;
+  std::string finish_reason;
+  json body;
+};
+
+json request_body(const std::string& prompt, size_t max_tokens, float temperature, uint64_t seed,
+                  bool stream) {
+  json b = {{"model", "prfaas-ref-hybrid"}, {"prompt", prompt},   {"max_tokens", max_tokens},
+            {"temperature", temperature},    {"seed", seed},      {"ignore_eos", true},
+            {"return_token_ids", true},      {"stream", stream}};
+  if (stream)
+    b["stream_options"] = {{"include_usage", true}};
+  return b;
+}
+
+completion complete(int port, const json& body) {
+  httplib::Client cli{"127.0.0.1", port};
+  cli.set_read_timeout(60, 0);
+  auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+  completion c;
+  if (!res)
+    return c;
+  c.status = res->status;
+  c.body = json::parse(res->body, nullptr, false);
+  if (c.status == 200) {
+    auto& ch = c.body["choices"][0];
+    c.tokens = ch["token_ids"].get<std::vector<int>>();
+    c.text = ch["text"].get<std::string>();
+    c.finish_reason = ch["finish_reason"].get<std::string>();
+    c.route = c.body["prfaas"]["route"].get<std::string>();
+  }
+  return c;
+}
+
+/// The same over SSE: tokens and text concatenated from the chunks.
+completion stream(int port, const json& body, std::vector<json>& events) {
+  httplib::Client cli{"127.0.0.1", port};
+  cli.set_read_timeout(60, 0);
+  std::string raw;
+  httplib::Request req;
+  auto res = cli.Post("/v1/completions", httplib::Headers{}, body.dump(), "application/json");
+  completion c;
+  if (!res)
+    return c;
+  c.status = res->status;
+  raw = res->body;
+  for (size_t pos = 0; pos < raw.size();) {
+    auto end = raw.find("\n\n", pos);
+    if (end == std::string::npos)
+      break;
+    auto event = raw.substr(pos, end - pos);
+    pos = end + 2;
+    REQUIRE(event.rfind("data: ", 0) == 0);
+    auto data = event.substr(6);
+    if (data == "[DONE]") {
+      events.push_back("[DONE]");
+      continue;
+    }
+    auto j = json::parse(data);
+    events.push_back(j);
+    if (j.contains("choices") && !j["choices"].empty()) {
+      auto& ch = j["choices"][0];
+      for (auto& tk : ch["token_ids"])
+        c.tokens.push_back(tk.get<int>());
+      c.text += ch["text"].get<std::string>();
+      if (!ch["finish_reason"].is_null())
+        c.finish_reason = ch["finish_reason"].get<std::string>();
+    }
+    if (j.contains("prfaas"))
+      c.route = j["prfaas"]["route"].get<std::string>();
+  }
+  return c;
+}
+
+/// Waits until the node behind `admin_port` sees every peer up.
+bool peers_up(int admin_port, const std::vector<std::string>& peers) {
+  return t::eventually(
+    [&] {
+      for (auto& p : peers) {
+        auto s = t::peer_state(admin_port, p);
+        if (!s || s->state != "up")
+          return false;
+      }
+      return true;
+    },
+    20s, 50ms);
+}
+
+bool serving(int port) {
+  return t::eventually([&] { return t::http_get(port, "/health").has_value(); }, 20s, 50ms);
+}
+
+const std::string short_prompt = "The quick brown fox jumps over the lazy dog.";
+std::string long_prompt() {
+  std::string p;
+  while (p.size() < 700)
+    p += "Prefill-as-a-Service ships KVCache across datacenters over plain Ethernet. ";
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill and a single engine",
+          "[serving][e2e]") {
+  const auto lp = long_prompt();
+  struct probe {
+    std::string prompt;
+    float temperature;
+    uint64_t seed;
+  };
+  const std::vector<probe> probes = {{short_prompt, 0.0f, 0}, {lp, 0.0f, 0}, {short_prompt, 0.8f, 7},
+                                     {lp, 0.8f, 42}};
+  const size_t n = 24;
+  std::vector<std::vector<int>> expected;
+  for (auto& p : probes)
+    expected.push_back(single_engine(p.prompt, n, p.temperature, p.seed));
+  REQUIRE(expected[0] != expected[1]); // the probes are not trivially equal
+
+  // threshold 0: every prompt is offloaded; huge: none is.
+  for (uint64_t threshold : {uint64_t{0}, uint64_t{1} << 40}) {
+    DYNAMIC_SECTION("threshold " << threshold) {
+      t::temp_dir dir;
+      std::map<int, int> ports;
+      auto cfg = dir.file("local.yaml", adapt("configs/local.yaml", threshold, ports));
+      t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                             .out_file = dir.path() / "node.log"}};
+      const int http = ports.at(8000);
+      REQUIRE(serving(http));
+      REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+      const std::string want_route = threshold == 0 ? "prfaas" : "pd";
+      for (size_t i = 0; i < probes.size(); ++i) {
+        auto& p = probes[i];
+        auto c = complete(http, request_body(p.prompt, n, p.temperature, p.seed, false));
+        INFO("probe " << i << ": " << c.body.dump() << "\n" << node.output());
+        REQUIRE(c.status == 200);
+        CHECK(c.route == want_route);
+        CHECK(c.finish_reason == "length");
+        CHECK(c.tokens == expected[i]);
+        CHECK(c.body["usage"]["completion_tokens"] == n);
+        CHECK(c.body["usage"]["prompt_tokens"] == p.prompt.size());
+      }
+      // Streamed: the same tokens and text, in OpenAI's SSE shape.
+      std::vector<json> events;
+      auto s = stream(http, request_body(lp, n, 0.8f, 42, true), events);
+      auto whole = complete(http, request_body(lp, n, 0.8f, 42, false));
+      INFO(node.output());
+      REQUIRE(s.status == 200);
+      CHECK(s.tokens == expected[3]);
+      CHECK(s.text == whole.text);
+      CHECK(s.finish_reason == "length");
+      CHECK(s.route == want_route);
+      REQUIRE(events.size() >= 3);
+      CHECK(events.back() == "[DONE]");
+      auto& usage = events[events.size() - 2];
+      CHECK(usage["usage"]["completion_tokens"] == n);
+      CHECK(usage["choices"].empty());
+      node.signal(SIGTERM);
+      CHECK(node.wait(20s) == 0);
+    }
+  }
+}
+
+TEST_CASE("local deployment: a stop sequence ends the output before it, end to end", "[serving][e2e]") {
+  const auto expected = single_engine(short_prompt, 40, 0.0f, 0);
+  // Pick a stop sequence from the middle of the expected output: two consecutive
+  // byte tokens whose first occurrence is at position k >= 4.
+  size_t k = 0;
+  for (size_t i = 4; i + 1 < expected.size() && k == 0; ++i) {
+    bool earlier = false;
+    for (size_t j = 0; j < i; ++j)
+      earlier = earlier || (expected[j] == expected[i] && expected[j + 1] == expected[i + 1]);
+    if (!earlier && expected[i] < 256 && expected[i + 1] < 256)
+      k = i;
+  }
+  REQUIRE(k != 0);
+  std::string stop;
+  for (size_t i = k; i < k + 2; ++i) { // byte tokens render as U+00XX: UTF-8 encode
+    auto cp = static_cast<unsigned>(expected[i]);
+    if (cp < 0x80) {
+      stop.push_back(static_cast<char>(cp));
+    } else {
+      stop.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      stop.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  t::temp_dir dir;
+  std::map<int, int> ports;
+  auto cfg = dir.file("local.yaml", adapt("configs/local.yaml", 256, ports));
+  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                         .out_file = dir.path() / "node.log"}};
+  REQUIRE(serving(ports.at(8000)));
+  auto body = request_body(short_prompt, 40, 0.0f, 0, false);
+  body["stop"] = stop;
+  body.erase("ignore_eos");
+  auto c = complete(ports.at(8000), body);
+  INFO(c.body.dump() << "\n" << node.output());
+  REQUIRE(c.status == 200);
+  CHECK(c.finish_reason == "stop");
+  CHECK(c.tokens == std::vector<int>(expected.begin(), expected.begin() + static_cast<long>(k)));
+}
+
+TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[serving][e2e]") {
+  t::temp_dir dir;
+  std::map<int, int> ports;
+  auto cfg = dir.file("two-dc.yaml", adapt("configs/two-dc/deployment.yaml", 256, ports));
+  std::vector<std::unique_ptr<t::child_process>> nodes;
+  for (const char* n : {"prfaas-0", "pd-p0", "pd-d0", "pd-gw"})
+    nodes.push_back(std::make_unique<t::child_process>(
+      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                 .out_file = dir.path() / (std::string{n} + ".log")}));
+  auto logs = [&] {
+    std::string s;
+    for (auto& n : nodes)
+      s += n->output() + "\n";
+    return s;
+  };
+  const int http = ports.at(8000);
+  REQUIRE(serving(http));
+  REQUIRE(peers_up(ports.at(9301), {"prfaas-0", "pd-p0", "pd-d0"}));
+  const auto lp = long_prompt();
+  for (auto& [prompt, route] : {std::pair{short_prompt, "pd"}, std::pair{lp, "prfaas"}}) {
+    auto expected = single_engine(prompt, 16, 0.0f, 0);
+    auto c = complete(http, request_body(prompt, 16, 0.0f, 0, false));
+    INFO(c.body.dump() << "\n" << logs());
+    REQUIRE(c.status == 200);
+    CHECK(c.route == route);
+    CHECK(c.tokens == expected);
+  }
+  for (auto& n : nodes)
+    n->signal(SIGTERM);
+  for (auto& n : nodes)
+    CHECK(n->wait(20s) == 0);
+}
