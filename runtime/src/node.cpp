@@ -91,6 +91,15 @@ void node::start_data_plane() {
   dc.receive_timeout = s.receive_timeout;
   dc.max_chunk_bytes = s.max_chunk_bytes;
   dc.faults = s.faults;
+  // `blackhole_peers` entries are "dst" (from every node) or "src->dst" (from src only).
+  dc.faults.blackhole_peers.clear();
+  for (auto& entry : s.faults.blackhole_peers) {
+    auto arrow = entry.find("->");
+    if (arrow == std::string::npos)
+      dc.faults.blackhole_peers.push_back(entry);
+    else if (entry.substr(0, arrow) == cfg_.name)
+      dc.faults.blackhole_peers.push_back(entry.substr(arrow + 2));
+  }
   data_ = make_zmq_data_plane(std::move(dc), *metrics_, log_);
   try {
     data_->start();

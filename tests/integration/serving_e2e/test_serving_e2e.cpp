@@ -174,6 +174,22 @@ bool serving(int port) {
   return t::eventually([&] { return t::http_get(port, "/health").has_value(); }, 20s, 50ms);
 }
 
+/// Sum of every series of `name` in Prometheus text.
+double metric_sum(const std::string& text, const std::string& name) {
+  double sum = 0;
+  std::regex re{"^" + name + "(\\{[^}]*\\})? ([0-9.eE+-]+)$", std::regex::multiline};
+  for (std::sregex_iterator it{text.begin(), text.end(), re}, end; it != end; ++it)
+    sum += std::stod((*it)[2].str());
+  return sum;
+}
+
+/// local.yaml with its data_plane line replaced by `data_plane`.
+std::string with_data_plane(std::string yaml, const std::string& data_plane) {
+  auto out = std::regex_replace(yaml, std::regex{"data_plane: .*"}, "data_plane: " + data_plane);
+  REQUIRE(out != yaml);
+  return out;
+}
+
 const std::string short_prompt = "The quick brown fox jumps over the lazy dog.";
 std::string long_prompt() {
   std::string p;
@@ -314,4 +330,70 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
     n->signal(SIGTERM);
   for (auto& n : nodes)
     CHECK(n->wait(20s) == 0);
+}
+
+TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired; tokens unchanged",
+          "[serving][e2e][faults]") {
+  t::temp_dir dir;
+  std::map<int, int> ports;
+  auto yaml = with_data_plane(adapt("configs/local.yaml", 0, ports),
+                              "{ chunk_timeout: 100ms, transfer_timeout: 20s, faults: { seed: 7, "
+                              "corrupt: 0.2, drop: 0.1, delay: 0.2, delay_for: 20ms } }");
+  auto cfg = dir.file("local.yaml", yaml);
+  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                         .out_file = dir.path() / "node.log"}};
+  const int http = ports.at(8000);
+  REQUIRE(serving(http));
+  REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+  const auto lp = long_prompt();
+  for (int i = 0; i < 8; ++i) {
+    auto prompt = lp + std::to_string(i);
+    auto expected = single_engine(prompt, 12, 0.0f, 0);
+    auto c = complete(http, request_body(prompt, 12, 0.0f, 0, false));
+    INFO("request " << i << ": " << c.body.dump() << "\n" << node.output());
+    REQUIRE(c.status == 200);
+    CHECK(c.route == "prfaas");
+    CHECK(c.body["prfaas"]["attempts"] == 1); // repaired in place, no failover
+    CHECK(c.tokens == expected);
+  }
+  auto receiver = t::http_get(ports.at(9101), "/metrics");
+  auto sender = t::http_get(ports.at(9100), "/metrics");
+  REQUIRE(receiver);
+  REQUIRE(sender);
+  CHECK(metric_sum(*receiver, "prfaas_data_corrupt_chunks_total") > 0);
+  CHECK(metric_sum(*sender, "prfaas_data_retransmits_total") > 0);
+  CHECK(metric_sum(*receiver, "prfaas_gateway_failovers_total") == 0);
+}
+
+TEST_CASE("a KV transfer that cannot complete fails over to local prefill; one complete stream",
+          "[serving][e2e][faults]") {
+  t::temp_dir dir;
+  std::map<int, int> ports;
+  // Every chunk from prfaas-0 to pd-0 is lost: offloaded transfers time out.
+  auto yaml = with_data_plane(adapt("configs/local.yaml", 0, ports),
+                              "{ chunk_timeout: 100ms, transfer_timeout: 1s, faults: { seed: 3, "
+                              "blackhole_peers: [\"prfaas-0->pd-0\"] } }");
+  auto cfg = dir.file("local.yaml", yaml);
+  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                         .out_file = dir.path() / "node.log"}};
+  const int http = ports.at(8000);
+  REQUIRE(serving(http));
+  REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+  const auto lp = long_prompt();
+  auto expected = single_engine(lp, 20, 0.8f, 11);
+  auto c = complete(http, request_body(lp, 20, 0.8f, 11, false));
+  INFO(c.body.dump() << "\n" << node.output());
+  REQUIRE(c.status == 200);
+  CHECK(c.tokens == expected);
+  CHECK(c.body["prfaas"]["attempts"] == 2);
+  CHECK(c.body["prfaas"]["prefill_node"] == "pd-0"); // the local prefill served it
+  std::vector<json> events;
+  auto s = stream(http, request_body(lp, 20, 0.8f, 11, true), events);
+  REQUIRE(s.status == 200);
+  CHECK(s.tokens == expected); // no repeats, no gaps
+  CHECK(s.finish_reason == "length");
+  auto m = t::http_get(ports.at(9101), "/metrics");
+  REQUIRE(m);
+  CHECK(metric_sum(*m, "prfaas_gateway_failovers_total") == 2);
+  CHECK(metric_sum(*m, "prfaas_gateway_requests_total") == 2);
 }

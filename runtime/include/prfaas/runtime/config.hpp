@@ -87,6 +87,7 @@ struct data_fault_config {
   double delay = 0.0;       ///< hold the chunk back for `delay_for`
   duration delay_for = std::chrono::milliseconds(50);
   /// Drop every chunk of transfers to these peers: a transfer that cannot complete.
+  /// In the deployment file an entry is "dst" (from every node) or "src->dst".
   std::vector<std::string> blackhole_peers;
 
   bool operator==(const data_fault_config&) const = default;
