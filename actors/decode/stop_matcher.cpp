@@ -17,13 +17,20 @@ std::vector<token> stop_matcher::feed(token t, bool& stopped) {
   if (stops_.empty())
     return {t};
   held_.push_back(t);
+  // When several stop sequences end here (e.g. "c" and "bc"), cut the longest, so no
+  // part of any of them is sent and the order of the stops does not matter. held_
+  // always covers the longest: its previous tokens were a prefix kept below.
+  size_t cut = 0;
   for (auto& s : stops_)
-    if (held_.size() >= s.size() && std::equal(s.begin(), s.end(), held_.end() - s.size())) {
-      stopped = true;
-      std::vector<token> out(held_.begin(), held_.end() - s.size());
-      held_.clear();
-      return out;
-    }
+    if (s.size() > cut && held_.size() >= s.size() &&
+        std::equal(s.begin(), s.end(), held_.end() - s.size()))
+      cut = s.size();
+  if (cut > 0) {
+    stopped = true;
+    std::vector<token> out(held_.begin(), held_.end() - cut);
+    held_.clear();
+    return out;
+  }
   // Keep the longest suffix of held_ that is a proper prefix of some stop sequence.
   size_t keep = 0;
   for (auto& s : stops_)

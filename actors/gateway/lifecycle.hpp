@@ -36,7 +36,7 @@ public:
   uint32_t attempts() const { return attempts_; }
 
   /// Moves to `next` if the edge exists; returns false (state unchanged) otherwise.
-  /// Entering `routed` from a prefill state counts a new attempt.
+  /// Each entry to `prefilling` counts one prefill attempt (the first and every failover).
   bool advance(request_state next);
 
   /// Whether `from → to` is an edge of the machine.

@@ -5,6 +5,7 @@
 // channel ends exactly once, with `finish` (success) or `fail`; the HTTP side can
 // `abandon` it when the client goes away, which the actor sees on its next look.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
