@@ -446,11 +446,14 @@ void add_serve_options(CLI::App& s, serve_options& o) {
      },
      "output tokens (default 1024; with a trace, replaces its lengths)")
     ->check(CLI::PositiveNumber);
-  s.add_option("--output-mu", o.output_mu, "log-normal mu of output lengths")
+  s.add_option("--output-mu", o.output_mu, "--output-dist lognormal: mu")
     ->capture_default_str();
-  s.add_option("--output-sigma", o.output_sigma, "")->capture_default_str();
-  s.add_option("--output-min", o.output_min, "")->capture_default_str();
-  s.add_option("--output-max", o.output_max, "")->capture_default_str();
+  s.add_option("--output-sigma", o.output_sigma, "--output-dist lognormal: sigma")
+    ->capture_default_str();
+  s.add_option("--output-min", o.output_min, "--output-dist lognormal: shortest")
+    ->capture_default_str();
+  s.add_option("--output-max", o.output_max, "--output-dist lognormal: longest")
+    ->capture_default_str();
   s.add_option("--arrival", o.arrival, "poisson, bursty (on/off), mmpp (2-state), closed")
     ->check(CLI::IsMember({"poisson", "bursty", "mmpp", "closed"}))
     ->capture_default_str();

@@ -26,6 +26,7 @@ const std::string stream =
   ": keep-alive\n\n"
   "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
   "data: {\"choices\":[{\"text\":\"b\"}]}\r\n\r\n"
+  "data: l1\r\ndata: l2\r\n\r\n"
   "event: note\r"
   "data:first\r"
   "data:  second\r\r"
@@ -38,6 +39,7 @@ const std::string stream =
 const std::vector<sse_event> expected = {
   {"", R"({"choices":[{"text":"a"}]})", ""},
   {"", R"({"choices":[{"text":"b"}]})", ""},
+  {"", "l1\nl2", ""},
   {"note", "first\n second", ""},
   {"", R"({"error": {"message": "engine lost"}})", "7"},
   {"", "[DONE]", ""},
