@@ -227,8 +227,10 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
                      .code = "context_length_exceeded"};
   // max_tokens (chat also accepts max_completion_tokens)
   uint64_t max_tokens = limits.default_max_tokens;
-  const char* mt_key = chat && body.contains("max_completion_tokens") ? "max_completion_tokens"
-                                                                    : "max_tokens";
+  // An explicit null max_completion_tokens means "not given": max_tokens then applies.
+  const bool has_mct = chat && body.contains("max_completion_tokens") &&
+                       !body["max_completion_tokens"].is_null();
+  const char* mt_key = has_mct ? "max_completion_tokens" : "max_tokens";
   if (auto e = read_uint(body, mt_key, 1, limits.max_output_tokens, max_tokens))
     return *e;
   if (r.prompt.size() + max_tokens > limits.max_context)

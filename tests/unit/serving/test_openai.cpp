@@ -365,6 +365,13 @@ TEST_CASE("chat takes max_completion_tokens over max_tokens; completions ignore 
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": 7})", true)
           .max_tokens == 7);
   CHECK(accept(R"({"model": "m", "prompt": "x", "max_completion_tokens": 7})").max_tokens == 16);
+  // A null max_completion_tokens is not given: max_tokens still counts.
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": null})", true)
+          .max_tokens == 5);
+  auto r = parse_completion(R"({"model": "m", )" + msgs + R"(, "max_tokens": 0, "max_completion_tokens": null})",
+                            true, limits());
+  REQUIRE(std::holds_alternative<api_error>(r));
+  CHECK(std::get<api_error>(r).param == "max_tokens");
 }
 
 TEST_CASE("stop strings become tokens by code point") {
