@@ -173,6 +173,8 @@ void response_reader::absorb(const json& j, double t, bool chunk) {
     prfaas_.transfer_wire_ms = number_at(*p, "transfer_wire_ms");
     prfaas_.ttft_ms = number_at(*p, "ttft_ms");
     prfaas_.attempts = static_cast<int>(number_at(*p, "attempts"));
+    if (auto q = p->find("prefill_queue_ms"); q != p->end() && q->is_number())
+      prfaas_.prefill_queue_ms = q->get<double>();
   }
 }
 

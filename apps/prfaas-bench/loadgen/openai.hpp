@@ -45,6 +45,9 @@ struct prfaas_info {
   double transfer_wire_ms = 0;
   double ttft_ms = 0; ///< measured by the server
   int attempts = 0;
+  /// Time waiting for a prefill engine, when the gateway reports it: under load most
+  /// of the overhead above is this queue.
+  std::optional<double> prefill_queue_ms;
 };
 
 /// `{"error": {"message", "type", "code", ...}}` as found in a body or an SSE event.

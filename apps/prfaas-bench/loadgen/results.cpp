@@ -77,7 +77,7 @@ run_summary summarize_run(const std::vector<request_result>& results, const slo_
   s.total = results.size();
   s.duration_s = duration_s;
   s.slo = slo;
-  std::vector<double> ttft, tpot, e2e, overhead, out;
+  std::vector<double> ttft, tpot, e2e, overhead, out, queue;
   bool any_ttft = false;
   for (auto& r : results) {
     if (r.status == outcome::client_saturated) {
@@ -103,6 +103,8 @@ run_summary summarize_run(const std::vector<request_result>& results, const slo_
       tpot.push_back(*t * 1000);
     if (auto o = r.overhead_ms())
       overhead.push_back(*o);
+    if (r.prfaas.prefill_queue_ms)
+      queue.push_back(*r.prfaas.prefill_queue_ms);
     if (!r.prfaas.route.empty())
       ++s.routes[r.prfaas.route];
     if (meets_slo(r, slo))
@@ -120,6 +122,7 @@ run_summary summarize_run(const std::vector<request_result>& results, const slo_
   s.e2e_ms = summarize(std::move(e2e));
   s.overhead_ms = summarize(std::move(overhead));
   s.output_tokens_per_request = summarize(std::move(out));
+  s.prefill_queue_ms = summarize(std::move(queue));
   return s;
 }
 
@@ -148,6 +151,7 @@ json to_json(const run_summary& s) {
     {"tpot_ms", to_json(s.tpot_ms)},
     {"e2e_ms", to_json(s.e2e_ms)},
     {"overhead_ms", to_json(s.overhead_ms)},
+    {"prefill_queue_ms", to_json(s.prefill_queue_ms)},
     {"output_tokens_per_request", to_json(s.output_tokens_per_request)},
     {"errors", s.errors},
     {"routes", s.routes},
@@ -175,6 +179,8 @@ json to_json(const request_result& r) {
                    {"transfer_wire_ms", r.prfaas.transfer_wire_ms},
                    {"ttft_ms", r.prfaas.ttft_ms},
                    {"attempts", r.prfaas.attempts}};
+  if (r.prfaas.prefill_queue_ms)
+    j["prfaas"]["prefill_queue_ms"] = *r.prfaas.prefill_queue_ms;
   return j;
 }
 
@@ -212,7 +218,10 @@ std::string format_report(const run_summary& s) {
   out += row("TPOT (ms)", s.tpot_ms);
   out += row("E2E (ms)", s.e2e_ms);
   out += row("overhead (ms)", s.overhead_ms);
-  out += "  (overhead = TTFT - engine_prefill_ms - transfer_wire_ms, per request)\n";
+  if (s.prefill_queue_ms.count)
+    out += row("prefill queue", s.prefill_queue_ms);
+  out += "  (overhead = TTFT - engine_prefill_ms - transfer_wire_ms, per request; it includes "
+         "the prefill queue)\n";
   out += fmt("throughput     %.3f req/s, %.1f output tok/s, %.1f input tok/s\n",
              s.requests_per_s, s.output_tokens_per_s, s.input_tokens_per_s);
   std::string ttft_bound = s.slo.ttft_ms ? fmt("TTFT <= %.0f ms, ", *s.slo.ttft_ms) : "";

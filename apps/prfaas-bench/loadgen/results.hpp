@@ -75,6 +75,7 @@ struct run_summary {
   size_t slo_met = 0;
   std::optional<double> goodput_per_s; ///< nullopt when no request had a TTFT
   distribution ttft_ms, tpot_ms, e2e_ms, overhead_ms, output_tokens_per_request;
+  distribution prefill_queue_ms; ///< of the ok requests whose prfaas object reports it
   std::map<std::string, size_t> errors; ///< by kind(), failed and saturated requests
   std::map<std::string, size_t> routes; ///< of the ok requests that named one
 };

@@ -45,7 +45,7 @@ TEST_CASE("openai: a streamed completion gives TTFT, tokens, usage and the prfaa
   r.on_stream_bytes(chunk("lo") + chunk("!"), 0.30);
   std::string final_chunk =
     R"(data: {"id":"c1","object":"text_completion","choices":[{"index":0,"text":"","finish_reason":"length"}],)"
-    R"("prfaas":{"request_id":"r-9","route":"pd","engine_prefill_ms":120.5,"transfer_wire_ms":3.25,"ttft_ms":130,"attempts":2}})"
+    R"("prfaas":{"request_id":"r-9","route":"pd","engine_prefill_ms":120.5,"transfer_wire_ms":3.25,"ttft_ms":130,"attempts":2,"prefill_queue_ms":7.5}})"
     "\n\n";
   r.on_stream_bytes(final_chunk, 0.31);
   CHECK(r.output_tokens() == 3); // by chunks, before usage
@@ -66,6 +66,7 @@ TEST_CASE("openai: a streamed completion gives TTFT, tokens, usage and the prfaa
   CHECK(r.prfaas().engine_prefill_ms == 120.5);
   CHECK(r.prfaas().transfer_wire_ms == 3.25);
   CHECK(r.prfaas().attempts == 2);
+  CHECK(r.prfaas().prefill_queue_ms == 7.5);
 }
 
 TEST_CASE("openai: a mid-stream error event is a stream error") {
@@ -124,6 +125,7 @@ TEST_CASE("openai: chat deltas and whole (non-streamed) bodies") {
   CHECK_FALSE(whole.first_token_s());
   CHECK(whole.output_tokens() == 3);
   CHECK(whole.prfaas().route == "prfaas");
+  CHECK_FALSE(whole.prfaas().prefill_queue_ms);
 }
 
 TEST_CASE("openai: error bodies") {

@@ -67,7 +67,7 @@ TEST_CASE("results: throughput, goodput under SLOs, errors and routes") {
   rs.push_back(ok(0.5, 0.5, 1, 500));               // one token: no TPOT, passes that part
   rs[0].prfaas = {true, "a", "prfaas", 150, 30, 190, 1};
   rs[1].prfaas = {true, "b", "pd", 180, 0, 195, 1};
-  rs[2].prfaas = {true, "c", "prfaas", 2900, 40, 2950, 2};
+  rs[2].prfaas = {true, "c", "prfaas", 2900, 40, 2950, 2, 12.0};
   rs.push_back(failed(outcome::http_error, 429));
   rs.push_back(failed(outcome::http_error, 429));
   rs.push_back(failed(outcome::stream_error));
@@ -98,6 +98,8 @@ TEST_CASE("results: throughput, goodput under SLOs, errors and routes") {
   CHECK(s.overhead_ms.p50 == Approx(20));
   CHECK(s.overhead_ms.p99 == Approx(60));
   CHECK(s.overhead_ms.mean == Approx(100.0 / 3));
+  CHECK(s.prefill_queue_ms.count == 1); // only rs[2] reported its queue
+  CHECK(s.prefill_queue_ms.max == 12.0);
 
   slo_config tight{1000.0, 25.0}; // TTFT <= 1 s drops rs[2]
   auto t = summarize_run(rs, tight, 2.0);
