@@ -8,7 +8,8 @@
 //    after its order; the first complete transfer for a request wins (a failover's
 //    second attempt may race a late first one: the loser is dropped);
 //  * tokens go out as TokenEvents [index, index + n) as each batch step ends; the
-//    first event carries the first token (sampled by the prefill) and the timings;
+//    first event carries the first token (sampled by the prefill) and the timings,
+//    and is sent as soon as the transfer is complete, before the import;
 //  * Cancel (one-way) drops the request at the next step boundary;
 //  * an order whose KV has not arrived by its deadline ends with an error event.
 // Batching: at every step boundary, imported sequences join the batch up to
@@ -208,9 +209,6 @@ void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
     fail(self, q, "kv import failed: " + error);
     return;
   }
-  // The first token was sampled by the prefill: it is token 0 of the output.
-  if (accept_token(self, q, q->meta.first_token()))
-    return;
   q->at = phase::ready;
   s.ready.push_back(q);
   maybe_step(self);
@@ -228,6 +226,11 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   q->at = phase::importing;
   q->seq = s.next_seq++;
   q->exposed_wire_ns = static_cast<uint64_t>(rt.stats.exposed_wire_time().count());
+  // The first token was sampled by the prefill and the whole KV is here, checksummed:
+  // send it now rather than after the import, which queues behind the running decode
+  // step on the engine thread (a step of a large batch takes tens of milliseconds).
+  if (accept_token(self, q, q->meta.first_token()))
+    return; // done with one token: no import needed
   auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
   chunks->pop_back();
   s.runner->post([inbox = s.inbox, self, q, chunks](engine::engine& e) {

@@ -200,6 +200,16 @@ std::string long_prompt() {
 
 } // namespace
 
+TEST_CASE("every committed deployment passes --check (actor types, parameters, model)",
+          "[serving][config]") {
+  for (const char* file : {"configs/local.yaml", "configs/sample.yaml", "configs/two-dc/deployment.yaml",
+                           "configs/bench-profile.yaml"}) {
+    auto r = t::run({.argv = {bin + "/prfaas-node", "--config", src + "/" + file, "--check"}}, 30s);
+    INFO(file << "\n" << r.output);
+    CHECK(r.code == 0);
+  }
+}
+
 TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill and a single engine",
           "[serving][e2e]") {
   const auto lp = long_prompt();

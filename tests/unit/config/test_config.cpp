@@ -51,6 +51,26 @@ const std::vector<bad_config> bad_configs = {
      "unknown key (expected one of: interval, misses, suspect_misses)"},
     {one_node + "supervision: { intensity: 1, intensity: 2 }\n", "supervision.intensity",
      "duplicate key"},
+    // -- the data plane and links --
+    {one_node + "data_plane: { window: 4 }\n", "data_plane.window",
+     "unknown key (expected one of: window_chunks, window_bytes"},
+    {one_node + "data_plane: { window_chunks: 0 }\n", "data_plane.window_chunks", "at least 1"},
+    {one_node + "data_plane: { chunk_timeout: 5s, transfer_timeout: 1s }\n",
+     "data_plane.chunk_timeout", "must be less than transfer_timeout"},
+    {one_node + "data_plane: { faults: { corrupt: 1.5 } }\n", "data_plane.faults.corrupt",
+     "expected a probability between 0 and 1"},
+    {one_node + "data_plane: { faults: { drop: lots } }\n", "data_plane.faults.drop",
+     "expected a probability between 0 and 1"},
+    {one_node + "data_plane: { faults: { blackhole_peers: n1 } }\n",
+     "data_plane.faults.blackhole_peers", "expected a sequence of node names"},
+    {header + "clusters: { a: { kind: pd }, b: { kind: pd } }\n"
+              "links: [{ between: [a, b], rate: fast }]\n"
+              "nodes:\n  - { name: n0, cluster: a, control: 'tcp://h:1', data: 'tcp://h:2' }\n",
+     "links[0].rate", "fast"},
+    {header + "clusters: { a: { kind: pd }, b: { kind: pd } }\n"
+              "links: [{ between: [a, b], connections: 100 }]\n"
+              "nodes:\n  - { name: n0, cluster: a, control: 'tcp://h:1', data: 'tcp://h:2' }\n",
+     "links[0].connections", "at most 64 connections"},
     {one_node + "transport: { timeout: 1s }\n", "transport.timeout",
      "unknown key (expected one of: request_timeout, retry_interval"},
     {header + "nodes:\n  - { name: n0, control: 'tcp://h:1', data: 'tcp://h:2', http: 'h:80' }\n",
@@ -311,6 +331,7 @@ TEST_CASE("the sample config parses and documents the defaults", "[config]") {
   CHECK(cfg.supervision == supervision_config{});
   CHECK(cfg.failure_detector == failure_detector_config{});
   CHECK(cfg.transport == transport_config{});
+  CHECK(cfg.data_plane == data_plane_settings{});
 
   REQUIRE(cfg.clusters.size() == 2);
   CHECK(cfg.clusters.at("prfaas").kind == "prefill-only");
@@ -319,6 +340,10 @@ TEST_CASE("the sample config parses and documents the defaults", "[config]") {
   REQUIRE(cfg.links.IsSequence());
   CHECK(cfg.links[0]["rate"].as<std::string>() == "1gbit");
   CHECK(parse_rate(cfg.links[0]["rate"].as<std::string>()) == 1'000'000'000);
+  REQUIRE(cfg.link_list.size() == 1);
+  CHECK(cfg.link_list[0].rate_bps == 1'000'000'000);
+  CHECK(cfg.link_list[0].connections == 4);
+  CHECK(cfg.find_link("pd", "prfaas") == &cfg.link_list[0]);
 
   REQUIRE(cfg.nodes.size() == 2);
   const auto* pd = cfg.find_node("pd-0");
@@ -328,9 +353,9 @@ TEST_CASE("the sample config parses and documents the defaults", "[config]") {
   CHECK(pd->admin == "127.0.0.1:9101");
   CHECK_FALSE(pd->log.has_value());
   CHECK(pd->path == "nodes[1]");
-  REQUIRE(pd->actors.size() == 2);
-  CHECK(pd->actors[1].type == "counter");
-  CHECK(pd->actors[1].restart == "temporary");
+  REQUIRE(pd->actors.size() == 5);
+  CHECK(pd->actors[4].type == "counter");
+  CHECK(pd->actors[4].restart == "temporary");
   const auto* pf = cfg.find_node("prfaas-0");
   REQUIRE(pf->actors.size() == 2);
   CHECK(pf->actors[1].restart == "transient");
