@@ -243,10 +243,10 @@ private:
         continue;
       }
       auto at = ctx_.t0 + std::chrono::duration_cast<clock_type::duration>(
-                            std::chrono::duration<double>(spec->arrival_s));
+                              std::chrono::duration<double>(spec->arrival_s));
       while (!interrupted && clock_type::now() < at)
         std::this_thread::sleep_until(
-          std::min(at, clock_type::now() + std::chrono::milliseconds(100)));
+            std::min(at, clock_type::now() + std::chrono::milliseconds(100)));
       if (interrupted)
         return;
       std::unique_lock lock{mu_};
@@ -332,9 +332,9 @@ private:
   size_t capacity_;
   std::mutex mu_;
   std::condition_variable work_cv_, slot_cv_;
-  std::deque<lg::request_spec> queue_; ///< guarded by mu_
-  size_t busy_ = 0;                    ///< slots taken (queued or sending); by mu_
-  bool closing_ = false;               ///< by mu_
+  std::deque<lg::request_spec> queue_;      ///< guarded by mu_
+  size_t busy_ = 0;                         ///< slots taken (queued or sending); by mu_
+  bool closing_ = false;                    ///< by mu_
   std::vector<lg::request_result> results_; ///< by mu_
   std::atomic<size_t> done_{0}, errors_{0};
   std::atomic<bool> finished_{false};
@@ -358,11 +358,11 @@ std::unique_ptr<lg::request_source> make_source(const serve_options& o) {
   if (o.workload == "fixed")
     c.input = {lg::length_dist::fixed, o.input_len, {}};
   else
-    c.input = {lg::length_dist::lognormal, 0,
-               {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
+    c.input = {
+        lg::length_dist::lognormal, 0, {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
   if (o.output_dist == "lognormal")
-    c.output = {lg::length_dist::lognormal, 0,
-                {o.output_mu, o.output_sigma, o.output_min, o.output_max}};
+    c.output = {
+        lg::length_dist::lognormal, 0, {o.output_mu, o.output_sigma, o.output_min, o.output_max}};
   else
     c.output = {lg::length_dist::fixed, o.output_len, {}};
   c.arrivals.kind = lg::parse_arrival_kind(o.arrival);
@@ -408,8 +408,8 @@ json config_json(const serve_options& o, const std::string& model) {
   else if (o.workload == "fixed")
     c["input_len"] = o.input_len;
   else
-    c["input_lognormal"] = {{"mu", o.input_mu}, {"sigma", o.input_sigma},
-                            {"min", o.input_min}, {"max", o.input_max}};
+    c["input_lognormal"] = {
+        {"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min}, {"max", o.input_max}};
   return c;
 }
 
@@ -418,73 +418,69 @@ json config_json(const serve_options& o, const std::string& model) {
 void add_serve_options(CLI::App& s, serve_options& o) {
   s.add_option("--url", o.url, "server base URL")->capture_default_str();
   s.add_option("--endpoint", o.endpoint, "API: completions or chat")
-    ->check(CLI::IsMember({"completions", "chat"}))
-    ->capture_default_str();
+      ->check(CLI::IsMember({"completions", "chat"}))
+      ->capture_default_str();
   s.add_option("--model", o.model, "model name (default: the first of GET /v1/models)");
   s.add_flag("!--no-stream", o.stream, "ask for whole responses instead of SSE streams");
   s.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
   s.add_option("--stop", o.stop, "a stop string to send (none by default)");
 
   s.add_option("--workload", o.workload, "lognormal (the paper's), fixed, or trace")
-    ->check(CLI::IsMember({"lognormal", "fixed", "trace"}))
-    ->capture_default_str();
+      ->check(CLI::IsMember({"lognormal", "fixed", "trace"}))
+      ->capture_default_str();
   s.add_option("--trace", o.trace, "Mooncake trace (JSONL) for --workload trace");
   s.add_option("--input-len", o.input_len, "input tokens for --workload fixed")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--input-mu", o.input_mu, "log-normal mu of input lengths")->capture_default_str();
   s.add_option("--input-sigma", o.input_sigma, "log-normal sigma")->capture_default_str();
   s.add_option("--input-min", o.input_min, "shortest input")->capture_default_str();
   s.add_option("--input-max", o.input_max, "longest input")->capture_default_str();
   s.add_option("--output-dist", o.output_dist, "fixed or lognormal output lengths")
-    ->check(CLI::IsMember({"fixed", "lognormal"}))
-    ->capture_default_str();
+      ->check(CLI::IsMember({"fixed", "lognormal"}))
+      ->capture_default_str();
   s.add_option_function<uint32_t>(
-     "--output-len",
-     [&o](const uint32_t& v) {
-       o.output_len = v;
-       o.output_len_given = true;
-     },
-     "output tokens (default 1024; with a trace, replaces its lengths)")
-    ->check(CLI::PositiveNumber);
-  s.add_option("--output-mu", o.output_mu, "--output-dist lognormal: mu")
-    ->capture_default_str();
+       "--output-len",
+       [&o](const uint32_t& v) {
+         o.output_len = v;
+         o.output_len_given = true;
+       },
+       "output tokens (default 1024; with a trace, replaces its lengths)")
+      ->check(CLI::PositiveNumber);
+  s.add_option("--output-mu", o.output_mu, "--output-dist lognormal: mu")->capture_default_str();
   s.add_option("--output-sigma", o.output_sigma, "--output-dist lognormal: sigma")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--output-min", o.output_min, "--output-dist lognormal: shortest")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--output-max", o.output_max, "--output-dist lognormal: longest")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--arrival", o.arrival, "poisson, bursty (on/off), mmpp (2-state), closed")
-    ->check(CLI::IsMember({"poisson", "bursty", "mmpp", "closed"}))
-    ->capture_default_str();
-  s.add_option("--rate", o.rate, "req/s (bursty: the rate during a burst)")
-    ->capture_default_str();
-  s.add_option("--burst-on", o.burst_on_s, "bursty: seconds of each burst")
-    ->capture_default_str();
+      ->check(CLI::IsMember({"poisson", "bursty", "mmpp", "closed"}))
+      ->capture_default_str();
+  s.add_option("--rate", o.rate, "req/s (bursty: the rate during a burst)")->capture_default_str();
+  s.add_option("--burst-on", o.burst_on_s, "bursty: seconds of each burst")->capture_default_str();
   s.add_option("--burst-off", o.burst_off_s, "bursty: idle seconds between bursts")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--mmpp-rates", o.mmpp_rates, "mmpp: R0,R1 req/s in each state")
-    ->expected(2)
-    ->delimiter(',');
+      ->expected(2)
+      ->delimiter(',');
   s.add_option("--mmpp-dwell", o.mmpp_dwell_s, "mmpp: S0,S1 mean seconds in each state")
-    ->expected(2)
-    ->delimiter(',');
-  s.add_option("--concurrency", o.concurrency, "closed: number of streams")
-    ->capture_default_str();
+      ->expected(2)
+      ->delimiter(',');
+  s.add_option("--concurrency", o.concurrency, "closed: number of streams")->capture_default_str();
   s.add_option("--requests,--limit", o.requests,
                "number of requests (default: 100 synthetic, the whole trace)");
   s.add_option("--duration", o.duration_s, "stop issuing after this many seconds");
   s.add_option("--seed", o.seed, "seed of the whole workload")->capture_default_str();
   s.add_option("--time-scale", o.time_scale, "trace: arrival times multiplied by this")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--input-scale", o.input_scale, "trace: input lengths (and blocks) times this")
-    ->capture_default_str();
+      ->capture_default_str();
   s.add_option("--max-input", o.max_input, "trace: cap on input tokens (0 = none)");
   s.add_option("--max-output", o.max_output, "trace: cap on output tokens (0 = none)");
 
   s.add_option("--max-in-flight", o.max_in_flight, "open loop: concurrent requests at most")
-    ->check(CLI::PositiveNumber)
-    ->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   s.add_option("--timeout", o.timeout_s, "seconds for one whole request")->capture_default_str();
   s.add_option("--slo-ttft", o.slo_ttft_ms, "goodput: TTFT bound in ms (0 = none)");
   s.add_option("--slo-tpot", o.slo_tpot_ms, "goodput: TPOT bound in ms")->capture_default_str();
@@ -535,8 +531,7 @@ int run_serve_bench(const serve_options& o) {
   double duration = since(ctx.t0);
   std::signal(SIGINT, previous);
 
-  std::sort(results.begin(), results.end(),
-            [](auto& a, auto& b) { return a.index < b.index; });
+  std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.index < b.index; });
   lg::slo_config slo;
   if (o.slo_ttft_ms > 0)
     slo.ttft_ms = o.slo_ttft_ms;

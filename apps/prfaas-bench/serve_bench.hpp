@@ -22,23 +22,23 @@ struct serve_options {
   std::string model;                    ///< empty: the first of GET /v1/models
   bool stream = true;
   double temperature = 0;
-  std::string stop;                     ///< sent as "stop" when not empty
+  std::string stop; ///< sent as "stop" when not empty
 
   // Workload.
-  std::string workload = "lognormal";   ///< lognormal | fixed | trace
+  std::string workload = "lognormal"; ///< lognormal | fixed | trace
   std::string trace;
-  uint32_t input_len = 1024;            ///< --workload fixed
+  uint32_t input_len = 1024; ///< --workload fixed
   double input_mu = 9.90, input_sigma = 1.00, input_min = 128, input_max = 131072;
-  std::string output_dist = "fixed";    ///< fixed | lognormal
+  std::string output_dist = "fixed"; ///< fixed | lognormal
   uint32_t output_len = 1024;
-  bool output_len_given = false;        ///< trace: replaces the trace's output lengths
+  bool output_len_given = false; ///< trace: replaces the trace's output lengths
   double output_mu = 6.0, output_sigma = 1.0, output_min = 1, output_max = 4096;
-  std::string arrival = "poisson";      ///< poisson | bursty | mmpp | closed
+  std::string arrival = "poisson"; ///< poisson | bursty | mmpp | closed
   double rate = 1.0;
   double burst_on_s = 10, burst_off_s = 10;
   std::vector<double> mmpp_rates{2.0, 0.5}, mmpp_dwell_s{10, 10};
   size_t concurrency = 1;
-  size_t requests = 0;                  ///< 0: 100 synthetic, the whole trace
+  size_t requests = 0; ///< 0: 100 synthetic, the whole trace
   double duration_s = 0;
   uint64_t seed = 1;
   double time_scale = 1.0, input_scale = 1.0;
@@ -47,9 +47,9 @@ struct serve_options {
   // Client.
   size_t max_in_flight = 256;
   double timeout_s = 600;
-  double slo_ttft_ms = 0;               ///< 0: no TTFT bound
+  double slo_ttft_ms = 0; ///< 0: no TTFT bound
   double slo_tpot_ms = 25;
-  std::string json;                     ///< file, or "-" for stdout
+  std::string json; ///< file, or "-" for stdout
   bool per_request = false;
   bool progress = false;
 };

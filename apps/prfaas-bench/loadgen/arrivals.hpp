@@ -19,12 +19,12 @@ std::string to_string(arrival_kind k);
 /// Settings of every kind; each kind reads its own.
 struct arrival_config {
   arrival_kind kind = arrival_kind::poisson;
-  double rate = 1.0;       ///< req/s: poisson's rate, bursty's rate during a burst
-  double burst_on_s = 10;  ///< bursty: length of a burst (seconds)
-  double burst_off_s = 10; ///< bursty: idle gap after each burst (seconds)
-  double mmpp_rate[2] = {2.0, 0.5};   ///< mmpp: req/s in state 0 and 1
-  double mmpp_dwell_s[2] = {10, 10};  ///< mmpp: mean time in each state (exponential)
-  size_t concurrency = 1;             ///< closed: number of streams
+  double rate = 1.0;                 ///< req/s: poisson's rate, bursty's rate during a burst
+  double burst_on_s = 10;            ///< bursty: length of a burst (seconds)
+  double burst_off_s = 10;           ///< bursty: idle gap after each burst (seconds)
+  double mmpp_rate[2] = {2.0, 0.5};  ///< mmpp: req/s in state 0 and 1
+  double mmpp_dwell_s[2] = {10, 10}; ///< mmpp: mean time in each state (exponential)
+  size_t concurrency = 1;            ///< closed: number of streams
 
   /// Long-run mean arrival rate (req/s); 0 for closed loop.
   double mean_rate() const;

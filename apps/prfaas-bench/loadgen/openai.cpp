@@ -109,8 +109,8 @@ void response_reader::on_event_data(std::string_view data, double t) {
   }
   auto j = json::parse(data, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    fail("bad_response", {"chunk is not a JSON object: " + std::string{data.substr(0, 200)},
-                          {}, {}});
+    fail("bad_response",
+         {"chunk is not a JSON object: " + std::string{data.substr(0, 200)}, {}, {}});
     return;
   }
   absorb(j, t, true);
@@ -119,8 +119,8 @@ void response_reader::on_event_data(std::string_view data, double t) {
 void response_reader::on_body(std::string_view body, double t) {
   auto j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    fail("bad_response", {"body is not a JSON object: " + std::string{body.substr(0, 200)},
-                          {}, {}});
+    fail("bad_response",
+         {"body is not a JSON object: " + std::string{body.substr(0, 200)}, {}, {}});
     return;
   }
   absorb(j, t, false);

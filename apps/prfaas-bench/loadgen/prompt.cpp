@@ -56,8 +56,8 @@ std::string block_prompt(const std::vector<uint64_t>& hash_ids, size_t input_tok
   block_tokens = std::max<size_t>(block_tokens, 1);
   for (size_t i = 0; out.size() < input_tokens; ++i) {
     size_t n = std::min(block_tokens, input_tokens - out.size());
-    uint64_t seed = i < hash_ids.size() ? mix(block_domain, hash_ids[i])
-                                        : mix(fill_domain, mix(fill_seed, i));
+    uint64_t seed =
+        i < hash_ids.size() ? mix(block_domain, hash_ids[i]) : mix(fill_domain, mix(fill_seed, i));
     append_random(out, seed, n);
   }
   return out;

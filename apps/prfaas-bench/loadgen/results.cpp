@@ -134,27 +134,27 @@ json to_json(const distribution& d) {
 json to_json(const run_summary& s) {
   auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   return {
-    {"requests",
-     {{"total", s.total}, {"ok", s.ok}, {"failed", s.failed}, {"client_saturated", s.saturated}}},
-    {"duration_s", s.duration_s},
-    {"tokens", {{"input", s.input_tokens}, {"output", s.output_tokens}}},
-    {"throughput",
-     {{"requests_per_s", s.requests_per_s},
-      {"input_tokens_per_s", s.input_tokens_per_s},
-      {"output_tokens_per_s", s.output_tokens_per_s}}},
-    {"goodput",
-     {{"requests_per_s", opt(s.goodput_per_s)},
-      {"requests", s.slo_met},
-      {"slo_ttft_ms", opt(s.slo.ttft_ms)},
-      {"slo_tpot_ms", s.slo.tpot_ms}}},
-    {"ttft_ms", to_json(s.ttft_ms)},
-    {"tpot_ms", to_json(s.tpot_ms)},
-    {"e2e_ms", to_json(s.e2e_ms)},
-    {"overhead_ms", to_json(s.overhead_ms)},
-    {"prefill_queue_ms", to_json(s.prefill_queue_ms)},
-    {"output_tokens_per_request", to_json(s.output_tokens_per_request)},
-    {"errors", s.errors},
-    {"routes", s.routes},
+      {"requests",
+       {{"total", s.total}, {"ok", s.ok}, {"failed", s.failed}, {"client_saturated", s.saturated}}},
+      {"duration_s", s.duration_s},
+      {"tokens", {{"input", s.input_tokens}, {"output", s.output_tokens}}},
+      {"throughput",
+       {{"requests_per_s", s.requests_per_s},
+        {"input_tokens_per_s", s.input_tokens_per_s},
+        {"output_tokens_per_s", s.output_tokens_per_s}}},
+      {"goodput",
+       {{"requests_per_s", opt(s.goodput_per_s)},
+        {"requests", s.slo_met},
+        {"slo_ttft_ms", opt(s.slo.ttft_ms)},
+        {"slo_tpot_ms", s.slo.tpot_ms}}},
+      {"ttft_ms", to_json(s.ttft_ms)},
+      {"tpot_ms", to_json(s.tpot_ms)},
+      {"e2e_ms", to_json(s.e2e_ms)},
+      {"overhead_ms", to_json(s.overhead_ms)},
+      {"prefill_queue_ms", to_json(s.prefill_queue_ms)},
+      {"output_tokens_per_request", to_json(s.output_tokens_per_request)},
+      {"errors", s.errors},
+      {"routes", s.routes},
   };
 }
 
@@ -195,8 +195,8 @@ std::string fmt(const char* f, auto... args) {
 std::string row(const char* name, const distribution& d) {
   if (d.count == 0)
     return fmt("  %-14s %10s\n", name, "-");
-  return fmt("  %-14s %10.1f %10.1f %10.1f %10.1f %10.1f %8zu\n", name, d.mean, d.p50, d.p90,
-             d.p99, d.max, d.count);
+  return fmt("  %-14s %10.1f %10.1f %10.1f %10.1f %10.1f %8zu\n", name, d.mean, d.p50, d.p90, d.p99,
+             d.max, d.count);
 }
 
 std::string counts(const std::map<std::string, size_t>& m) {
@@ -212,8 +212,7 @@ std::string format_report(const run_summary& s) {
   std::string out;
   out += fmt("requests       %zu total: %zu ok, %zu failed, %zu client-saturated  (%.1f s)\n",
              s.total, s.ok, s.failed, s.saturated, s.duration_s);
-  out += fmt("  %-14s %10s %10s %10s %10s %10s %8s\n", "", "mean", "p50", "p90", "p99", "max",
-             "n");
+  out += fmt("  %-14s %10s %10s %10s %10s %10s %8s\n", "", "mean", "p50", "p90", "p99", "max", "n");
   out += row("TTFT (ms)", s.ttft_ms);
   out += row("TPOT (ms)", s.tpot_ms);
   out += row("E2E (ms)", s.e2e_ms);
@@ -222,8 +221,8 @@ std::string format_report(const run_summary& s) {
     out += row("prefill queue", s.prefill_queue_ms);
   out += "  (overhead = TTFT - engine_prefill_ms - transfer_wire_ms, per request; it includes "
          "the prefill queue)\n";
-  out += fmt("throughput     %.3f req/s, %.1f output tok/s, %.1f input tok/s\n",
-             s.requests_per_s, s.output_tokens_per_s, s.input_tokens_per_s);
+  out += fmt("throughput     %.3f req/s, %.1f output tok/s, %.1f input tok/s\n", s.requests_per_s,
+             s.output_tokens_per_s, s.input_tokens_per_s);
   std::string ttft_bound = s.slo.ttft_ms ? fmt("TTFT <= %.0f ms, ", *s.slo.ttft_ms) : "";
   if (s.goodput_per_s)
     out += fmt("goodput        %.3f req/s (%zu of %zu requests met %sTPOT <= %.1f ms)\n",

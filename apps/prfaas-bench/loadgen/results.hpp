@@ -35,10 +35,10 @@ struct request_result {
   uint32_t input_tokens = 0;
   uint32_t requested_output_tokens = 0;
   outcome status = outcome::ok;
-  int http_status = 0;     ///< 0 when no response arrived
-  std::string error;       ///< human-readable, empty when ok
-  double scheduled_s = 0;  ///< arrival time in the workload
-  double sent_s = 0;       ///< when it was sent, from the start of the run
+  int http_status = 0;          ///< 0 when no response arrived
+  std::string error;            ///< human-readable, empty when ok
+  double scheduled_s = 0;       ///< arrival time in the workload
+  double sent_s = 0;            ///< when it was sent, from the start of the run
   std::optional<double> ttft_s; ///< streaming only
   double e2e_s = 0;
   uint32_t output_tokens = 0;
@@ -75,7 +75,7 @@ struct run_summary {
   size_t slo_met = 0;
   std::optional<double> goodput_per_s; ///< nullopt when no request had a TTFT
   distribution ttft_ms, tpot_ms, e2e_ms, overhead_ms, output_tokens_per_request;
-  distribution prefill_queue_ms; ///< of the ok requests whose prfaas object reports it
+  distribution prefill_queue_ms;        ///< of the ok requests whose prfaas object reports it
   std::map<std::string, size_t> errors; ///< by kind(), failed and saturated requests
   std::map<std::string, size_t> routes; ///< of the ok requests that named one
 };

@@ -30,12 +30,12 @@ public:
 private:
   void line(std::vector<sse_event>& out);
 
-  std::string line_;    ///< the current line so far, without its terminator
+  std::string line_;      ///< the current line so far, without its terminator
   bool after_cr_ = false; ///< the last byte was '\r': a following '\n' ends nothing
   bool pending_ = false;  ///< fields of the current event have been seen
   bool started_ = false;  ///< past a possible leading byte-order mark
   sse_event current_;
-  std::string data_;      ///< data lines of the current event, each + '\n'
+  std::string data_; ///< data lines of the current event, each + '\n'
 };
 
 } // namespace prfaas::loadgen

@@ -82,8 +82,7 @@ void trace_options::validate() const {
     throw std::invalid_argument("--input-scale must be > 0");
 }
 
-trace_workload::trace_workload(std::vector<trace_record> records, trace_options o,
-                               stop_config stop)
+trace_workload::trace_workload(std::vector<trace_record> records, trace_options o, stop_config stop)
     : records_(std::move(records)), o_(o), stop_(stop) {
   o_.validate();
   std::stable_sort(records_.begin(), records_.end(),
@@ -95,8 +94,8 @@ request_spec trace_workload::spec(size_t i) const {
   request_spec r;
   r.index = i;
   r.arrival_s = (rec.timestamp_ms - records_.front().timestamp_ms) / 1000.0 * o_.time_scale;
-  r.block_tokens = std::max<size_t>(
-    1, static_cast<size_t>(std::llround(trace_block_tokens * o_.input_scale)));
+  r.block_tokens =
+      std::max<size_t>(1, static_cast<size_t>(std::llround(trace_block_tokens * o_.input_scale)));
   double in = std::max(1.0, std::round(rec.input_length * o_.input_scale));
   if (o_.max_input)
     in = std::min<double>(in, o_.max_input);

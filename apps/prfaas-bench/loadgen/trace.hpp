@@ -41,12 +41,12 @@ std::vector<trace_record> load_trace(const std::string& path);
 
 /// How a trace is replayed.
 struct trace_options {
-  double time_scale = 1.0;   ///< arrival = (timestamp - first) * time_scale; 0.5 = 2x faster
-  double input_scale = 1.0;  ///< input lengths and block size both scaled, so a prefix
-                             ///< shared over k of n blocks stays shared over k of n
-  uint32_t max_input = 0;    ///< cap (0 = none); cuts trailing blocks
-  uint32_t output_len = 0;   ///< replaces every output length (0 = the trace's)
-  uint32_t max_output = 0;   ///< cap (0 = none)
+  double time_scale = 1.0;  ///< arrival = (timestamp - first) * time_scale; 0.5 = 2x faster
+  double input_scale = 1.0; ///< input lengths and block size both scaled, so a prefix
+                            ///< shared over k of n blocks stays shared over k of n
+  uint32_t max_input = 0;   ///< cap (0 = none); cuts trailing blocks
+  uint32_t output_len = 0;  ///< replaces every output length (0 = the trace's)
+  uint32_t max_output = 0;  ///< cap (0 = none)
 
   void validate() const; ///< throws std::invalid_argument naming the option
 };

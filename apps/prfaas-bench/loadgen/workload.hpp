@@ -19,8 +19,8 @@ namespace prfaas::loadgen {
 
 /// One request of a workload.
 struct request_spec {
-  uint64_t index = 0;       ///< 0-based position in the workload
-  double arrival_s = 0;     ///< seconds after the start; unused in closed loop
+  uint64_t index = 0;   ///< 0-based position in the workload
+  double arrival_s = 0; ///< seconds after the start; unused in closed loop
   uint32_t input_tokens = 0;
   uint32_t output_tokens = 0;
   std::vector<uint64_t> hash_ids; ///< trace replay: ids of the prompt's blocks
@@ -46,7 +46,7 @@ public:
 /// A length that is either fixed or drawn from a truncated log-normal.
 struct length_dist {
   enum kind_type { fixed, lognormal } kind = fixed;
-  uint32_t value = 1024;     ///< when fixed
+  uint32_t value = 1024;   ///< when fixed
   lognormal_params params; ///< when lognormal
 };
 

@@ -44,14 +44,15 @@ TEST_CASE("openai: a streamed completion gives TTFT, tokens, usage and the prfaa
   r.on_stream_bytes(chunk("Hel"), 0.20);
   r.on_stream_bytes(chunk("lo") + chunk("!"), 0.30);
   std::string final_chunk =
-    R"(data: {"id":"c1","object":"text_completion","choices":[{"index":0,"text":"","finish_reason":"length"}],)"
-    R"("prfaas":{"request_id":"r-9","route":"pd","engine_prefill_ms":120.5,"transfer_wire_ms":3.25,"ttft_ms":130,"attempts":2,"prefill_queue_ms":7.5}})"
-    "\n\n";
+      R"(data: {"id":"c1","object":"text_completion","choices":[{"index":0,"text":"","finish_reason":"length"}],)"
+      R"("prfaas":{"request_id":"r-9","route":"pd","engine_prefill_ms":120.5,"transfer_wire_ms":3.25,"ttft_ms":130,"attempts":2,"prefill_queue_ms":7.5}})"
+      "\n\n";
   r.on_stream_bytes(final_chunk, 0.31);
   CHECK(r.output_tokens() == 3); // by chunks, before usage
-  r.on_stream_bytes(R"(data: {"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":4,"total_tokens":15}})"
-                    "\n\ndata: [DONE]\n\n",
-                    0.32);
+  r.on_stream_bytes(
+      R"(data: {"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":4,"total_tokens":15}})"
+      "\n\ndata: [DONE]\n\n",
+      0.32);
   r.on_end(0.33);
   CHECK(r.complete());
   CHECK_FALSE(r.error());
@@ -71,9 +72,11 @@ TEST_CASE("openai: a streamed completion gives TTFT, tokens, usage and the prfaa
 
 TEST_CASE("openai: a mid-stream error event is a stream error") {
   response_reader r{api_kind::completions, true};
-  r.on_stream_bytes(chunk("a") + R"(data: {"error": {"message": "decode node lost", "type": "server_error", "code": "decode_failed"}})"
-                                 "\n\n",
-                    0.1);
+  r.on_stream_bytes(
+      chunk("a") +
+          R"(data: {"error": {"message": "decode node lost", "type": "server_error", "code": "decode_failed"}})"
+          "\n\n",
+      0.1);
   r.on_end(0.2);
   CHECK_FALSE(r.complete());
   REQUIRE(r.error());
@@ -105,21 +108,24 @@ TEST_CASE("openai: truncated or malformed streams are bad responses") {
 
 TEST_CASE("openai: chat deltas and whole (non-streamed) bodies") {
   response_reader chat{api_kind::chat, true};
-  chat.on_stream_bytes(R"(data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]})"
-                       "\n\n",
-                       0.1);
-  chat.on_stream_bytes(R"(data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"}}]})"
-                       "\n\ndata: [DONE]\n\n",
-                       0.4);
+  chat.on_stream_bytes(
+      R"(data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]})"
+      "\n\n",
+      0.1);
+  chat.on_stream_bytes(
+      R"(data: {"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"}}]})"
+      "\n\ndata: [DONE]\n\n",
+      0.4);
   chat.on_end(0.5);
   CHECK(chat.complete());
   CHECK(*chat.first_token_s() == 0.4);
   CHECK(chat.output_tokens() == 1);
 
   response_reader whole{api_kind::chat, false};
-  whole.on_body(R"({"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"xyz"},"finish_reason":"length"}],)"
-                R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8},"prfaas":{"route":"prfaas"}})",
-                0.9);
+  whole.on_body(
+      R"({"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"xyz"},"finish_reason":"length"}],)"
+      R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8},"prfaas":{"route":"prfaas"}})",
+      0.9);
   whole.on_end(0.9);
   CHECK(whole.complete());
   CHECK_FALSE(whole.first_token_s());
@@ -130,7 +136,7 @@ TEST_CASE("openai: chat deltas and whole (non-streamed) bodies") {
 
 TEST_CASE("openai: error bodies") {
   auto e = parse_error_body(
-    R"({"error":{"message":"too many requests","type":"rate_limit","param":null,"code":"queue_full"}})");
+      R"({"error":{"message":"too many requests","type":"rate_limit","param":null,"code":"queue_full"}})");
   REQUIRE(e);
   CHECK(e->message == "too many requests");
   CHECK(e->type == "rate_limit");

@@ -33,9 +33,9 @@ TEST_CASE("prompt: equal hash ids give identical blocks wherever they sit") {
   REQUIRE(a.size() == 1200);
   REQUIRE(b.size() == 1100);
   CHECK(json_safe_printable(a));
-  CHECK(a.substr(0, 512) != b.substr(0, 512));        // 5 vs 9
-  CHECK(a.substr(512, 512) == b.substr(512, 512));    // 6
-  CHECK(a.substr(1024, 76) == b.substr(1024, 76));    // 7, partial in both
+  CHECK(a.substr(0, 512) != b.substr(0, 512));     // 5 vs 9
+  CHECK(a.substr(512, 512) == b.substr(512, 512)); // 6
+  CHECK(a.substr(1024, 76) == b.substr(1024, 76)); // 7, partial in both
   CHECK(a.substr(0, 512) == block_text(5, 512));
   auto c = block_prompt({1, 5}, 1024, 512, 3); // id 5 as the second block
   CHECK(c.substr(512) == block_text(5, 512));

@@ -88,7 +88,7 @@ TEST_CASE("results: throughput, goodput under SLOs, errors and routes") {
   CHECK(s.output_tokens == 31);
   CHECK(s.output_tokens_per_s == Approx(15.5));
   CHECK(s.errors == std::map<std::string, size_t>{
-                      {"http_429", 2}, {"stream_error", 1}, {"client_saturated", 1}});
+                        {"http_429", 2}, {"stream_error", 1}, {"client_saturated", 1}});
   CHECK(s.routes == std::map<std::string, size_t>{{"prfaas", 2}, {"pd", 1}});
   CHECK(s.ttft_ms.count == 4);
   CHECK(s.ttft_ms.max == Approx(3000));

@@ -22,8 +22,8 @@ namespace {
 
 /// The fake's behaviour; counts are by arrival order at the server.
 struct fake_settings {
-  int fail_429 = 0;        ///< the first N requests get 429
-  int fail_mid_stream = 0; ///< the next N stream two chunks, then an error event
+  int fail_429 = 0;                   ///< the first N requests get 429
+  int fail_mid_stream = 0;            ///< the next N stream two chunks, then an error event
   std::chrono::milliseconds delay{0}; ///< before answering each request
   size_t expected_input = 0;          ///< prompt bytes every request must have (0: any)
 };
@@ -78,22 +78,26 @@ private:
     if (req.get_header_value("Content-Type") != "application/json")
       problem("content type " + req.get_header_value("Content-Type"));
     bool stream = body.value("stream", false);
-    if (stream && !(body.contains("stream_options") &&
-                    body["stream_options"].value("include_usage", false)))
+    if (stream &&
+        !(body.contains("stream_options") && body["stream_options"].value("include_usage", false)))
       problem("include_usage not asked for");
     int max_tokens = body.value("max_tokens", 0);
 
     if (n < s_.fail_429) {
       res.status = 429;
       res.set_header("Retry-After", "1");
-      res.set_content(R"({"error":{"message":"queue full","type":"rate_limit","param":null,"code":"queue_full"}})",
-                      "application/json");
+      res.set_content(
+          R"({"error":{"message":"queue full","type":"rate_limit","param":null,"code":"queue_full"}})",
+          "application/json");
       return;
     }
     std::string route = n % 2 ? "prfaas" : "pd";
-    json prfaas = {{"request_id", "req-" + std::to_string(n)}, {"route", route},
-                   {"engine_prefill_ms", 2.0}, {"transfer_wire_ms", 1.0},
-                   {"ttft_ms", 4.0},           {"attempts", 1}};
+    json prfaas = {{"request_id", "req-" + std::to_string(n)},
+                   {"route", route},
+                   {"engine_prefill_ms", 2.0},
+                   {"transfer_wire_ms", 1.0},
+                   {"ttft_ms", 4.0},
+                   {"attempts", 1}};
     json usage = {{"prompt_tokens", prompt.size()},
                   {"completion_tokens", max_tokens},
                   {"total_tokens", prompt.size() + max_tokens}};
@@ -122,34 +126,35 @@ private:
     if (chat)
       events.push_back(json{{"object", "chat.completion.chunk"},
                             {"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}}}}}}}
-                         .dump());
+                           .dump());
     bool fail = n < s_.fail_429 + s_.fail_mid_stream;
     int chunks = fail ? 2 : max_tokens;
     for (int i = 0; i < chunks; ++i)
       events.push_back(piece("x", nullptr).dump());
     if (fail) {
-      events.push_back(R"({"error":{"message":"decode instance lost","type":"server_error","param":null,"code":"decode_failed"}})");
+      events.push_back(
+          R"({"error":{"message":"decode instance lost","type":"server_error","param":null,"code":"decode_failed"}})");
     } else {
       auto last = piece("", "length");
       last["prfaas"] = prfaas;
       events.push_back(last.dump());
-      events.push_back(json{{"object", "text_completion"}, {"choices", json::array()},
-                            {"usage", usage}}
-                         .dump());
+      events.push_back(
+          json{{"object", "text_completion"}, {"choices", json::array()}, {"usage", usage}}.dump());
       events.push_back("[DONE]");
     }
-    res.set_chunked_content_provider(
-      "text/event-stream", [events](size_t, httplib::DataSink& sink) {
-        for (auto& e : events) {
-          // Each event in two writes, so events straddle the client's reads.
-          auto text = "data: " + e + "\n\n";
-          auto half = text.size() / 2;
-          sink.write(text.data(), half);
-          sink.write(text.data() + half, text.size() - half);
-        }
-        sink.done();
-        return true;
-      });
+    res.set_chunked_content_provider("text/event-stream",
+                                     [events](size_t, httplib::DataSink& sink) {
+                                       for (auto& e : events) {
+                                         // Each event in two writes, so events straddle the
+                                         // client's reads.
+                                         auto text = "data: " + e + "\n\n";
+                                         auto half = text.size() / 2;
+                                         sink.write(text.data(), half);
+                                         sink.write(text.data() + half, text.size() - half);
+                                       }
+                                       sink.done();
+                                       return true;
+                                     });
   }
 
   fake_settings s_;
@@ -189,9 +194,9 @@ bench_run serve(std::vector<std::string> args) {
 
 TEST_CASE("serve: streamed completions, with a 429 and a mid-stream error counted") {
   fake_gateway gw{{.fail_429 = 1, .fail_mid_stream = 1, .expected_input = 300}};
-  auto r = serve({"--url", gw.url(), "--workload", "fixed", "--input-len", "300",
-                  "--output-len", "8", "--requests", "10", "--arrival", "closed",
-                  "--concurrency", "2", "--seed", "7", "--per-request"});
+  auto r = serve({"--url", gw.url(), "--workload", "fixed", "--input-len", "300", "--output-len",
+                  "8", "--requests", "10", "--arrival", "closed", "--concurrency", "2", "--seed",
+                  "7", "--per-request"});
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(gw.problems().empty());
@@ -227,9 +232,9 @@ TEST_CASE("serve: streamed completions, with a 429 and a mid-stream error counte
 
 TEST_CASE("serve: chat endpoint with open-loop Poisson arrivals") {
   fake_gateway gw{{.expected_input = 0}};
-  auto r = serve({"--url", gw.url(), "--endpoint", "chat", "--model", "fake-model",
-                  "--workload", "lognormal", "--input-min", "100", "--input-max", "2000",
-                  "--output-len", "5", "--rate", "50", "--requests", "6"});
+  auto r = serve({"--url", gw.url(), "--endpoint", "chat", "--model", "fake-model", "--workload",
+                  "lognormal", "--input-min", "100", "--input-max", "2000", "--output-len", "5",
+                  "--rate", "50", "--requests", "6"});
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK(gw.problems().empty());
@@ -258,9 +263,9 @@ TEST_CASE("serve: arrivals that find every slot busy are client-saturated, not d
   // One slot and a server that holds each request 2 s: the arrivals that follow within
   // that time cannot be sent.
   fake_gateway gw{{.delay = 2000ms}};
-  auto r = serve({"--url", gw.url(), "--model", "fake-model", "--workload", "fixed",
-                  "--input-len", "10", "--output-len", "2", "--rate", "100", "--requests", "4",
-                  "--max-in-flight", "1"});
+  auto r =
+      serve({"--url", gw.url(), "--model", "fake-model", "--workload", "fixed", "--input-len", "10",
+             "--output-len", "2", "--rate", "100", "--requests", "4", "--max-in-flight", "1"});
   INFO(r.output);
   REQUIRE(r.code == 0);
   auto& j = r.result;
@@ -275,8 +280,9 @@ TEST_CASE("serve: arrivals that find every slot busy are client-saturated, not d
 
 TEST_CASE("serve: a bad trace line or an unreachable server stops it before any load") {
   temp_dir dir{"prfaas-loadgen-trace"};
-  auto trace = dir.file("t.jsonl", R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]})"
-                                   "\n{\"timestamp\": 1}\n");
+  auto trace = dir.file(
+      "t.jsonl", R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]})"
+                 "\n{\"timestamp\": 1}\n");
   auto bad = serve({"--workload", "trace", "--trace", trace.string(), "--model", "m"});
   CHECK(bad.code == 1);
   CHECK_THAT(bad.output, Contains(trace.string() + ":2: missing \"input_length\""));

@@ -8,8 +8,7 @@ using namespace prfaas::loadgen;
 
 namespace {
 
-std::vector<sse_event> feed_in_pieces(const std::string& stream,
-                                      const std::vector<size_t>& cuts) {
+std::vector<sse_event> feed_in_pieces(const std::string& stream, const std::vector<size_t>& cuts) {
   sse_parser p;
   std::vector<sse_event> out;
   size_t at = 0;
@@ -21,28 +20,27 @@ std::vector<sse_event> feed_in_pieces(const std::string& stream,
   return out;
 }
 
-const std::string stream =
-  "\xEF\xBB\xBF"
-  ": keep-alive\n\n"
-  "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
-  "data: {\"choices\":[{\"text\":\"b\"}]}\r\n\r\n"
-  "data: l1\r\ndata: l2\r\n\r\n"
-  "event: note\r"
-  "data:first\r"
-  "data:  second\r\r"
-  "id: 7\n"
-  "data: {\"error\": {\"message\": \"engine lost\"}}\n"
-  "\n"
-  "retry: 100\n\n"
-  "data: [DONE]\n\n";
+const std::string stream = "\xEF\xBB\xBF"
+                           ": keep-alive\n\n"
+                           "data: {\"choices\":[{\"text\":\"a\"}]}\n\n"
+                           "data: {\"choices\":[{\"text\":\"b\"}]}\r\n\r\n"
+                           "data: l1\r\ndata: l2\r\n\r\n"
+                           "event: note\r"
+                           "data:first\r"
+                           "data:  second\r\r"
+                           "id: 7\n"
+                           "data: {\"error\": {\"message\": \"engine lost\"}}\n"
+                           "\n"
+                           "retry: 100\n\n"
+                           "data: [DONE]\n\n";
 
 const std::vector<sse_event> expected = {
-  {"", R"({"choices":[{"text":"a"}]})", ""},
-  {"", R"({"choices":[{"text":"b"}]})", ""},
-  {"", "l1\nl2", ""},
-  {"note", "first\n second", ""},
-  {"", R"({"error": {"message": "engine lost"}})", "7"},
-  {"", "[DONE]", ""},
+    {"", R"({"choices":[{"text":"a"}]})", ""},
+    {"", R"({"choices":[{"text":"b"}]})", ""},
+    {"", "l1\nl2", ""},
+    {"note", "first\n second", ""},
+    {"", R"({"error": {"message": "engine lost"}})", "7"},
+    {"", "[DONE]", ""},
 };
 
 } // namespace
@@ -86,11 +84,15 @@ TEST_CASE("sse: a stream cut mid-event leaves it pending, never dispatched") {
 TEST_CASE("sse: events without data are dropped; a missing BOM is fine") {
   sse_parser p;
   std::vector<sse_event> out;
-  p.feed("event: ping\n\n\xEF\xBB\xBF" "data: x\n\n", out);
+  p.feed("event: ping\n\n\xEF\xBB\xBF"
+         "data: x\n\n",
+         out);
   // A BOM after the start is text: it becomes part of the field name and is ignored.
   CHECK(out.empty());
   sse_parser q;
-  q.feed("\xEF\xBB" "data: y\n\n", out); // not a full BOM: the bytes stay in the line
+  q.feed("\xEF\xBB"
+         "data: y\n\n",
+         out); // not a full BOM: the bytes stay in the line
   CHECK(out.empty());
   sse_parser r;
   r.feed("data: z\n\n", out);

@@ -26,14 +26,15 @@ size_t error_line(const std::string& text) {
 }
 
 const std::string good =
-  R"({"timestamp": 0, "input_length": 1100, "output_length": 7, "hash_ids": [1, 2, 3]})";
+    R"({"timestamp": 0, "input_length": 1100, "output_length": 7, "hash_ids": [1, 2, 3]})";
 
 } // namespace
 
 TEST_CASE("trace: records parse, blank lines are skipped") {
-  auto rs = parse(good + "\n\n" +
-                  R"({"timestamp": 1500.5, "input_length": 10, "output_length": 0, "hash_ids": [9]})"
-                  "\r\n");
+  auto rs =
+      parse(good + "\n\n" +
+            R"({"timestamp": 1500.5, "input_length": 10, "output_length": 0, "hash_ids": [9]})"
+            "\r\n");
   REQUIRE(rs.size() == 2);
   CHECK(rs[0].input_length == 1100);
   CHECK(rs[0].output_length == 7);
@@ -43,16 +44,17 @@ TEST_CASE("trace: records parse, blank lines are skipped") {
 
 TEST_CASE("trace: a bad line is reported with its file and line number") {
   CHECK(error_line(good + "\nnot json\n") == 2);
-  CHECK(error_line(good + "\n\n" + good + "\n{\"timestamp\": 5, \"output_length\": 1, "
-                                          "\"hash_ids\": []}\n") == 4);
+  CHECK(error_line(good + "\n\n" + good +
+                   "\n{\"timestamp\": 5, \"output_length\": 1, "
+                   "\"hash_ids\": []}\n") == 4);
   CHECK(error_line(R"({"timestamp": 0, "input_length": -5, "output_length": 1, "hash_ids": []})") ==
         1);
   CHECK(error_line(good + "\n" +
                    R"({"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": 3})") ==
         2);
-  CHECK(error_line(good + "\n" + good + "\n" +
-                   R"({"timestamp": "x", "input_length": 5, "output_length": 1, "hash_ids": []})") ==
-        3);
+  CHECK(error_line(
+            good + "\n" + good + "\n" +
+            R"({"timestamp": "x", "input_length": 5, "output_length": 1, "hash_ids": []})") == 3);
   CHECK(error_line(good + "\n[1, 2]\n") == 2);
   CHECK_THROWS_WITH(parse(good + "\n{\"timestamp\": 1,"),
                     Catch::StartsWith("t.jsonl:2: not valid JSON"));
@@ -62,9 +64,9 @@ TEST_CASE("trace: a bad line is reported with its file and line number") {
 
 TEST_CASE("trace: replay scales time, caps lengths and keeps blocks aligned") {
   std::vector<trace_record> rs = {
-    {1000, 1100, 7, {1, 2, 3}},
-    {3000, 2000, 5000, {1, 2, 4, 5}},
-    {2000, 600, 3, {1, 6}}, // out of order: replay sorts by time
+      {1000, 1100, 7, {1, 2, 3}},
+      {3000, 2000, 5000, {1, 2, 4, 5}},
+      {2000, 600, 3, {1, 6}}, // out of order: replay sorts by time
   };
   trace_options o;
   o.time_scale = 0.5;
