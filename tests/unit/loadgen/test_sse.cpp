@@ -81,7 +81,7 @@ TEST_CASE("sse: a stream cut mid-event leaves it pending, never dispatched") {
   CHECK_FALSE(p.partial());
 }
 
-TEST_CASE("sse: events without data are dropped; a missing BOM is fine") {
+TEST_CASE("sse: events without data are dropped, a BOM only counts at the start") {
   sse_parser p;
   std::vector<sse_event> out;
   p.feed("event: ping\n\n\xEF\xBB\xBF"
