@@ -1,10 +1,12 @@
 // prfaas-bench: benchmarks and load generation.
 //   prfaas-bench transport [--round-trips N] [--pipelined N] [--bulk N] [--repeat R] [--json]
+//   prfaas-bench transfer [--bytes N] [--chunk N] [--connections N] [--link-rate R] [--json]
 //   prfaas-bench serve [--url URL] [--workload lognormal|fixed|trace] [--rate R] ... [--json FILE]
 
 #include <CLI/CLI.hpp>
 
 #include "serve_bench.hpp"
+#include "transfer_bench.hpp"
 #include "transport_bench.hpp"
 
 int main(int argc, char** argv) {
@@ -23,10 +25,14 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand(
     "serve", "load generator for the OpenAI-compatible API: latency, throughput, goodput");
   prfaas::bench::add_serve_options(*serve, serve_opts);
+  prfaas::bench::transfer_options transfer_opts;
+  prfaas::bench::add_transfer_options(app, transfer_opts);
   CLI11_PARSE(app, argc, argv);
   if (*transport)
     return prfaas::bench::run_transport_bench(t);
   if (*serve)
     return prfaas::bench::run_serve_bench(serve_opts);
+  if (*app.get_subcommand("transfer"))
+    return prfaas::bench::run_transfer_bench(transfer_opts);
   return 0;
 }

@@ -1,0 +1,479 @@
+// prfaas-bench transfer: the KVCache data plane between two processes.
+//
+//  * bulk: one transfer of --bytes (1 GiB) in --chunk (4 MiB) chunks over
+//          --connections, timed from open() until the receiver confirmed it; next to
+//          raw ZeroMQ (one DEALER -> ROUTER, the same chunks zero-copy, timed until
+//          the server counted them all), alternating, best of --repeat;
+//  * rtt:  control-plane round trips (prfaas transport, request to the server's echo
+//          actor) measured idle and while the data plane moves the bulk transfer;
+//  * link: with --link-rate, utilisation = achieved payload rate / link rate.
+//
+// Both ends are prfaas nodes of one small deployment (clusters `src` and `dst` with
+// a link between them, which carries --connections and --pace), so the data plane
+// and the control plane are the node's own.
+
+#include "transfer_bench.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <zmq.hpp>
+
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/actor_system.hpp"
+#include "prfaas/runtime/data_plane.hpp"
+#include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/examples.pb.h"
+#include "stats.hpp"
+
+namespace prfaas::bench {
+
+void add_transfer_options(CLI::App& app, transfer_options& o) {
+  auto* t = app.add_subcommand(
+    "transfer", "KVCache data plane between two processes vs raw ZeroMQ, with control RTT under load");
+  t->add_option("--bytes", o.bytes, "bytes per transfer")->capture_default_str();
+  t->add_option("--chunk", o.chunk_bytes, "chunk size in bytes")->capture_default_str();
+  t->add_option("--connections", o.connections, "data-plane connections to the peer")
+    ->capture_default_str();
+  t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")->capture_default_str();
+  t->add_option("--pace", o.pace, "pace the data plane at this rate (e.g. 950mbit)");
+  t->add_option("--link-rate", o.link_rate, "the link's rate (e.g. 1gbit): print utilisation");
+  t->add_option("--listen", o.listen, "server mode: bind tcp://HOST:PORT (uses PORT..PORT+2)");
+  t->add_option("--peer-endpoint", o.peer_endpoint, "client mode: the server's --listen endpoint");
+  t->add_option("--client-host", o.client_host, "address the client binds (PORT+3, PORT+4)")
+    ->capture_default_str();
+  t->add_flag("!--no-rtt", o.rtt, "skip control-plane round trips during the transfer");
+  t->add_flag("--json", o.json, "also print one JSON line");
+}
+
+namespace {
+
+constexpr const char* sink_name = "bench";
+
+int free_port() {
+  zmq::context_t ctx;
+  zmq::socket_t s{ctx, zmq::socket_type::router};
+  s.bind("tcp://127.0.0.1:*");
+  auto ep = s.get(zmq::sockopt::last_endpoint);
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
+}
+
+/// Where everything listens.
+struct layout {
+  std::string server_host = "127.0.0.1";
+  std::string client_host = "127.0.0.1";
+  int data = 0, raw = 0, control = 0, client_control = 0, client_data = 0;
+
+  static layout loopback() {
+    layout l;
+    l.data = free_port();
+    l.raw = free_port();
+    l.control = free_port();
+    l.client_control = free_port();
+    l.client_data = free_port();
+    return l;
+  }
+  /// From "tcp://HOST:PORT": PORT..PORT+4.
+  static layout from(const std::string& endpoint, const std::string& client_host) {
+    auto colon = endpoint.rfind(':');
+    if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
+      throw std::invalid_argument("expected tcp://HOST:PORT, got '" + endpoint + "'");
+    layout l;
+    l.server_host = endpoint.substr(6, colon - 6);
+    l.client_host = client_host;
+    int p = std::stoi(endpoint.substr(colon + 1));
+    l.data = p;
+    l.raw = p + 1;
+    l.control = p + 2;
+    l.client_control = p + 3;
+    l.client_data = p + 4;
+    return l;
+  }
+  std::string at(const std::string& host, int port) const {
+    return "tcp://" + host + ":" + std::to_string(port);
+  }
+};
+
+std::string deployment_yaml(const layout& l, const transfer_options& o) {
+  std::ostringstream y;
+  y << "deployment: bench-transfer\n"
+    << "log_level: warn\n"
+    << "transport: { outbound_queue: 100000 }\n"
+    << "clusters: { src: { kind: prefill-only }, dst: { kind: pd } }\n"
+    << "links:\n"
+    << "  - between: [src, dst]\n"
+    << "    connections: " << o.connections << "\n";
+  if (!o.pace.empty())
+    y << "    rate: " << o.pace << "\n";
+  y << "data_plane: { transfer_timeout: 600s, max_chunk_bytes: "
+    << std::max<uint64_t>(o.chunk_bytes, 1) << " }\n"
+    << "nodes:\n"
+    << "  - name: server\n"
+    << "    cluster: dst\n"
+    << "    control: " << l.at(l.server_host, l.control) << "\n"
+    << "    data: " << l.at(l.server_host, l.data) << "\n"
+    << "    actors: [ { type: echo, name: echo } ]\n"
+    << "  - name: client\n"
+    << "    cluster: src\n"
+    << "    control: " << l.at(l.client_host, l.client_control) << "\n"
+    << "    data: " << l.at(l.client_host, l.client_data) << "\n";
+  return y.str();
+}
+
+/// One live node of the benchmark deployment (the actor system and the ZeroMQ
+/// context outlive the node).
+struct live_node {
+  deployment_config dep;
+  actor_registry reg = actor_registry::with_builtins();
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  zmq::context_t zctx{1};
+  std::unique_ptr<node> self;
+
+  live_node(const std::string& yaml, const std::string& name)
+    : dep(parse_deployment(yaml, "<bench>")) {
+    configure_actor_system(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    node_options opts;
+    opts.zmq = &zctx;
+    self = std::make_unique<node>(*sys, dep, name, reg, opts);
+    self->start();
+  }
+  ~live_node() { self->stop(); }
+};
+
+/// Raw ZeroMQ counterpart of the data-plane sink: counts ('C') and answers
+/// queries ('Q') with "messages bytes".
+void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.set(zmq::sockopt::rcvbuf, 4 << 20);
+  router.bind(endpoint);
+  uint64_t messages = 0, bytes = 0;
+  while (!stop) {
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    if (!(item.revents & ZMQ_POLLIN))
+      continue;
+    for (;;) {
+      zmq::message_t id, op, data;
+      if (!router.recv(id, zmq::recv_flags::dontwait))
+        break;
+      (void)router.recv(op);
+      if (op.more())
+        (void)router.recv(data);
+      char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
+      if (c == 'C') {
+        ++messages;
+        bytes += data.size();
+      } else if (c == 'Q') {
+        auto text = std::to_string(messages) + " " + std::to_string(bytes);
+        router.send(id, zmq::send_flags::sndmore);
+        router.send(zmq::buffer(text), zmq::send_flags::none);
+      }
+    }
+  }
+}
+
+int server_main(const std::string& yaml, const layout& l) {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  live_node server{yaml, "server"};
+  auto* dp = server.self->context().data();
+  if (dp == nullptr) {
+    std::cerr << "prfaas-bench transfer: the server node has no data plane\n";
+    return 1;
+  }
+  // The sink lets go of the chunks at once: the benchmark measures the wire.
+  dp->add_sink(sink_name, [](received_transfer) {});
+  std::atomic<bool> stop{false};
+  std::thread raw{[&] { raw_server(server.zctx, l.at(l.server_host, l.raw), stop); }};
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  stop = true;
+  raw.join();
+  return 0;
+}
+
+void noop_free(void*, void*) {}
+
+struct raw_client {
+  zmq::socket_t dealer;
+  raw_client(zmq::context_t& ctx, const std::string& endpoint)
+    : dealer(ctx, zmq::socket_type::dealer) {
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::sndhwm, 100000);
+    dealer.set(zmq::sockopt::sndbuf, 4 << 20);
+    dealer.set(zmq::sockopt::rcvtimeo, 20000);
+    dealer.connect(endpoint);
+  }
+  std::pair<uint64_t, uint64_t> query() {
+    dealer.send(zmq::str_buffer("Q"), zmq::send_flags::none);
+    zmq::message_t reply;
+    if (!dealer.recv(reply))
+      throw std::runtime_error("raw ZeroMQ server does not answer");
+    std::istringstream in{reply.to_string()};
+    uint64_t m = 0, b = 0;
+    in >> m >> b;
+    return {m, b};
+  }
+  /// Seconds until the server counted `n` messages of `buffer` (sent zero-copy).
+  double stream(uint64_t n, const std::vector<std::byte>& buffer) {
+    auto before = query();
+    auto t0 = clock_type::now();
+    for (uint64_t i = 0; i < n; ++i) {
+      dealer.send(zmq::str_buffer("C"), zmq::send_flags::sndmore);
+      zmq::message_t m(const_cast<std::byte*>(buffer.data()), buffer.size(), noop_free, nullptr);
+      dealer.send(m, zmq::send_flags::none);
+    }
+    while (query().first < before.first + n)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return seconds_since(t0);
+  }
+};
+
+void wait_until_up(caf::scoped_actor& self, node& n) {
+  for (int i = 0; i < 1500; ++i) {
+    bool up = false;
+    self->request(n.transport(), std::chrono::seconds(1), peers_atom_v)
+      .receive(
+        [&](std::vector<peer_view>& v) {
+          for (auto& p : v)
+            up = up || (p.node == "server" && p.state == peer_state::up);
+        },
+        [](caf::error&) {});
+    if (up)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("server node did not come up");
+}
+
+/// Round trips to the server's echo actor until `stop` (or `count` of them).
+void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& stop,
+                 uint64_t count, std::vector<double>& out) {
+  caf::scoped_actor self{sys};
+  examples::Ping ping;
+  ping.set_data(std::string(64, 'p'));
+  for (uint64_t i = 0; !stop && i < count; ++i) {
+    ping.set_sequence(i);
+    auto msg = make_remote(address{"client", "bench"}, address{"server", "echo"}, ping);
+    auto t0 = clock_type::now();
+    request_remote(self.ptr(), client.context().msgr(), std::move(msg), std::chrono::seconds(5))
+      .receive([](remote_message&) {},
+               [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
+    out.push_back(seconds_since(t0) * 1e6);
+    // A ping every ~200 us: a steady probe, not a second bulk load.
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+struct figures {
+  double gbps = 0, raw_gbps = 0;
+  double idle_p50_us = 0, idle_p99_us = 0, load_p50_us = 0, load_p99_us = 0;
+  uint64_t rtt_samples = 0;
+  uint32_t retransmits = 0;
+};
+
+/// One data-plane transfer of the prepared chunks; seconds from open to confirmation.
+double data_transfer(data_plane& dp, uint64_t id, std::vector<std::vector<std::byte>> chunks,
+                     transfer_outcome& out) {
+  std::promise<transfer_outcome> done;
+  auto f = done.get_future();
+  auto t0 = clock_type::now();
+  dp.open(id, "server", sink_name, "", [&done](transfer_outcome o) { done.set_value(std::move(o)); });
+  for (auto& c : chunks)
+    dp.push(id, std::move(c));
+  dp.finish(id);
+  out = f.get();
+  double s = seconds_since(t0);
+  if (!out.ok)
+    throw std::runtime_error("transfer " + std::to_string(id) + " failed: " + out.error);
+  return s;
+}
+
+figures client_main(const std::string& yaml, const layout& l, const transfer_options& o) {
+  figures fig;
+  live_node me{yaml, "client"};
+  auto& client = *me.self;
+  auto* dp = client.context().data();
+  if (dp == nullptr)
+    throw std::runtime_error("the client node has no data plane");
+  {
+    caf::scoped_actor self{*me.sys};
+    wait_until_up(self, client);
+  }
+  raw_client raw{me.zctx, l.at(l.server_host, l.raw)};
+  raw.query(); // connected
+
+  uint64_t n = std::max<uint64_t>(1, o.bytes / o.chunk_bytes);
+  uint64_t bytes = n * o.chunk_bytes;
+  std::vector<std::byte> pattern(o.chunk_bytes);
+  for (size_t i = 0; i < pattern.size(); ++i)
+    pattern[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+
+  // Idle control-plane round trips first.
+  if (o.rtt) {
+    std::vector<double> idle;
+    std::atomic<bool> never{false};
+    round_trips(*me.sys, client, never, 2000, idle);
+    fig.idle_p50_us = percentile(idle, 50);
+    fig.idle_p99_us = percentile(idle, 99);
+  }
+  std::vector<double> loaded;
+  for (int r = 0; r < o.repeat; ++r) {
+    // The chunks are built before the clock starts; push() then only moves them.
+    std::vector<std::vector<std::byte>> chunks(n, pattern);
+    std::atomic<bool> stop{false};
+    std::vector<double> rtts;
+    std::thread pinger;
+    if (o.rtt)
+      pinger = std::thread{[&] { round_trips(*me.sys, client, stop, UINT64_MAX, rtts); }};
+    transfer_outcome out;
+    double s = 0;
+    try {
+      s = data_transfer(*dp, static_cast<uint64_t>(r) + 1, std::move(chunks), out);
+    } catch (...) {
+      stop = true;
+      if (pinger.joinable())
+        pinger.join();
+      throw;
+    }
+    stop = true;
+    if (pinger.joinable())
+      pinger.join();
+    loaded.insert(loaded.end(), rtts.begin(), rtts.end());
+    fig.retransmits += out.stats.retransmits;
+    fig.gbps = std::max(fig.gbps, static_cast<double>(bytes) / 1e9 / s);
+    fig.raw_gbps = std::max(fig.raw_gbps, static_cast<double>(bytes) / 1e9 / raw.stream(n, pattern));
+  }
+  fig.rtt_samples = loaded.size();
+  fig.load_p50_us = percentile(loaded, 50);
+  fig.load_p99_us = percentile(loaded, 99);
+  return fig;
+}
+
+void print(const transfer_options& o, const figures& f, bool two_process) {
+  uint64_t n = std::max<uint64_t>(1, o.bytes / o.chunk_bytes);
+  double bytes = static_cast<double>(n * o.chunk_bytes);
+  double ratio = f.raw_gbps > 0 ? f.gbps / f.raw_gbps : 0;
+  uint64_t link_bps = o.link_rate.empty() ? 0 : parse_rate(o.link_rate);
+  auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
+  std::printf("transfer benchmark: %s, %.0f MiB in %llu chunks of %llu B, %u connection(s)%s%s, best of %d\n",
+              two_process ? "two processes (server at --peer-endpoint)" : "two processes over tcp loopback",
+              bytes / (1 << 20), static_cast<unsigned long long>(n),
+              static_cast<unsigned long long>(o.chunk_bytes), o.connections,
+              o.pace.empty() ? "" : ", paced at ", o.pace.c_str(), o.repeat);
+  std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of raw: %s]\n", f.gbps,
+              f.gbps * 8e3, verdict(ratio >= 0.8));
+  std::printf("  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, same chunks\n",
+              f.raw_gbps, f.raw_gbps * 8e3);
+  std::printf("  ratio       %6.0f%%   (data plane / raw zmq); chunk re-sends: %u\n", 100 * ratio,
+              f.retransmits);
+  if (link_bps > 0) {
+    double u = f.gbps * 8e9 / static_cast<double>(link_bps);
+    double ru = f.raw_gbps * 8e9 / static_cast<double>(link_bps);
+    std::printf("  link %s: utilisation = achieved/rate = %.1f%% (raw zmq %.1f%%)   [target >= 90%%: %s]\n",
+                o.link_rate.c_str(), 100 * u, 100 * ru, verdict(u >= 0.9));
+  }
+  if (o.rtt) {
+    std::printf("  control-plane RTT idle         p50 %8.1f us  p99 %8.1f us\n", f.idle_p50_us,
+                f.idle_p99_us);
+    std::printf("  control-plane RTT under load   p50 %8.1f us  p99 %8.1f us  (%llu samples)   "
+                "[target p99 < 5 ms: %s]\n",
+                f.load_p50_us, f.load_p99_us, static_cast<unsigned long long>(f.rtt_samples),
+                verdict(f.load_p99_us < 5000));
+  }
+  if (o.json) {
+    double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
+    std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
+                "\"raw_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,\"link_rate_bps\":%llu,"
+                "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
+                "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
+                bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
+                f.raw_gbps, ratio, f.retransmits, static_cast<unsigned long long>(link_bps), u,
+                f.idle_p50_us, f.idle_p99_us, f.load_p50_us, f.load_p99_us,
+                static_cast<unsigned long long>(f.rtt_samples));
+  }
+}
+
+} // namespace
+
+int run_transfer_bench(const transfer_options& o) {
+  if (o.chunk_bytes == 0 || o.connections == 0 || o.repeat < 1) {
+    std::cerr << "prfaas-bench transfer: --chunk, --connections and --repeat must be positive\n";
+    return 2;
+  }
+  if (!o.listen.empty() && !o.peer_endpoint.empty()) {
+    std::cerr << "prfaas-bench transfer: --listen and --peer-endpoint are two different processes\n";
+    return 2;
+  }
+  try {
+    if (!o.link_rate.empty())
+      (void)parse_rate(o.link_rate);
+    if (!o.pace.empty())
+      (void)parse_rate(o.pace);
+  } catch (const std::exception& e) {
+    std::cerr << "prfaas-bench transfer: bad rate: " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    if (!o.listen.empty()) {
+      auto l = layout::from(o.listen, o.client_host);
+      return server_main(deployment_yaml(l, o), l);
+    }
+    if (!o.peer_endpoint.empty()) {
+      auto l = layout::from(o.peer_endpoint, o.client_host);
+      auto f = client_main(deployment_yaml(l, o), l, o);
+      print(o, f, true);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "prfaas-bench transfer: " << e.what() << "\n";
+    return 1;
+  }
+
+  auto l = layout::loopback();
+  auto yaml = deployment_yaml(l, o);
+  // Fork before any actor system or ZeroMQ context exists (STACK_NOTES pitfall 16).
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::cerr << "fork failed\n";
+    return 1;
+  }
+  if (pid == 0)
+    _exit(server_main(yaml, l));
+  int rc = 0;
+  figures f;
+  try {
+    f = client_main(yaml, l, o);
+  } catch (const std::exception& e) {
+    std::cerr << "prfaas-bench transfer: " << e.what() << "\n";
+    rc = 1;
+  }
+  kill(pid, SIGTERM);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (rc == 0)
+    print(o, f, false);
+  return rc;
+}
+
+} // namespace prfaas::bench
