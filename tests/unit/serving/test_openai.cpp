@@ -430,6 +430,7 @@ TEST_CASE("detokenize skips EOS and renders synthetic tokens as one letter each"
 TEST_CASE("safe_dump never throws on invalid UTF-8") {
   for (std::string bad : {std::string("\xff"), std::string("a\xc0\xaf"), std::string("\xe2\x82"),
                           std::string("\xed\xa0\x80"), std::string("\xf8\x88\x80\x80\x80")}) {
+    REQUIRE_FALSE(decode_utf8(bad)); // the checker below can tell
     json j = {{"message", bad}, {"nested", {{"k", json::array({bad})}}}};
     std::string out;
     REQUIRE_NOTHROW(out = safe_dump(j));
