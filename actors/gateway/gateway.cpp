@@ -3,8 +3,8 @@
 //
 //   accepted      HTTP validated it and admission let it in (http_frontend)
 //   routed        the scheduler chose prefill and decode workers (RouteQuery)
-//   prefilling    the decode worker reserved a slot (DecodeOrder) and the prefill
-//                 worker has the order (PrefillOrder)
+//   prefilling    the prefill worker has the order (PrefillOrder); the decode
+//                 worker's slot reservation (DecodeOrder) was sent with it
 //   transferring  the prefill worker is done computing; the KV is on the wire
 //   decoding      the first token arrived (TokenEvent index 0)
 //   done / failed
@@ -179,10 +179,12 @@ struct gateway_env {
                                 .type = "server_error"}, "internal");
           e->route = d;
           e->lc.advance(request_state::routed);
-          if (failover)
-            env.prefill(e);
-          else
+          // The decode reservation and the prefill go out together: the decode worker
+          // keeps a transfer that overtakes its order, and a refused reservation
+          // fails the request, which cancels the prefill.
+          if (!failover)
             env.reserve_decode(e);
+          env.prefill(e);
         },
         [env, e](caf::error& err) {
           if (e->lc.terminal())
@@ -217,10 +219,7 @@ struct gateway_env {
                    make_remote(me(), {e->route.decode_node(), e->route.decode_actor()}, o),
                    std::min(cfg.control_timeout, remaining(*e)))
       .then(
-        [env, e](remote_message&) {
-          if (e->lc.state() == request_state::routed)
-            env.prefill(e);
-        },
+        [](remote_message&) {}, // reserved; the prefill is already on its way
         [env, e](caf::error& err) {
           if (e->lc.terminal())
             return;

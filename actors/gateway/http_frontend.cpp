@@ -2,6 +2,8 @@
 
 #include <ctime>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 namespace prfaas::serving {
@@ -35,9 +37,20 @@ void http_frontend::start() {
   auto threads = s_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(s_.max_body);
+  server_->set_tcp_nodelay(true); // small SSE chunks must not wait for Nagle + delayed ACK (40 ms)
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
   routes();
+  // cpp-httplib listens with a backlog of 5 (a compile-time constant of the Debian
+  // library): a burst of connections overflows the accept queue and clients stall
+  // for a SYN-ACK retransmit, or fail. Remember the listening socket and widen its
+  // backlog after binding (Linux lets listen() be called again to change it).
+  auto listen_fd = std::make_shared<std::atomic<int>>(-1);
+  server_->set_socket_options([listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    int expected = -1;
+    listen_fd->compare_exchange_strong(expected, static_cast<int>(sock));
+  });
   bool bound = s_.port == 0 ? (port_ = server_->bind_to_any_port(s_.host)) > 0
                             : server_->bind_to_port(s_.host, s_.port);
   if (!bound)
@@ -45,6 +58,8 @@ void http_frontend::start() {
                              " (address in use or not local)");
   if (s_.port != 0)
     port_ = s_.port;
+  if (int fd = listen_fd->load(); fd >= 0)
+    ::listen(fd, 4096);
   thread_ = std::thread([srv = server_.get()] { srv->listen_after_bind(); });
   log_->info("gateway_listening http={}:{}", s_.host, port_);
 }

@@ -57,6 +57,7 @@ std::unique_ptr<httplib::Client> make_client(const serve_options& o) {
   cli->set_read_timeout(timeout);
   cli->set_write_timeout(timeout);
   cli->set_keep_alive(true);
+  cli->set_tcp_nodelay(true); // the request must leave at once, not after a delayed ACK
   return cli;
 }
 
