@@ -164,6 +164,7 @@ void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bo
   router.set(zmq::sockopt::rcvbuf, 4 << 20);
   router.bind(endpoint);
   uint64_t messages = 0, bytes = 0;
+  std::vector<zmq::message_t> kept; // 'K' chunks, held like a KV receive holds its blocks
   while (!stop) {
     zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(50));
@@ -177,9 +178,13 @@ void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bo
       if (op.more())
         (void)router.recv(data);
       char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
-      if (c == 'C') {
+      if (c == 'C' || c == 'K') {
         ++messages;
         bytes += data.size();
+        if (c == 'K')
+          kept.push_back(std::move(data));
+      } else if (c == 'F') {
+        kept.clear();
       } else if (c == 'Q') {
         auto text = std::to_string(messages) + " " + std::to_string(bytes);
         router.send(id, zmq::send_flags::sndmore);
@@ -234,7 +239,25 @@ struct raw_client {
     in >> m >> b;
     return {m, b};
   }
-  /// Seconds until the server counted `n` messages of `buffer` (sent zero-copy).
+  /// Seconds until the server counted every chunk of `chunks`, each its own buffer sent
+  /// zero-copy and kept by the server until all arrived (then freed): the same transfer
+  /// the data plane makes, with nothing of the data plane's protocol.
+  double stream_kept(const std::vector<std::vector<std::byte>>& chunks) {
+    auto before = query();
+    auto t0 = clock_type::now();
+    for (auto& c : chunks) {
+      dealer.send(zmq::str_buffer("K"), zmq::send_flags::sndmore);
+      zmq::message_t m(const_cast<std::byte*>(c.data()), c.size(), noop_free, nullptr);
+      dealer.send(m, zmq::send_flags::none);
+    }
+    while (query().first < before.first + chunks.size())
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    double s = seconds_since(t0);
+    dealer.send(zmq::str_buffer("F"), zmq::send_flags::none);
+    return s;
+  }
+  /// Seconds until the server counted `n` messages of `buffer` (sent zero-copy), each
+  /// dropped on arrival: one cache-hot buffer, no memory held — an upper bound.
   double stream(uint64_t n, const std::vector<std::byte>& buffer) {
     auto before = query();
     auto t0 = clock_type::now();
@@ -286,7 +309,7 @@ void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& 
 }
 
 struct figures {
-  double gbps = 0, raw_gbps = 0;
+  double gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
   double idle_p50_us = 0, idle_p99_us = 0, load_p50_us = 0, load_p99_us = 0;
   uint64_t rtt_samples = 0;
   uint32_t retransmits = 0;
@@ -362,7 +385,12 @@ figures client_main(const std::string& yaml, const layout& l, const transfer_opt
     loaded.insert(loaded.end(), rtts.begin(), rtts.end());
     fig.retransmits += out.stats.retransmits;
     fig.gbps = std::max(fig.gbps, static_cast<double>(bytes) / 1e9 / s);
-    fig.raw_gbps = std::max(fig.raw_gbps, static_cast<double>(bytes) / 1e9 / raw.stream(n, pattern));
+    {
+      std::vector<std::vector<std::byte>> raw_chunks(n, pattern);
+      fig.raw_gbps = std::max(fig.raw_gbps, static_cast<double>(bytes) / 1e9 / raw.stream_kept(raw_chunks));
+    }
+    fig.raw_hot_gbps =
+      std::max(fig.raw_hot_gbps, static_cast<double>(bytes) / 1e9 / raw.stream(n, pattern));
   }
   fig.rtt_samples = loaded.size();
   fig.load_p50_us = percentile(loaded, 50);
@@ -383,10 +411,13 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
               o.pace.empty() ? "" : ", paced at ", o.pace.c_str(), o.repeat);
   std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of raw: %s]\n", f.gbps,
               f.gbps * 8e3, verdict(ratio >= 0.8));
-  std::printf("  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, same chunks\n",
+  std::printf("  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, the same distinct chunks,\n"
+              "                                         held by the receiver until all arrived\n",
               f.raw_gbps, f.raw_gbps * 8e3);
-  std::printf("  ratio       %6.0f%%   (data plane / raw zmq); chunk re-sends: %u\n", 100 * ratio,
-              f.retransmits);
+  std::printf("  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
+              f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
+  std::printf("  ratio       %6.0f%%   (data plane / raw zmq); vs hot buffer %.0f%%; chunk re-sends: %u\n",
+              100 * ratio, f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
   if (link_bps > 0) {
     double u = f.gbps * 8e9 / static_cast<double>(link_bps);
     double ru = f.raw_gbps * 8e9 / static_cast<double>(link_bps);
@@ -404,11 +435,11 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   if (o.json) {
     double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
     std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
-                "\"raw_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,\"link_rate_bps\":%llu,"
+                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,\"link_rate_bps\":%llu,"
                 "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
                 "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
                 bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
-                f.raw_gbps, ratio, f.retransmits, static_cast<unsigned long long>(link_bps), u,
+                f.raw_gbps, f.raw_hot_gbps, ratio, f.retransmits, static_cast<unsigned long long>(link_bps), u,
                 f.idle_p50_us, f.idle_p99_us, f.load_p50_us, f.load_p99_us,
                 static_cast<unsigned long long>(f.rtt_samples));
   }

@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +26,10 @@ int io_threads_for(const data_plane_config& cfg) {
   uint32_t most = cfg.default_link.connections;
   for (auto& [_, l] : cfg.links)
     most = std::max(most, l.connections);
-  return static_cast<int>(std::clamp<uint32_t>(most, 1, 4));
+  // More I/O threads than cores only add context switches (and delay the control
+  // plane's thread): at most one per core.
+  uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp<uint32_t>(most, 1, std::min(4u, cores)));
 }
 
 std::string random_nonce() {
@@ -33,6 +38,18 @@ std::string random_nonce() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+/// Raises the calling thread's nice value by `steps` (Linux: per thread). Failure is
+/// harmless (the thread keeps its priority), so it is ignored.
+void lower_priority(int steps) {
+  if (steps <= 0)
+    return;
+  auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  int now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno == 0)
+    (void)::setpriority(PRIO_PROCESS, tid, std::min(19, now + steps));
 }
 
 /// Pacing burst: 5 ms at the link rate, at least 64 KiB.
@@ -56,7 +73,6 @@ zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logg
     log_(log ? std::move(log) : make_null_logger()),
     identity_nonce_(random_nonce()),
     ctx_(io_threads_for(cfg_)),
-    router_(ctx_, zmq::socket_type::router),
     rng_(cfg_.faults.seed) {
   if (cfg_.default_link.connections == 0)
     cfg_.default_link.connections = 1;
@@ -65,6 +81,13 @@ zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logg
   if (cfg_.window_chunks == 0)
     cfg_.window_chunks = 1;
   faults_on_ = cfg_.faults.seed != 0;
+  // The first socket starts the context's I/O threads, which inherit the nice value
+  // of the thread that creates it: create it from a thread running `nice` steps below
+  // us, so bulk transfers yield the CPU to the control plane (heartbeats, requests).
+  std::thread{[this] {
+    lower_priority(cfg_.nice);
+    router_ = zmq::socket_t{ctx_, zmq::socket_type::router};
+  }}.join();
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0)
     throw std::runtime_error(std::string{"data plane: eventfd: "} + std::strerror(errno));
@@ -108,6 +131,7 @@ void zmq_data_plane_impl::start() {
              cfg_.peers.size());
   io_ = std::thread{[this] {
     pthread_setname_np(pthread_self(), "prfaas.data");
+    lower_priority(cfg_.nice);
     run();
   }};
 }

@@ -55,6 +55,9 @@ struct data_plane_config {
   duration transfer_timeout = std::chrono::seconds(30);   ///< fail a transfer after this
   duration receive_timeout = std::chrono::seconds(60);    ///< forget a partial inbound one
   uint64_t max_chunk_bytes = 256ull << 20;       ///< larger inbound chunks are rejected
+  /// The data plane's threads run this many nice steps below the node's (0 = same), so
+  /// a saturating transfer does not delay control-plane messages on a busy machine.
+  int nice = 10;
   data_fault_config faults;
 };
 
