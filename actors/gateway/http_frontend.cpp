@@ -99,6 +99,27 @@ void http_frontend::routes() {
     }
     send_error(res, e);
   });
+  // A known path with the wrong method is 405 with Allow (httplib alone would say 404).
+  auto not_allowed = [](const char* allow) {
+    return [allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      send_error(res, {.status = 405,
+                       .message = "method " + req.method + " not allowed on " + req.path +
+                                  " (allowed: " + allow + ")"});
+    };
+  };
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    srv.Get(path, not_allowed("POST"));
+    srv.Put(path, not_allowed("POST"));
+    srv.Patch(path, not_allowed("POST"));
+    srv.Delete(path, not_allowed("POST"));
+  }
+  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
+    srv.Post(path, not_allowed("GET"));
+    srv.Put(path, not_allowed("GET"));
+    srv.Patch(path, not_allowed("GET"));
+    srv.Delete(path, not_allowed("GET"));
+  }
   srv.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(h_.health_json(), "application/json");
   });

@@ -243,13 +243,13 @@ TEST_CASE("the gateway answers each bad request with its status and error, and k
     {"chat: max_completion_tokens zero", "POST", "/v1/chat/completions",
      chat_pfx + R"([{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", {400},
      "max_completion_tokens", "got 0"},
-    // httplib 0.11 answers a known path with an unsupported method as an unknown path;
-    // http_frontend.hpp documents 405. Either is accepted here (see the report).
-    {"GET on a POST endpoint", "GET", "/v1/completions", "", {405, 404}, std::nullopt,
-     "/v1/completions"},
-    {"PUT on a POST endpoint", "PUT", "/v1/chat/completions", "{}", {405, 404}, std::nullopt,
-     "/v1/chat/completions"},
-    {"DELETE on a GET endpoint", "DELETE", "/v1/models", "", {405, 404}, std::nullopt, "/v1/models"},
+    // A known path with the wrong method: 405, naming the allowed method.
+    {"GET on a POST endpoint", "GET", "/v1/completions", "", {405}, std::nullopt,
+     "not allowed on /v1/completions (allowed: POST)"},
+    {"PUT on a POST endpoint", "PUT", "/v1/chat/completions", "{}", {405}, std::nullopt,
+     "not allowed on /v1/chat/completions (allowed: POST)"},
+    {"DELETE on a GET endpoint", "DELETE", "/v1/models", "", {405}, std::nullopt,
+     "not allowed on /v1/models (allowed: GET)"},
     {"unknown path", "POST", "/v1/embeddings", completion(R"("input": "hi")"), {404}, std::nullopt,
      "no such endpoint: POST /v1/embeddings"},
     {"unknown GET path", "GET", "/v2/models", "", {404}, std::nullopt, "no such endpoint: GET /v2/models"},
