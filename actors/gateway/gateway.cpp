@@ -94,6 +94,11 @@ struct gateway_env {
       .Increment();
   }
 
+  void count_zero(const char* outcome) const {
+    ctx->node_metrics().counter("prfaas_gateway_requests_total", "Requests ended, by outcome",
+                                {{"outcome", outcome}});
+  }
+
   duration remaining(const entry& e) const {
     auto left = e.deadline - clock_type::now();
     return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
@@ -119,10 +124,10 @@ struct gateway_env {
       return;
     ctx->log()->info("request_failed request={} status={} reason=\"{}\" state_attempts={}", e->a->id,
                      err.status, err.message, e->lc.attempts());
-    e->a->channel->fail(std::move(err));
+    count(outcome); // before the client can see the outcome: metrics never lag a response
     cancel_work(*e, outcome);
-    count(outcome);
     end(e);
+    e->a->channel->fail(std::move(err));
   }
 
   void finish(const entry_ptr& e, const std::string& reason) const {
@@ -145,9 +150,9 @@ struct gateway_env {
                 {"retransmits", e->retransmits},
                 {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
                 {"e2e_ms", ms_between(e->a->accepted, clock_type::now())}};
-    e->a->channel->finish(std::move(s));
     count("ok");
     end(e);
+    e->a->channel->finish(std::move(s));
   }
 
   static api_error unavailable(const std::string& why) {
@@ -376,6 +381,10 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
                   static_cast<unsigned long long>(counter->fetch_add(1) + 1));
     return std::string{buf};
   };
+  // The outcome series exist from the start (at zero), as Prometheus prefers.
+  for (const char* outcome : {"ok", "overloaded", "unavailable", "no_route", "prefill_failed",
+                              "decode_failed", "lost_tokens", "deadline", "cancelled", "internal"})
+    env.count_zero(outcome);
   s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight);
   s.http->start();
   ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",

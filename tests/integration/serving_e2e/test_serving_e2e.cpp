@@ -342,7 +342,7 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
     CHECK(n->wait(20s) == 0);
 }
 
-TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired; tokens unchanged",
+TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired, tokens unchanged",
           "[serving][e2e][faults]") {
   t::temp_dir dir;
   std::map<int, int> ports;
@@ -375,7 +375,7 @@ TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired
   CHECK(metric_sum(*receiver, "prfaas_gateway_failovers_total") == 0);
 }
 
-TEST_CASE("a KV transfer that cannot complete fails over to local prefill; one complete stream",
+TEST_CASE("a KV transfer that cannot complete fails over to local prefill with one complete stream",
           "[serving][e2e][faults]") {
   t::temp_dir dir;
   std::map<int, int> ports;

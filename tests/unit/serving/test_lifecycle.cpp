@@ -92,7 +92,7 @@ TEST_CASE("done and failed are terminal and absorb everything, themselves includ
     CHECK_FALSE(at(mid).terminal());
 }
 
-TEST_CASE("each entry to prefilling is one attempt; failover goes back through routed") {
+TEST_CASE("each entry to prefilling is one attempt, failover goes back through routed") {
   lifecycle l;
   CHECK(l.attempts() == 0);
   REQUIRE(l.advance(s::routed));

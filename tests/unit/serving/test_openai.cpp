@@ -307,7 +307,7 @@ TEST_CASE("parse_completion fills in defaults") {
   CHECK_FALSE(r.return_token_ids);
 }
 
-TEST_CASE("parse_completion reads every field; nulls and unknown fields are ignored") {
+TEST_CASE("parse_completion reads every field, nulls and unknown fields are ignored") {
   auto r = accept(R"({"model": "m", "prompt": ["hey"], "max_tokens": 32, "temperature": 0,
                       "seed": 18446744073709551615, "n": 1, "stream": true,
                       "stream_options": {"include_usage": true}, "ignore_eos": true,
@@ -358,7 +358,7 @@ TEST_CASE("a chat becomes its prompt through the documented template") {
           .prompt == tokenize("<|tool|>\n\n<|assistant|>\n"));
 }
 
-TEST_CASE("chat takes max_completion_tokens over max_tokens; completions ignore it") {
+TEST_CASE("chat takes max_completion_tokens over max_tokens, completions ignore it") {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_completion_tokens": 7})", true).max_tokens == 7);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5})", true).max_tokens == 5);

@@ -28,7 +28,7 @@ TEST_CASE("pushed tokens come out in order, batched into one update") {
   CHECK_FALSE(ch.ended_for_reader());
 }
 
-TEST_CASE("finish ends the channel once; the last tokens travel with it") {
+TEST_CASE("finish ends the channel once, the last tokens travel with it") {
   stream_channel ch;
   ch.push_tokens({7});
   completion_summary s;
