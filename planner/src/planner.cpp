@@ -1,0 +1,99 @@
+#include "prfaas/planner/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace prfaas::planner {
+
+namespace {
+
+/// What the threshold search maximises: the prefill side of Eq. 6 (Eq. 7 balances its
+/// two terms). Decode does not depend on t, so capping afterwards loses nothing and keeps
+/// the chosen t at the Eq. 7 balance even when decode binds.
+double prefill_side(const operating_point& op) {
+  const double a = op.p > 0 ? op.theta_prfaas / op.p : HUGE_VAL;
+  const double b = op.p < 1 ? op.theta_pd_p / (1 - op.p) : HUGE_VAL;
+  return std::min(a, b);
+}
+
+plan finish(const throughput_model& m, std::string kind, const operating_point& op) {
+  plan out;
+  out.kind = std::move(kind);
+  out.op = op;
+  out.ttft = m.prefill_ttft(op.threshold, op.n_prfaas > 0, op.n_p > 0);
+  if (op.n_prfaas > 0)
+    out.eq2_egress_gbps = m.eq2_egress_gbps(op.n_prfaas);
+  return out;
+}
+
+} // namespace
+
+operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uint32_t n_p,
+                               uint32_t n_d) {
+  const auto& d = m.inputs().lengths;
+  // t just below the smallest length offloads everything; n_p = 0 allows nothing else.
+  const double t_all = d.min() * (1 - 1e-9);
+  if (n_p == 0 || d.size() == 1)
+    return m.evaluate(t_all, n_prfaas, n_p, n_d);
+  const uint32_t points = std::max<uint32_t>(m.inputs().threshold_points, 8);
+  double lo = std::log(d.min()), hi = std::log(d.max());
+  auto at = [&](double u) { return m.evaluate(std::exp(u), n_prfaas, n_p, n_d); };
+  double best_u = lo;
+  operating_point best = m.evaluate(t_all, n_prfaas, n_p, n_d);
+  auto scan = [&](double a, double b, uint32_t k) {
+    for (uint32_t i = 0; i <= k; ++i) {
+      const double u = a + (b - a) * i / k;
+      const auto op = at(u);
+      if (prefill_side(op) > prefill_side(best))
+        best = op, best_u = u;
+    }
+  };
+  scan(lo, hi, points);
+  double step = (hi - lo) / points;
+  for (uint32_t r = 0; r < m.inputs().refine_rounds; ++r) {
+    const double a = std::max(lo, best_u - step), b = std::min(hi, best_u + step);
+    scan(a, b, 64);
+    step = (b - a) / 64;
+  }
+  return best;
+}
+
+plan optimise_prfaas_pd(const throughput_model& m) {
+  const auto& in = m.inputs();
+  operating_point best;
+  bool have = false;
+  for (uint32_t n_p = 0; n_p < in.pd.instances; ++n_p) {
+    const auto op = best_threshold(m, in.prfaas.instances, n_p, in.pd.instances - n_p);
+    const bool better = !have || op.lambda > best.lambda ||
+                        (op.lambda == best.lambda && prefill_side(op) > prefill_side(best));
+    if (better)
+      best = op, have = true;
+  }
+  return finish(m, "prfaas_pd", best);
+}
+
+plan homogeneous_pd(const throughput_model& m) {
+  const auto& in = m.inputs();
+  const double t_none = in.lengths.max(); // nothing is longer: p = 0
+  operating_point best;
+  bool have = false;
+  for (uint32_t n_p = 1; n_p < in.homogeneous_instances; ++n_p) {
+    const auto op = m.evaluate(t_none, 0, n_p, in.homogeneous_instances - n_p);
+    if (!have || op.lambda > best.lambda)
+      best = op, have = true;
+  }
+  return finish(m, "homogeneous_pd", best);
+}
+
+plan naive_heterogeneous(const throughput_model& m) {
+  const auto& in = m.inputs();
+  const auto op = m.evaluate(in.lengths.min() * (1 - 1e-9), in.prfaas.instances, 0,
+                             in.pd.instances);
+  return finish(m, "naive_heterogeneous", op);
+}
+
+plan_report plan_all(const throughput_model& m) {
+  return {optimise_prfaas_pd(m), homogeneous_pd(m), naive_heterogeneous(m)};
+}
+
+} // namespace prfaas::planner
