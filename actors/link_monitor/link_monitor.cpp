@@ -1,0 +1,408 @@
+// `link_monitor`: one end of a cross-cluster link (DESIGN.md §2, §6). Measures the
+// link toward `peer_cluster` and publishes link.LinkState to its subscribers.
+//
+//  * RTT and liveness: every `probe_interval`, a link.LinkProbe request to each
+//    link_monitor on the peer cluster's nodes (from the deployment), bounded by
+//    `probe_timeout`; an answer is an RTT sample, a failure a lost probe;
+//  * throughput, backlog and re-sends: from the node's data plane, summed over the
+//    peer cluster's nodes, each probe tick. A node without a data plane (simulation)
+//    judges the link on RTT and liveness alone;
+//  * capacity: `capacity`, else the deployment's `links[].rate` for the pair;
+//  * state: classify() + link_state_machine (link_state.hpp) with the thresholds and
+//    dwell times of the parameters, so that it never flaps;
+//  * publishing: one-way to every subscriber (link.Subscribe, or the `subscribers`
+//    parameter) on each state change and every `publish_interval`.
+// The state is this actor's own: a restart starts from `unknown`.
+// Exposes prfaas_link_{state,rtt_seconds,min_rtt_seconds,throughput_bps,utilisation,
+// backlog_bytes,probe_loss} gauges and prfaas_link_{probes,state_changes}_total.
+
+#include <set>
+#include <sstream>
+
+#include <caf/all.hpp>
+
+#include "link_monitor/estimators.hpp"
+#include "link_monitor/link_state.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/link.pb.h"
+
+namespace prfaas::link {
+
+namespace {
+
+constexpr size_t max_subscribers = 256;
+
+struct monitor_settings {
+  std::string cluster, peer_cluster;
+  duration probe_interval, probe_timeout, publish_interval;
+  size_t probe_window = 10;
+  thresholds limits;
+  double capacity_bps = 0;
+};
+
+struct link_metrics {
+  link_metrics(metrics& m, const prometheus::Labels& l)
+    : state(m.gauge("prfaas_link_state", "Link state: 0 unknown, 1 up, 2 degraded, 3 down", l)),
+      rtt(m.gauge("prfaas_link_rtt_seconds", "Smoothed probe round-trip time", l)),
+      min_rtt(m.gauge("prfaas_link_min_rtt_seconds", "Windowed minimum probe round-trip time", l)),
+      throughput(m.gauge("prfaas_link_throughput_bps", "Acknowledged data-plane bits/s to the peer cluster", l)),
+      utilisation(m.gauge("prfaas_link_utilisation", "Throughput / configured link rate", l)),
+      backlog(m.gauge("prfaas_link_backlog_bytes", "Data-plane bytes queued or in flight to the peer cluster", l)),
+      loss(m.gauge("prfaas_link_probe_loss", "Fraction of recent probes unanswered", l)),
+      answered(m.counter("prfaas_link_probes_total", "Link probes, by outcome",
+                         with(l, "outcome", "answered"))),
+      lost(m.counter("prfaas_link_probes_total", "Link probes, by outcome", with(l, "outcome", "lost"))),
+      changes(m.counter("prfaas_link_state_changes_total", "Link state transitions", l)) {}
+
+  static prometheus::Labels with(prometheus::Labels l, const std::string& k, const std::string& v) {
+    l[k] = v;
+    return l;
+  }
+
+  prometheus::Gauge &state, &rtt, &min_rtt, &throughput, &utilisation, &backlog, &loss;
+  prometheus::Counter &answered, &lost, &changes;
+};
+
+struct monitor_state {
+  static inline const char* name = "link_monitor";
+  monitor_settings cfg;
+  std::vector<address> peers;              ///< link monitors on the peer cluster
+  std::set<std::string> peer_nodes;        ///< nodes of the peer cluster (data-plane peers)
+  std::vector<address> subscribers;
+  rtt_estimator rtt;
+  std::unique_ptr<probe_window> probes;
+  throughput_estimator throughput;
+  std::unique_ptr<link_state_machine> machine;
+  std::unique_ptr<link_metrics> stats;
+  time_point started{};
+  uint64_t probe_seq = 0;
+  uint64_t publish_seq = 0;
+};
+
+using self_ptr = caf::stateful_actor<monitor_state>*;
+
+std::vector<address> split_addresses(const std::string& list, const std::string& path) {
+  std::vector<address> out;
+  std::stringstream in{list};
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    auto b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+    if (b == std::string::npos)
+      continue;
+    address a;
+    if (!address::parse(item.substr(b, e - b + 1), a))
+      throw config_error(path, "\"" + item + "\" is not a node/actor address");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+double secs(duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+LinkState current(self_ptr self, const address& me) {
+  auto& s = self->state;
+  LinkState out;
+  out.set_cluster(s.cfg.cluster);
+  out.set_peer_cluster(s.cfg.peer_cluster);
+  out.set_state(static_cast<Condition>(s.machine->state()));
+  if (!s.rtt.empty()) {
+    out.set_rtt_ms(secs(s.rtt.smoothed()) * 1e3);
+    out.set_min_rtt_ms(secs(s.rtt.min()) * 1e3);
+  }
+  out.set_throughput_bps(s.throughput.throughput_bps());
+  out.set_capacity_bps(s.cfg.capacity_bps);
+  out.set_utilisation(s.cfg.capacity_bps > 0 ? s.throughput.throughput_bps() / s.cfg.capacity_bps : 0.0);
+  out.set_backlog_bytes(s.throughput.backlog_bytes());
+  out.set_retransmits(s.throughput.retransmits());
+  out.set_retransmit_rate(s.throughput.retransmit_rate());
+  out.set_probe_loss(s.probes->loss());
+  const auto now = self->clock().now();
+  const auto since = s.machine->state() == condition::unknown ? s.started : s.machine->since();
+  out.set_since_ms(static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count()));
+  out.set_reason(s.machine->reason());
+  out.set_sequence(++s.publish_seq);
+  out.set_monitor_node(me.node);
+  out.set_monitor_actor(me.actor);
+  return out;
+}
+
+void publish(self_ptr self, node_context* ctx, const address& me) {
+  auto& subs = self->state.subscribers;
+  if (subs.empty())
+    return;
+  auto st = current(self, me);
+  for (auto& to : subs)
+    send_remote(*ctx, make_remote(me, to, st));
+}
+
+void update_gauges(self_ptr self) {
+  auto& s = self->state;
+  auto& g = *s.stats;
+  g.state.Set(static_cast<double>(s.machine->state()));
+  if (!s.rtt.empty()) {
+    g.rtt.Set(secs(s.rtt.smoothed()));
+    g.min_rtt.Set(secs(s.rtt.min()));
+  }
+  g.throughput.Set(s.throughput.throughput_bps());
+  g.utilisation.Set(s.cfg.capacity_bps > 0 ? s.throughput.throughput_bps() / s.cfg.capacity_bps : 0.0);
+  g.backlog.Set(static_cast<double>(s.throughput.backlog_bytes()));
+  g.loss.Set(s.probes->loss());
+}
+
+/// Judges the link now; publishes on a change.
+void evaluate(self_ptr self, node_context* ctx, const address& me) {
+  auto& s = self->state;
+  const auto now = self->clock().now();
+  link_signals sig;
+  auto last = s.probes->last_answer();
+  // Before any answer, the bound runs from the monitor's start.
+  sig.reachable = now - (last ? *last : s.started) < s.cfg.limits.down_after;
+  if (!last && sig.reachable)
+    return; // never answered, but the bound has not passed: stay unknown
+  sig.misses_in_a_row = s.probes->misses_in_a_row();
+  sig.probe_loss = s.probes->loss();
+  sig.probes = s.probes->size();
+  if (!s.rtt.empty())
+    sig.rtt = s.rtt.smoothed();
+  sig.retransmit_rate = s.throughput.retransmit_rate();
+  if (s.cfg.capacity_bps > 0)
+    sig.queue_delay = std::chrono::duration_cast<duration>(std::chrono::duration<double>(
+      static_cast<double>(s.throughput.backlog_bytes()) * 8.0 / s.cfg.capacity_bps));
+  auto before = s.machine->state();
+  auto v = classify(sig, before, s.cfg.limits);
+  if (s.machine->update(v, now)) {
+    if (s.machine->state() == condition::down)
+      s.probes->clear(); // recovery is judged on fresh probes
+    s.stats->changes.Increment();
+    ctx->log()->warn("link_state cluster={} peer_cluster={} from={} to={} reason={} rtt_ms={:.2f} "
+                     "probe_loss={:.2f}",
+                     s.cfg.cluster, s.cfg.peer_cluster, to_string(before),
+                     to_string(s.machine->state()), s.machine->reason(),
+                     s.rtt.empty() ? 0.0 : secs(s.rtt.smoothed()) * 1e3, s.probes->loss());
+    update_gauges(self);
+    publish(self, ctx, me);
+  }
+}
+
+/// Data-plane counters toward the peer cluster's nodes.
+void sample_data_plane(self_ptr self, node_context* ctx) {
+  auto* dp = ctx->data();
+  if (!dp)
+    return;
+  link_counters c;
+  for (auto& r : dp->links()) {
+    if (!self->state.peer_nodes.count(r.peer))
+      continue;
+    c.bytes_acked += r.bytes_acked;
+    c.retransmits += r.retransmits;
+    c.backlog_bytes += r.bytes_queued + r.bytes_in_flight;
+  }
+  self->state.throughput.add(c, self->clock().now());
+}
+
+void probe(self_ptr self, node_context* ctx, const address& me) {
+  auto& s = self->state;
+  for (auto& peer : s.peers) {
+    LinkProbe p;
+    p.set_sequence(++s.probe_seq);
+    p.set_from_cluster(s.cfg.cluster);
+    const auto sent = self->clock().now();
+    request_remote(self, *ctx, make_remote(me, peer, p), s.cfg.probe_timeout)
+      .then(
+        [self, ctx, me, sent](remote_message& r) {
+          auto& s = self->state;
+          LinkProbeReply reply;
+          if (!parse_remote(r, reply)) {
+            s.probes->lost();
+            s.stats->lost.Increment();
+          } else {
+            const auto now = self->clock().now();
+            s.rtt.add(now - sent, now);
+            s.probes->answered(now);
+            s.stats->answered.Increment();
+          }
+          update_gauges(self);
+          evaluate(self, ctx, me);
+        },
+        [self, ctx, me](caf::error&) {
+          self->state.probes->lost();
+          self->state.stats->lost.Increment();
+          update_gauges(self);
+          evaluate(self, ctx, me);
+        });
+  }
+}
+
+caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, monitor_settings cfg,
+                           std::vector<address> subscribers) {
+  auto& s = self->state;
+  const auto me = ctx->local(name);
+  s.cfg = std::move(cfg);
+  s.subscribers = std::move(subscribers);
+  s.started = self->clock().now();
+  s.probes = std::make_unique<probe_window>(s.cfg.probe_window);
+  s.machine = std::make_unique<link_state_machine>(s.cfg.limits.degrade_dwell, s.cfg.limits.recover_dwell);
+  s.stats = std::make_unique<link_metrics>(
+    ctx->node_metrics(), prometheus::Labels{{"cluster", s.cfg.cluster}, {"peer_cluster", s.cfg.peer_cluster}});
+  for (auto& n : ctx->deployment().nodes) {
+    if (n.cluster != s.cfg.peer_cluster)
+      continue;
+    s.peer_nodes.insert(n.name);
+    for (auto& a : n.actors)
+      if (a.type == "link_monitor")
+        s.peers.push_back({n.name, a.name});
+  }
+  if (s.cfg.cluster == s.cfg.peer_cluster)
+    ctx->log()->warn("link_monitor_same_cluster name={} cluster={}", name, s.cfg.cluster);
+  update_gauges(self);
+  ctx->log()->info("link_monitor_started name={} cluster={} peer_cluster={} peers={} capacity_bps={} "
+                   "data_plane={}",
+                   name, s.cfg.cluster, s.cfg.peer_cluster, s.peers.size(), s.cfg.capacity_bps,
+                   ctx->data() ? "yes" : "no");
+  self->send(self, caf::tick_atom_v);
+  self->delayed_send(self, s.cfg.publish_interval, caf::publish_atom_v);
+
+  return {
+    [=](caf::tick_atom) {
+      sample_data_plane(self, ctx);
+      probe(self, ctx, me);
+      evaluate(self, ctx, me); // notices silence even while probes are still out
+      update_gauges(self);
+      self->delayed_send(self, self->state.cfg.probe_interval, caf::tick_atom_v);
+    },
+    [=](caf::publish_atom) {
+      publish(self, ctx, me);
+      self->delayed_send(self, self->state.cfg.publish_interval, caf::publish_atom_v);
+    },
+    [=](remote_message& msg) -> caf::result<remote_message> {
+      auto& s = self->state;
+      if (LinkProbe p; parse_remote(msg, p)) {
+        LinkProbeReply r;
+        r.set_sequence(p.sequence());
+        r.set_cluster(s.cfg.cluster);
+        r.set_state(static_cast<Condition>(s.machine->state()));
+        return make_reply(msg, r);
+      }
+      if (Subscribe sub; parse_remote(msg, sub)) {
+        address who{sub.node().empty() ? msg.source.node : sub.node(),
+                    sub.actor().empty() ? msg.source.actor : sub.actor()};
+        auto& subs = s.subscribers;
+        auto it = std::find(subs.begin(), subs.end(), who);
+        if (sub.unsubscribe()) {
+          if (it != subs.end())
+            subs.erase(it);
+        } else if (it == subs.end()) {
+          if (subs.size() >= max_subscribers)
+            return make_error(errc::overloaded, "link monitor " + name + ": subscriber limit (" +
+                                                    std::to_string(max_subscribers) + ") reached");
+          subs.push_back(who);
+        }
+        return make_reply(msg, current(self, me));
+      }
+      return unknown_type(*ctx, msg);
+    },
+  };
+}
+
+monitor_settings read_settings(const actor_params& p) {
+  monitor_settings c;
+  c.peer_cluster = p.str("peer_cluster");
+  c.probe_interval = p.dur("probe_interval");
+  c.probe_timeout = p.dur("probe_timeout");
+  c.publish_interval = p.dur("publish_interval");
+  c.probe_window = static_cast<size_t>(p.integer("probe_window"));
+  auto& t = c.limits;
+  t.down_after = p.dur("down_after");
+  t.degraded_misses = static_cast<uint32_t>(p.integer("degraded_misses"));
+  t.loss_degraded = p.number("loss_degraded");
+  t.loss_min_probes = std::min<size_t>(c.probe_window, std::max<size_t>(1, c.probe_window / 2));
+  t.rtt_degraded = p.dur("rtt_degraded");
+  t.retransmit_degraded = p.number("retransmit_degraded");
+  t.backlog_degraded = p.dur("backlog_degraded");
+  t.recover_ratio = p.number("recover_ratio");
+  t.degrade_dwell = p.dur("degrade_dwell");
+  t.recover_dwell = p.dur("recover_dwell");
+  if (p.has("capacity"))
+    c.capacity_bps = static_cast<double>(p.rate("capacity"));
+  return c;
+}
+
+void register_types(actor_registry& r) {
+  r.add({.name = "link_monitor",
+         .doc = "one end of a cross-cluster link: RTT, throughput, backlog, state (up/degraded/down)",
+         .params =
+           {{"peer_cluster", param_kind::string, "", "the cluster at the other end of the link", true},
+            {"probe_interval", param_kind::duration, "200ms", "how often the peer's monitors are probed"},
+            {"probe_timeout", param_kind::duration, "500ms", "a probe unanswered this long is lost"},
+            {"publish_interval", param_kind::duration, "1s", "LinkState to subscribers at least this often"},
+            {"probe_window", param_kind::integer, "10", "probes the loss ratio is taken over"},
+            {"down_after", param_kind::duration, "2s", "no probe answered this long: down"},
+            {"degraded_misses", param_kind::integer, "2", "probes unanswered in a row: degraded (0 = off)"},
+            {"loss_degraded", param_kind::number, "0.3", "probe loss ratio: degraded (0 = off)"},
+            {"rtt_degraded", param_kind::duration, "0s", "smoothed RTT above this: degraded (0 = off)"},
+            {"retransmit_degraded", param_kind::number, "0",
+             "data-plane re-sends per second above this: degraded (0 = off)"},
+            {"backlog_degraded", param_kind::duration, "0s",
+             "backlog needing longer than this at capacity: degraded (0 = off)"},
+            {"recover_ratio", param_kind::number, "0.5",
+             "leave degraded only once every signal is below this fraction of its threshold"},
+            {"degrade_dwell", param_kind::duration, "0s", "a worse state must persist this long"},
+            {"recover_dwell", param_kind::duration, "2s", "a better state must persist this long"},
+            {"capacity", param_kind::rate, "", "link rate; default: the deployment's links[].rate"},
+            {"subscribers", param_kind::string, "", "node/actor addresses LinkState goes to, comma-separated"}},
+         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
+           auto c = read_settings(p);
+           c.cluster = ctx.cluster();
+           if (c.capacity_bps == 0)
+             if (auto* l = ctx.deployment().find_link(c.cluster, c.peer_cluster))
+               c.capacity_bps = static_cast<double>(l->rate_bps);
+           auto subs = split_addresses(p.has("subscribers") ? p.str("subscribers") : "", name);
+           return ctx.system().spawn(link_monitor, &ctx, name, c, subs);
+         },
+         .check = [](const std::string& path, const actor_params& p) {
+           auto c = read_settings(p);
+           auto positive = [&](const char* key, duration d) {
+             if (d <= duration{0})
+               throw config_error(path + "." + key, "must be positive");
+           };
+           positive("probe_interval", c.probe_interval);
+           positive("probe_timeout", c.probe_timeout);
+           positive("publish_interval", c.publish_interval);
+           positive("down_after", c.limits.down_after);
+           if (p.integer("probe_window") < 1)
+             throw config_error(path + ".probe_window", "must be at least 1");
+           if (p.integer("degraded_misses") < 0)
+             throw config_error(path + ".degraded_misses", "must not be negative");
+           if (c.limits.loss_degraded < 0 || c.limits.loss_degraded > 1)
+             throw config_error(path + ".loss_degraded", "must be within [0, 1]");
+           if (c.limits.recover_ratio <= 0 || c.limits.recover_ratio > 1)
+             throw config_error(path + ".recover_ratio", "must be within (0, 1]");
+           if (c.limits.down_after <= c.probe_interval)
+             throw config_error(path + ".down_after", "must be longer than probe_interval");
+           if (p.has("subscribers"))
+             split_addresses(p.str("subscribers"), path + ".subscribers");
+         },
+         .check_deployment = [](const std::string& path, const actor_params& p,
+                                const deployment_config& dep) {
+           auto peer = p.str("peer_cluster");
+           if (!dep.clusters.empty() && !dep.clusters.count(peer))
+             throw config_error(path + ".peer_cluster", "no cluster \"" + peer + "\" in clusters");
+           for (auto& n : dep.nodes)
+             if (n.cluster == peer)
+               for (auto& a : n.actors)
+                 if (a.type == "link_monitor")
+                   return;
+           throw config_error(path + ".peer_cluster",
+                              "no link_monitor on any node of cluster \"" + peer + "\" to probe");
+         }});
+}
+
+} // namespace
+
+PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+} // namespace prfaas::link
