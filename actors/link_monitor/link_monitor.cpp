@@ -8,7 +8,7 @@
 //    peer cluster's nodes, each probe tick. A node without a data plane (simulation)
 //    judges the link on RTT and liveness alone;
 //  * capacity: `capacity`, else the deployment's `links[].rate` for the pair;
-//  * state: classify() + link_state_machine (link_state.hpp) with the thresholds and
+//  * state: a link_tracker (classify() + link_state_machine) with the thresholds and
 //    dwell times of the parameters, so that it never flaps;
 //  * publishing: one-way to every subscriber (link.Subscribe, or the `subscribers`
 //    parameter) on each state change and every `publish_interval`.
@@ -21,8 +21,7 @@
 
 #include <caf/all.hpp>
 
-#include "link_monitor/estimators.hpp"
-#include "link_monitor/link_state.hpp"
+#include "link_monitor/link_tracker.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/link.pb.h"
@@ -70,12 +69,8 @@ struct monitor_state {
   std::vector<address> peers;              ///< link monitors on the peer cluster
   std::set<std::string> peer_nodes;        ///< nodes of the peer cluster (data-plane peers)
   std::vector<address> subscribers;
-  rtt_estimator rtt;
-  std::unique_ptr<probe_window> probes;
-  throughput_estimator throughput;
-  std::unique_ptr<link_state_machine> machine;
+  std::unique_ptr<link_tracker> link;
   std::unique_ptr<link_metrics> stats;
-  time_point started{};
   uint64_t probe_seq = 0;
   uint64_t publish_seq = 0;
 };
@@ -104,26 +99,25 @@ double secs(duration d) {
 
 LinkState current(self_ptr self, const address& me) {
   auto& s = self->state;
+  auto& l = *s.link;
   LinkState out;
   out.set_cluster(s.cfg.cluster);
   out.set_peer_cluster(s.cfg.peer_cluster);
-  out.set_state(static_cast<Condition>(s.machine->state()));
-  if (!s.rtt.empty()) {
-    out.set_rtt_ms(secs(s.rtt.smoothed()) * 1e3);
-    out.set_min_rtt_ms(secs(s.rtt.min()) * 1e3);
+  out.set_state(static_cast<Condition>(l.state()));
+  if (!l.rtt().empty()) {
+    out.set_rtt_ms(secs(l.rtt().smoothed()) * 1e3);
+    out.set_min_rtt_ms(secs(l.rtt().min()) * 1e3);
   }
-  out.set_throughput_bps(s.throughput.throughput_bps());
-  out.set_capacity_bps(s.cfg.capacity_bps);
-  out.set_utilisation(s.cfg.capacity_bps > 0 ? s.throughput.throughput_bps() / s.cfg.capacity_bps : 0.0);
-  out.set_backlog_bytes(s.throughput.backlog_bytes());
-  out.set_retransmits(s.throughput.retransmits());
-  out.set_retransmit_rate(s.throughput.retransmit_rate());
-  out.set_probe_loss(s.probes->loss());
-  const auto now = self->clock().now();
-  const auto since = s.machine->state() == condition::unknown ? s.started : s.machine->since();
+  out.set_throughput_bps(l.throughput().throughput_bps());
+  out.set_capacity_bps(l.capacity_bps());
+  out.set_utilisation(l.utilisation());
+  out.set_backlog_bytes(l.throughput().backlog_bytes());
+  out.set_retransmits(l.throughput().retransmits());
+  out.set_retransmit_rate(l.throughput().retransmit_rate());
+  out.set_probe_loss(l.probes().loss());
   out.set_since_ms(static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count()));
-  out.set_reason(s.machine->reason());
+    std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - l.since()).count()));
+  out.set_reason(l.reason());
   out.set_sequence(++s.publish_seq);
   out.set_monitor_node(me.node);
   out.set_monitor_actor(me.actor);
@@ -140,52 +134,34 @@ void publish(self_ptr self, node_context* ctx, const address& me) {
 }
 
 void update_gauges(self_ptr self) {
-  auto& s = self->state;
-  auto& g = *s.stats;
-  g.state.Set(static_cast<double>(s.machine->state()));
-  if (!s.rtt.empty()) {
-    g.rtt.Set(secs(s.rtt.smoothed()));
-    g.min_rtt.Set(secs(s.rtt.min()));
+  auto& l = *self->state.link;
+  auto& g = *self->state.stats;
+  g.state.Set(static_cast<double>(l.state()));
+  if (!l.rtt().empty()) {
+    g.rtt.Set(secs(l.rtt().smoothed()));
+    g.min_rtt.Set(secs(l.rtt().min()));
   }
-  g.throughput.Set(s.throughput.throughput_bps());
-  g.utilisation.Set(s.cfg.capacity_bps > 0 ? s.throughput.throughput_bps() / s.cfg.capacity_bps : 0.0);
-  g.backlog.Set(static_cast<double>(s.throughput.backlog_bytes()));
-  g.loss.Set(s.probes->loss());
+  g.throughput.Set(l.throughput().throughput_bps());
+  g.utilisation.Set(l.utilisation());
+  g.backlog.Set(static_cast<double>(l.throughput().backlog_bytes()));
+  g.loss.Set(l.probes().loss());
 }
 
-/// Judges the link now; publishes on a change.
+/// Judges the link now; logs and publishes a change.
 void evaluate(self_ptr self, node_context* ctx, const address& me) {
   auto& s = self->state;
-  const auto now = self->clock().now();
-  link_signals sig;
-  auto last = s.probes->last_answer();
-  // Before any answer, the bound runs from the monitor's start.
-  sig.reachable = now - (last ? *last : s.started) < s.cfg.limits.down_after;
-  if (!last && sig.reachable)
-    return; // never answered, but the bound has not passed: stay unknown
-  sig.misses_in_a_row = s.probes->misses_in_a_row();
-  sig.probe_loss = s.probes->loss();
-  sig.probes = s.probes->size();
-  if (!s.rtt.empty())
-    sig.rtt = s.rtt.smoothed();
-  sig.retransmit_rate = s.throughput.retransmit_rate();
-  if (s.cfg.capacity_bps > 0)
-    sig.queue_delay = std::chrono::duration_cast<duration>(std::chrono::duration<double>(
-      static_cast<double>(s.throughput.backlog_bytes()) * 8.0 / s.cfg.capacity_bps));
-  auto before = s.machine->state();
-  auto v = classify(sig, before, s.cfg.limits);
-  if (s.machine->update(v, now)) {
-    if (s.machine->state() == condition::down)
-      s.probes->clear(); // recovery is judged on fresh probes
+  auto& l = *s.link;
+  const auto before = l.state();
+  if (l.evaluate(self->clock().now())) {
     s.stats->changes.Increment();
     ctx->log()->warn("link_state cluster={} peer_cluster={} from={} to={} reason={} rtt_ms={:.2f} "
                      "probe_loss={:.2f}",
-                     s.cfg.cluster, s.cfg.peer_cluster, to_string(before),
-                     to_string(s.machine->state()), s.machine->reason(),
-                     s.rtt.empty() ? 0.0 : secs(s.rtt.smoothed()) * 1e3, s.probes->loss());
-    update_gauges(self);
+                     s.cfg.cluster, s.cfg.peer_cluster, to_string(before), to_string(l.state()),
+                     l.reason(), l.rtt().empty() ? 0.0 : secs(l.rtt().smoothed()) * 1e3,
+                     l.probes().loss());
     publish(self, ctx, me);
   }
+  update_gauges(self);
 }
 
 /// Data-plane counters toward the peer cluster's nodes.
@@ -201,7 +177,7 @@ void sample_data_plane(self_ptr self, node_context* ctx) {
     c.retransmits += r.retransmits;
     c.backlog_bytes += r.bytes_queued + r.bytes_in_flight;
   }
-  self->state.throughput.add(c, self->clock().now());
+  self->state.link->traffic(c, self->clock().now());
 }
 
 void probe(self_ptr self, node_context* ctx, const address& me) {
@@ -216,22 +192,19 @@ void probe(self_ptr self, node_context* ctx, const address& me) {
         [self, ctx, me, sent](remote_message& r) {
           auto& s = self->state;
           LinkProbeReply reply;
-          if (!parse_remote(r, reply)) {
-            s.probes->lost();
-            s.stats->lost.Increment();
-          } else {
+          if (parse_remote(r, reply)) {
             const auto now = self->clock().now();
-            s.rtt.add(now - sent, now);
-            s.probes->answered(now);
+            s.link->answered(now - sent, now);
             s.stats->answered.Increment();
+          } else {
+            s.link->lost();
+            s.stats->lost.Increment();
           }
-          update_gauges(self);
           evaluate(self, ctx, me);
         },
         [self, ctx, me](caf::error&) {
-          self->state.probes->lost();
+          self->state.link->lost();
           self->state.stats->lost.Increment();
-          update_gauges(self);
           evaluate(self, ctx, me);
         });
   }
@@ -243,9 +216,8 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
   const auto me = ctx->local(name);
   s.cfg = std::move(cfg);
   s.subscribers = std::move(subscribers);
-  s.started = self->clock().now();
-  s.probes = std::make_unique<probe_window>(s.cfg.probe_window);
-  s.machine = std::make_unique<link_state_machine>(s.cfg.limits.degrade_dwell, s.cfg.limits.recover_dwell);
+  s.link = std::make_unique<link_tracker>(s.cfg.limits, s.cfg.probe_window, s.cfg.capacity_bps,
+                                          self->clock().now());
   s.stats = std::make_unique<link_metrics>(
     ctx->node_metrics(), prometheus::Labels{{"cluster", s.cfg.cluster}, {"peer_cluster", s.cfg.peer_cluster}});
   for (auto& n : ctx->deployment().nodes) {
@@ -271,7 +243,6 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
       sample_data_plane(self, ctx);
       probe(self, ctx, me);
       evaluate(self, ctx, me); // notices silence even while probes are still out
-      update_gauges(self);
       self->delayed_send(self, self->state.cfg.probe_interval, caf::tick_atom_v);
     },
     [=](caf::publish_atom) {
@@ -284,7 +255,7 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
         LinkProbeReply r;
         r.set_sequence(p.sequence());
         r.set_cluster(s.cfg.cluster);
-        r.set_state(static_cast<Condition>(s.machine->state()));
+        r.set_state(static_cast<Condition>(s.link->state()));
         return make_reply(msg, r);
       }
       if (Subscribe sub; parse_remote(msg, sub)) {
