@@ -10,10 +10,10 @@ namespace prfaas::sim {
 
 CLI::App* add_plan_command(CLI::App& app, plan_options& opts) {
   auto* plan = app.add_subcommand(
-    "plan", "throughput-optimal threshold and PD split (Eq. 3-8) with the homogeneous and "
-            "naive baselines");
+      "plan", "throughput-optimal threshold and PD split (Eq. 3-8) with the homogeneous and "
+              "naive baselines");
   plan->add_option("--config", opts.config, "planner config (e.g. configs/paper-case-study.yaml)")
-    ->required();
+      ->required();
   plan->add_flag("--json", opts.json, "print one JSON object instead of the table");
   return plan;
 }

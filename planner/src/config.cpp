@@ -16,7 +16,7 @@ namespace {
 class node {
 public:
   node(const YAML::Node& n, std::string path, const std::string& source)
-    : n_(n), path_(std::move(path)), source_(source) {}
+      : n_(n), path_(std::move(path)), source_(source) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
     throw config_error(source_ + ": '" + join(key) + "' " + what);
@@ -43,8 +43,7 @@ public:
       fail(key, "must be a mapping");
     return node(v, join(key), source_);
   }
-  template <class T>
-  T get(const std::string& key) const {
+  template <class T> T get(const std::string& key) const {
     const YAML::Node v = n_[key];
     if (!v.IsDefined() || v.IsNull())
       fail(key, "is missing");
@@ -56,8 +55,7 @@ public:
       fail(key, "has the wrong type ('" + v.Scalar() + "')");
     }
   }
-  template <class T>
-  T get_or(const std::string& key, T fallback) const {
+  template <class T> T get_or(const std::string& key, T fallback) const {
     return has(key) ? get<T>(key) : fallback;
   }
   double positive(const std::string& key) const {

@@ -10,13 +10,15 @@ namespace prfaas::planner {
 namespace {
 
 /// Standard normal CDF, accurate in both tails (erfc, no 1 − Φ cancellation).
-double norm_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+double norm_cdf(double z) {
+  return 0.5 * std::erfc(-z / std::sqrt(2.0));
+}
 
 } // namespace
 
 length_distribution::length_distribution(std::vector<double> x, std::vector<double> w,
                                          std::string description)
-  : x_(std::move(x)), w_(std::move(w)), description_(std::move(description)) {
+    : x_(std::move(x)), w_(std::move(w)), description_(std::move(description)) {
   double total = 0;
   for (double v : w_)
     total += v;
@@ -27,6 +29,10 @@ length_distribution::length_distribution(std::vector<double> x, std::vector<doub
     mean_ += w_[i] * x_[i];
   }
   analytic_mean_ = mean_;
+  // Suffix sums, so P(L > t) is exact (0 past the support) instead of 1 − a rounded sum.
+  tail_w_.assign(w_.size() + 1, 0.0);
+  for (size_t i = w_.size(); i-- > 0;)
+    tail_w_[i] = tail_w_[i + 1] + w_[i];
 }
 
 length_distribution length_distribution::lognormal(const lognormal_params& p) {
@@ -59,8 +65,7 @@ length_distribution length_distribution::lognormal(const lognormal_params& p) {
   d << "lognormal mu=" << p.mu << " sigma=" << p.sigma << " range=[" << p.min_tokens << ", "
     << p.max_tokens << "] bins=" << p.bins;
   length_distribution out(std::move(x), std::move(w), d.str());
-  out.analytic_mean_ =
-    scale * (norm_cdf(z_hi - p.sigma) - norm_cdf(z_lo - p.sigma)) / mass;
+  out.analytic_mean_ = scale * (norm_cdf(z_hi - p.sigma) - norm_cdf(z_lo - p.sigma)) / mass;
   return out;
 }
 
@@ -85,7 +90,8 @@ size_t length_distribution::split_index(double t) const {
 }
 
 double length_distribution::tail_probability(double t) const {
-  return std::max(0.0, 1.0 - cum_w_[split_index(t)]);
+  const size_t k = split_index(t);
+  return k == 0 ? 1.0 : std::min(1.0, tail_w_[k]);
 }
 
 std::vector<double> length_distribution::cumulative(const std::function<double(double)>& f) const {

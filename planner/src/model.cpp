@@ -11,20 +11,22 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-uint64_t tokens(double l) { return static_cast<uint64_t>(std::llround(std::max(l, 1.0))); }
+uint64_t tokens(double l) {
+  return static_cast<uint64_t>(std::llround(std::max(l, 1.0)));
+}
 
 } // namespace
 
 std::string to_string(constraint c) {
   switch (c) {
-    case constraint::prfaas_prefill:
-      return "prfaas_prefill";
-    case constraint::link:
-      return "link";
-    case constraint::pd_prefill:
-      return "pd_prefill";
-    case constraint::pd_decode:
-      return "pd_decode";
+  case constraint::prfaas_prefill:
+    return "prfaas_prefill";
+  case constraint::link:
+    return "link";
+  case constraint::pd_prefill:
+    return "pd_prefill";
+  case constraint::pd_decode:
+    return "pd_decode";
   }
   return "?";
 }
@@ -41,7 +43,7 @@ throughput_model::throughput_model(case_inputs in) : in_(std::move(in)) {
   cw_ = d.cumulative([](double) { return 1.0; });
   cx_ = d.cumulative([](double l) { return l; });
   ct_prfaas_ =
-    d.cumulative([this](double l) { return in_.prfaas.profile.prefill_seconds(tokens(l)); });
+      d.cumulative([this](double l) { return in_.prfaas.profile.prefill_seconds(tokens(l)); });
   ct_pd_ = d.cumulative([this](double l) { return in_.pd.profile.prefill_seconds(tokens(l)); });
   cs_ = d.cumulative([this](double l) { return in_.prfaas.profile.kv_bytes(tokens(l)); });
 
@@ -72,14 +74,14 @@ operating_point throughput_model::evaluate(double threshold, uint32_t n_prfaas, 
   const double w_short = cw_[k], w_long = cw_[n] - cw_[k];
   op.p = k == n ? 0.0 : (k == 0 ? 1.0 : w_long / cw_[n]);
 
-  double prfaas_term = inf, pd_p_term = inf;
+  double prfaas_term = inf, pd_p_term = inf, s_long = 0;
   constraint prfaas_kind = constraint::prfaas_prefill;
   if (k < n) { // some requests are long: Eq. 3
     op.l_long = (cx_[n] - cx_[k]) / w_long;
     const double t_long = bucket_time(in_.prfaas.profile, ct_prfaas_, k, n, op.l_long);
-    const double s_long = in_.form == prefill_time_form::mean_length
-                            ? in_.prfaas.profile.kv_bytes(tokens(op.l_long))
-                            : (cs_[n] - cs_[k]) / w_long;
+    s_long = in_.form == prefill_time_form::mean_length
+                 ? in_.prfaas.profile.kv_bytes(tokens(op.l_long))
+                 : (cs_[n] - cs_[k]) / w_long;
     op.theta_prfaas_compute = n_prfaas / t_long;
     op.theta_link = in_.link_gbps * 1e9 / 8 / s_long;
     op.theta_prfaas = std::min(op.theta_prfaas_compute, op.theta_link);
@@ -92,15 +94,13 @@ operating_point throughput_model::evaluate(double threshold, uint32_t n_prfaas, 
     op.theta_pd_p = n_p / bucket_time(in_.pd.profile, ct_pd_, 0, k, op.l_short);
     pd_p_term = op.theta_pd_p / (1 - op.p);
   }
-  op.theta_pd_d = n_d * per_decode_; // Eq. 5
+  op.theta_pd_d = n_d * per_decode_;                             // Eq. 5
   op.lambda = std::min({prfaas_term, pd_p_term, op.theta_pd_d}); // Eq. 6
   op.binding = op.lambda == prfaas_term ? prfaas_kind
                : op.lambda == pd_p_term ? constraint::pd_prefill
                                         : constraint::pd_decode;
-  if (k < n) {
-    const double s_mean = (cs_[n] - cs_[k]) / w_long;
-    op.egress_gbps = op.lambda * op.p * s_mean * 8 / 1e9;
-  }
+  if (k < n) // the bytes per request of Eq. 3's link term, so egress ≤ link exactly
+    op.egress_gbps = op.lambda * op.p * s_long * 8 / 1e9;
   return op;
 }
 

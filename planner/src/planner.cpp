@@ -87,8 +87,8 @@ plan homogeneous_pd(const throughput_model& m) {
 
 plan naive_heterogeneous(const throughput_model& m) {
   const auto& in = m.inputs();
-  const auto op = m.evaluate(in.lengths.min() * (1 - 1e-9), in.prfaas.instances, 0,
-                             in.pd.instances);
+  const auto op =
+      m.evaluate(in.lengths.min() * (1 - 1e-9), in.prfaas.instances, 0, in.pd.instances);
   return finish(m, "naive_heterogeneous", op);
 }
 

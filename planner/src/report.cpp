@@ -12,32 +12,34 @@ namespace {
 
 using nlohmann::json;
 
-json num_or_null(bool applies, double v) { return applies ? json(v) : json(nullptr); }
+json num_or_null(bool applies, double v) {
+  return applies ? json(v) : json(nullptr);
+}
 
 json plan_json(const plan& p, double link_gbps) {
   const auto& op = p.op;
   const bool has_prfaas = op.n_prfaas > 0, has_pd_p = op.n_p > 0;
   const bool split = has_prfaas && has_pd_p;
   return json{
-    {"threshold_tokens", num_or_null(split, op.threshold)},
-    {"n_prfaas", op.n_prfaas},
-    {"n_p", op.n_p},
-    {"n_d", op.n_d},
-    {"p", op.p},
-    {"l_long_tokens", num_or_null(has_prfaas, op.l_long)},
-    {"l_short_tokens", num_or_null(has_pd_p, op.l_short)},
-    {"theta_prfaas", num_or_null(has_prfaas, op.theta_prfaas)},
-    {"theta_prfaas_compute", num_or_null(has_prfaas, op.theta_prfaas_compute)},
-    {"theta_link", num_or_null(has_prfaas, op.theta_link)},
-    {"theta_pd_p", num_or_null(has_pd_p, op.theta_pd_p)},
-    {"theta_pd_d", op.theta_pd_d},
-    {"lambda_max", op.lambda},
-    {"binding", to_string(op.binding)},
-    {"egress_gbps", num_or_null(has_prfaas, op.egress_gbps)},
-    {"link_utilisation", num_or_null(has_prfaas, op.egress_gbps / link_gbps)},
-    {"eq2_egress_gbps", num_or_null(has_prfaas, p.eq2_egress_gbps)},
-    {"ttft_mean_s", p.ttft.mean_s},
-    {"ttft_p90_s", p.ttft.p90_s},
+      {"threshold_tokens", num_or_null(split, op.threshold)},
+      {"n_prfaas", op.n_prfaas},
+      {"n_p", op.n_p},
+      {"n_d", op.n_d},
+      {"p", op.p},
+      {"l_long_tokens", num_or_null(has_prfaas, op.l_long)},
+      {"l_short_tokens", num_or_null(has_pd_p, op.l_short)},
+      {"theta_prfaas", num_or_null(has_prfaas, op.theta_prfaas)},
+      {"theta_prfaas_compute", num_or_null(has_prfaas, op.theta_prfaas_compute)},
+      {"theta_link", num_or_null(has_prfaas, op.theta_link)},
+      {"theta_pd_p", num_or_null(has_pd_p, op.theta_pd_p)},
+      {"theta_pd_d", op.theta_pd_d},
+      {"lambda_max", op.lambda},
+      {"binding", to_string(op.binding)},
+      {"egress_gbps", num_or_null(has_prfaas, op.egress_gbps)},
+      {"link_utilisation", num_or_null(has_prfaas, op.egress_gbps / link_gbps)},
+      {"eq2_egress_gbps", num_or_null(has_prfaas, p.eq2_egress_gbps)},
+      {"ttft_mean_s", p.ttft.mean_s},
+      {"ttft_p90_s", p.ttft.p90_s},
   };
 }
 
@@ -53,35 +55,34 @@ std::string fmt(const char* f, double v) {
 
 } // namespace
 
-nlohmann::json to_json(const throughput_model& m, const plan_report& r,
-                       const planner_config& cfg) {
+nlohmann::json to_json(const throughput_model& m, const plan_report& r, const planner_config& cfg) {
   const auto& in = m.inputs();
   json out{
-    {"name", in.name},
-    {"config", cfg.path},
-    {"workload",
-     {{"input_lengths", in.lengths.description()},
-      {"mean_input_tokens", in.lengths.mean()},
-      {"output_tokens", in.output_tokens},
-      {"decode_slo_tokens_per_s", in.slo_tokens_per_s},
-      {"prefill_time", form_name(in.form)}}},
-    {"clusters",
-     {{"prfaas", {{"profile", in.prfaas.profile.name}, {"instances", in.prfaas.instances}}},
-      {"pd", {{"profile", in.pd.profile.name}, {"instances", in.pd.instances}}},
-      {"homogeneous_instances", in.homogeneous_instances}}},
-    {"link_gbps", in.link_gbps},
-    {"decode",
-     {{"bs_max", m.bs_max()},
-      {"step_s", m.decode_step_s()},
-      {"per_instance_req_s", m.decode_rate_per_instance()}}},
-    {"plans",
-     {{"prfaas_pd", plan_json(r.prfaas_pd, in.link_gbps)},
-      {"homogeneous_pd", plan_json(r.homogeneous, in.link_gbps)},
-      {"naive_heterogeneous", plan_json(r.naive, in.link_gbps)}}},
-    {"ratios",
-     {{"prfaas_over_homogeneous", r.ratio_vs_homogeneous()},
-      {"prfaas_over_naive", r.ratio_vs_naive()},
-      {"naive_over_homogeneous", r.naive.op.lambda / r.homogeneous.op.lambda}}},
+      {"name", in.name},
+      {"config", cfg.path},
+      {"workload",
+       {{"input_lengths", in.lengths.description()},
+        {"mean_input_tokens", in.lengths.mean()},
+        {"output_tokens", in.output_tokens},
+        {"decode_slo_tokens_per_s", in.slo_tokens_per_s},
+        {"prefill_time", form_name(in.form)}}},
+      {"clusters",
+       {{"prfaas", {{"profile", in.prfaas.profile.name}, {"instances", in.prfaas.instances}}},
+        {"pd", {{"profile", in.pd.profile.name}, {"instances", in.pd.instances}}},
+        {"homogeneous_instances", in.homogeneous_instances}}},
+      {"link_gbps", in.link_gbps},
+      {"decode",
+       {{"bs_max", m.bs_max()},
+        {"step_s", m.decode_step_s()},
+        {"per_instance_req_s", m.decode_rate_per_instance()}}},
+      {"plans",
+       {{"prfaas_pd", plan_json(r.prfaas_pd, in.link_gbps)},
+        {"homogeneous_pd", plan_json(r.homogeneous, in.link_gbps)},
+        {"naive_heterogeneous", plan_json(r.naive, in.link_gbps)}}},
+      {"ratios",
+       {{"prfaas_over_homogeneous", r.ratio_vs_homogeneous()},
+        {"prfaas_over_naive", r.ratio_vs_naive()},
+        {"naive_over_homogeneous", r.naive.op.lambda / r.homogeneous.op.lambda}}},
   };
   if (!cfg.reference.empty()) {
     out["reference"] = cfg.reference;
@@ -145,7 +146,8 @@ std::string render_table(const throughput_model& m, const plan_report& r,
       [&](const plan& p) { return when(p.op.n_prfaas > 0, p.op.theta_prfaas); });
   row("Theta_pd-p (req/s)", "theta_pd_p", "%.2f",
       [&](const plan& p) { return when(p.op.n_p > 0, p.op.theta_pd_p); });
-  row("Theta_pd-d (req/s)", "theta_pd_d", "%.2f", [&](const plan& p) { return opt(p.op.theta_pd_d); });
+  row("Theta_pd-d (req/s)", "theta_pd_d", "%.2f",
+      [&](const plan& p) { return opt(p.op.theta_pd_d); });
   row("Lambda_max (req/s)", "lambda_max", "%.2f", [&](const plan& p) { return opt(p.op.lambda); });
   row("egress sent at Lambda (Gbps)", "egress_gbps", "%.1f",
       [&](const plan& p) { return when(p.op.n_prfaas > 0, p.op.egress_gbps); });
@@ -171,11 +173,11 @@ std::string render_table(const throughput_model& m, const plan_report& r,
   if (with_ref)
     if (auto a = ref(r.prfaas_pd, "lambda_max"), b = ref(r.naive, "lambda_max"); a && b)
       o << " (paper " << fmt("%.2fx", *a / *b) << ")";
-  o << "\n\nworkload: " << in.lengths.description() << ", mean "
-    << fmt("%.0f", in.lengths.mean()) << " tokens; L_out " << in.output_tokens << "; SLO "
-    << fmt("%.0f", in.slo_tokens_per_s) << " tok/s (BS_max " << m.bs_max() << ", step "
-    << fmt("%.1f", m.decode_step_s() * 1e3) << " ms); link " << fmt("%.0f", in.link_gbps)
-    << " Gbps; prefill time form " << form_name(in.form) << "\n";
+  o << "\n\nworkload: " << in.lengths.description() << ", mean " << fmt("%.0f", in.lengths.mean())
+    << " tokens; L_out " << in.output_tokens << "; SLO " << fmt("%.0f", in.slo_tokens_per_s)
+    << " tok/s (BS_max " << m.bs_max() << ", step " << fmt("%.1f", m.decode_step_s() * 1e3)
+    << " ms); link " << fmt("%.0f", in.link_gbps) << " Gbps; prefill time form "
+    << form_name(in.form) << "\n";
   if (with_ref && !cfg.reference_source.empty())
     o << "paper columns: " << cfg.reference_source << "\n";
   return o.str();

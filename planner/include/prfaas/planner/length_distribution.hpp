@@ -60,7 +60,7 @@ public:
 
 private:
   length_distribution(std::vector<double> x, std::vector<double> w, std::string description);
-  std::vector<double> x_, w_, cum_w_;
+  std::vector<double> x_, w_, cum_w_, tail_w_;
   double mean_ = 0, analytic_mean_ = 0;
   std::string description_;
 };

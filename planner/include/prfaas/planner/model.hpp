@@ -27,16 +27,16 @@ struct cluster_spec {
 /// Everything the throughput model needs (one config file's worth).
 struct case_inputs {
   std::string name;
-  cluster_spec prfaas;                 ///< compute-dense prefill-only cluster (H200)
-  cluster_spec pd;                     ///< local PD cluster (H20): N_p + N_d = instances
-  uint32_t homogeneous_instances = 0;  ///< baseline homogeneous PD cluster, pd's hardware
-  double link_gbps = 0;                ///< PrfaaS → PD egress, Gbit/s (1e9 bit/s)
-  length_distribution lengths;         ///< uncached input lengths
-  uint64_t output_tokens = 0;          ///< L_out
-  double slo_tokens_per_s = 0;         ///< decode SLO; the step time must stay ≤ 1/SLO
+  cluster_spec prfaas;                ///< compute-dense prefill-only cluster (H200)
+  cluster_spec pd;                    ///< local PD cluster (H20): N_p + N_d = instances
+  uint32_t homogeneous_instances = 0; ///< baseline homogeneous PD cluster, pd's hardware
+  double link_gbps = 0;               ///< PrfaaS → PD egress, Gbit/s (1e9 bit/s)
+  length_distribution lengths;        ///< uncached input lengths
+  uint64_t output_tokens = 0;         ///< L_out
+  double slo_tokens_per_s = 0;        ///< decode SLO; the step time must stay ≤ 1/SLO
   prefill_time_form form = prefill_time_form::mean_length;
-  uint32_t threshold_points = 256;     ///< log-spaced t grid before refinement
-  uint32_t refine_rounds = 3;          ///< rounds of 64-point refinement around the best t
+  uint32_t threshold_points = 256; ///< log-spaced t grid before refinement
+  uint32_t refine_rounds = 3;      ///< rounds of 64-point refinement around the best t
 };
 
 /// Which term of Eq. 6 (or Eq. 3's inner min) sets Λ at an operating point.
@@ -45,19 +45,21 @@ std::string to_string(constraint c);
 
 /// The model evaluated at one threshold and instance split. Throughputs in requests/s.
 struct operating_point {
-  double threshold = 0;        ///< t, tokens (l > t → PrfaaS)
+  double threshold = 0; ///< t, tokens (l > t → PrfaaS)
   uint32_t n_prfaas = 0, n_p = 0, n_d = 0;
-  double p = 0;                ///< P(L > t)
-  double l_long = 0;           ///< E[L | L > t], tokens (0 when p = 0)
-  double l_short = 0;          ///< E[L | L ≤ t], tokens (0 when p = 1)
+  double p = 0;                    ///< P(L > t)
+  double l_long = 0;               ///< E[L | L > t], tokens (0 when p = 0)
+  double l_short = 0;              ///< E[L | L ≤ t], tokens (0 when p = 1)
   double theta_prfaas_compute = 0; ///< N_prfaas / T_prfaas(l_long)
   double theta_link = 0;           ///< B_out / S_kv(l_long)
-  double theta_prfaas = 0;     ///< Eq. 3: min of the two above (0 without a PrfaaS cluster)
-  double theta_pd_p = 0;       ///< Eq. 4: N_p / T_pd(l_short)
-  double theta_pd_d = 0;       ///< Eq. 5: N_d · BS_max / (T_decode · L_out)
-  double lambda = 0;           ///< Eq. 6: min(Θ_prfaas / p, Θ_pd-p / (1 − p), Θ_pd-d)
+  double theta_prfaas = 0;         ///< Eq. 3: min of the two above (0 without a PrfaaS cluster)
+  double theta_pd_p = 0;           ///< Eq. 4: N_p / T_pd(l_short)
+  double theta_pd_d = 0;           ///< Eq. 5: N_d · BS_max / (T_decode · L_out)
+  double lambda = 0;               ///< Eq. 6: min(Θ_prfaas / p, Θ_pd-p / (1 − p), Θ_pd-d)
   constraint binding = constraint::pd_decode;
-  double egress_gbps = 0;      ///< KV bytes actually sent at Λ: Λ·p·E[S_kv | L > t]
+  /// KV sent at Λ: Λ·p·S_long, with Eq. 3's bytes per request S_long (S_kv(l_long), or
+  /// E[S_kv | L > t] under expected_time; S_kv is near-linear, so they differ by < 1%).
+  double egress_gbps = 0;
 };
 
 /// Eq. 3–6 over one case. Precomputes the distribution's partial sums once, so an

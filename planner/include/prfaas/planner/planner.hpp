@@ -8,8 +8,8 @@ namespace prfaas::planner {
 
 /// One configuration's best operating point and what it implies.
 struct plan {
-  std::string kind;     ///< "prfaas_pd", "homogeneous_pd" or "naive_heterogeneous"
-  operating_point op;   ///< at the optimum
+  std::string kind;   ///< "prfaas_pd", "homogeneous_pd" or "naive_heterogeneous"
+  operating_point op; ///< at the optimum
   throughput_model::ttft ttft;
   double eq2_egress_gbps = 0; ///< Eq. 2 sizing at L_avg (0 without a PrfaaS cluster)
 };

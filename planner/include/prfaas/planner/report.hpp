@@ -13,8 +13,7 @@ namespace prfaas::planner {
 /// "naive_heterogeneous"), the ratios and the config's reference figures. Figures that do
 /// not apply to a plan (Θ_prfaas without a PrfaaS cluster, t of a baseline) are null.
 /// Units: tokens, requests/s, Gbit/s, seconds.
-nlohmann::json to_json(const throughput_model& m, const plan_report& r,
-                       const planner_config& cfg);
+nlohmann::json to_json(const throughput_model& m, const plan_report& r, const planner_config& cfg);
 
 /// A human-readable table: the three plans side by side, each beside its reference
 /// column when the config has one, then the ratios.
