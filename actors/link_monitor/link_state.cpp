@@ -49,16 +49,14 @@ void link_state_machine::move(const verdict& v, time_point now) {
 bool link_state_machine::update(const verdict& v, time_point now) {
   if (v.target == condition::unknown)
     return false;
-  if (state_ == condition::unknown || v.target == condition::down) {
-    if (v.target == state_)
-      return false;
-    move(v, now);
-    return true;
-  }
-  if (v.target == state_) {
+  if (v.target == state_) { // wanted again: any pending move is interrupted
     pending_dir_ = 0;
     reason_ = v.reason;
     return false;
+  }
+  if (state_ == condition::unknown || v.target == condition::down) {
+    move(v, now);
+    return true;
   }
   const int dir = v.target > state_ ? 1 : -1;
   if (pending_dir_ != dir) {
