@@ -16,6 +16,7 @@
 // `max_batch`; finished ones leave. Engine calls run on the engine's own thread.
 
 #include <deque>
+#include <map>
 #include <unordered_map>
 
 #include <caf/all.hpp>
@@ -65,6 +66,9 @@ struct decode_state {
   std::deque<sequence_ptr> ready;
   std::vector<sequence_ptr> active;
   bool stepping = false;
+  /// While a step's results are handled: events per gateway, sent as one TokenEvents.
+  bool batching = false;
+  std::map<std::string, std::pair<address, TokenEvents>> pending_events;
   uint64_t next_seq = 1;
   size_t max_batch = 16;
   size_t max_queue = 256;
@@ -103,7 +107,22 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   ev.set_decode_node(s.ctx->node());
   q.sent += static_cast<uint32_t>(tokens.size());
   s.stats->tokens.Increment(static_cast<double>(tokens.size()));
+  if (s.batching) {
+    auto& [addr, batch] = s.pending_events[q.gateway.to_string()];
+    addr = q.gateway;
+    *batch.add_events() = std::move(ev);
+    return;
+  }
   send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), q.gateway, ev));
+}
+
+/// Sends what a step produced: one message per gateway.
+void flush_events(self_ptr self) {
+  auto& s = self->state;
+  s.batching = false;
+  for (auto& [_, entry] : s.pending_events)
+    send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), entry.first, entry.second));
+  s.pending_events.clear();
 }
 
 /// Removes `q` everywhere and frees its engine sequence.
@@ -158,6 +177,7 @@ void step_done(self_ptr self, std::vector<sequence_ptr> batch,
                engine::result<std::vector<engine::token>> r) {
   auto& s = self->state;
   s.stepping = false;
+  s.batching = true;
   if (!r) {
     for (auto& q : batch)
       if (!q->cancelled && s.by_request.count(q->order.request_id()))
@@ -170,6 +190,7 @@ void step_done(self_ptr self, std::vector<sequence_ptr> batch,
       accept_token(self, q, (*r)[i]);
     }
   }
+  flush_events(self);
   maybe_step(self);
 }
 

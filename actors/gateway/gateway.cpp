@@ -397,6 +397,11 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
       self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
+      if (TokenEvents batch; parse_remote(msg, batch)) {
+        for (auto& ev : batch.events())
+          env.on_tokens(ev);
+        return remote_message{};
+      }
       if (TokenEvent ev; parse_remote(msg, ev)) {
         env.on_tokens(ev);
         return remote_message{};
