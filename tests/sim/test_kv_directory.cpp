@@ -217,7 +217,7 @@ TEST_CASE("the directory answers prefix queries from the workers' announcements"
         4 + 4 + 3 + 0);
 }
 
-TEST_CASE("a restarted directory says rebuilding until the workers re-announce, then answers as before") {
+TEST_CASE("a restarted directory says rebuilding until the workers re-announce and then answers as before") {
   announced f;
   check_full_answer(query(f, "d0", prompt));
   // The PrfaaS nodes' answers cannot reach the directory for a while (shorter than the

@@ -116,7 +116,7 @@ struct link_up : sim_fixture {
 
 } // namespace
 
-TEST_CASE("subscribers get the link's state: configured ones pushed, Subscribe answered at once") {
+TEST_CASE("subscribers get the link's state: configured ones pushed and Subscribe answered at once") {
   link_up f;
   REQUIRE(latest(f, "d0") == lk::LINK_UP);
   auto& first = recorder(f, "d0").seen.front().first;
@@ -149,7 +149,7 @@ TEST_CASE("subscribers get the link's state: configured ones pushed, Subscribe a
                                                  {{"cluster", "pd"}, {"peer_cluster", "prfaas"}}) == 1);
 }
 
-TEST_CASE("a partition takes the link degraded then down within its bound; healed, up after the dwell") {
+TEST_CASE("a partition takes the link degraded then down within its bound and a heal brings it up after the dwell") {
   link_up f;
   REQUIRE(latest(f, "d0") == lk::LINK_UP);
   const auto cut = f.now();

@@ -166,7 +166,7 @@ TEST_CASE("epochs: a stale report is ignored and a newer one replaces the holder
   CHECK(ix.match(q).longest == 2);
 }
 
-TEST_CASE("dropping a node forgets its holders, their blocks and their epochs") {
+TEST_CASE("dropping a node forgets its holders and their blocks and their epochs") {
   prefix_index ix{1000};
   put(ix, holder("a", "pd", "w0"), {1, 2, 3}, 9);
   put(ix, holder("a", "pd", "w1"), {1, 5}, 9);
@@ -214,7 +214,7 @@ TEST_CASE("a ghost nobody announces disappears with its last child") {
   CHECK(ix.size() == 0);
 }
 
-TEST_CASE("capacity evicts least recently used leaves, never a parent before its child") {
+TEST_CASE("capacity evicts least recently used leaves and never a parent before its child") {
   prefix_index ix{5};
   auto a = holder("a", "pd");
   put(ix, a, {1, 2, 3});
@@ -243,7 +243,7 @@ TEST_CASE("a chain longer than the capacity keeps its head") {
   CHECK(ix.match(q).longest == 3);
 }
 
-TEST_CASE("random reports: matches agree with a naive model, and never exceed it when bounded") {
+TEST_CASE("random reports: matches agree with a naive model and never exceed it when bounded") {
   // Naive model: holder → tier → set of blocks; a holder matches the longest prefix
   // whose every block it holds in some tier.
   std::mt19937_64 rng{GENERATE(1u, 2u, 3u, 4u)};

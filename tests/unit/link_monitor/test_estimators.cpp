@@ -49,7 +49,7 @@ TEST_CASE("the minimum rtt forgets samples older than its window") {
   CHECK(e.samples() == 6);
 }
 
-TEST_CASE("probe window: loss over the last probes, misses in a row, last answer") {
+TEST_CASE("probe window: loss over the last probes and misses in a row and last answer") {
   probe_window w{4};
   CHECK(w.loss() == 0.0);
   CHECK_FALSE(w.last_answer());

@@ -47,7 +47,7 @@ struct bench {
 
 } // namespace
 
-TEST_CASE("classify: each signal can degrade, and leaving degraded needs a clear margin") {
+TEST_CASE("classify: each signal can degrade and leaving degraded needs a clear margin") {
   thresholds t;
   t.rtt_degraded = 100ms;
   t.retransmit_degraded = 50;
@@ -88,7 +88,7 @@ TEST_CASE("classify: each signal can degrade, and leaving degraded needs a clear
   CHECK(classify(s, condition::up, off).target == condition::up);
 }
 
-TEST_CASE("the machine takes a worse state only after degrade_dwell, a better one after recover_dwell") {
+TEST_CASE("the machine takes a worse state only after degrade_dwell and a better one after recover_dwell") {
   link_state_machine m{1s, 3s};
   CHECK(m.state() == condition::unknown);
   CHECK(m.update({condition::up, "ok"}, t0)); // first verdict at once
@@ -119,7 +119,7 @@ TEST_CASE("the machine takes a worse state only after degrade_dwell, a better on
   CHECK(m.transitions() == 4);
 }
 
-TEST_CASE("a partition goes degraded then down within down_after, and a heal comes back up after recover_dwell") {
+TEST_CASE("a partition goes degraded then down within down_after and a heal comes back up after recover_dwell") {
   thresholds t;
   t.down_after = 2s;
   t.recover_dwell = 3s;
@@ -174,7 +174,7 @@ TEST_CASE("an occasional single loss keeps the link up") {
   CHECK(b.changes[0].second == condition::up);
 }
 
-TEST_CASE("a link that never answers is unknown until down_after, then down") {
+TEST_CASE("a link that never answers is unknown until down_after and then down") {
   thresholds t;
   t.down_after = 1s;
   link_tracker l{t, 10, 0, t0};
