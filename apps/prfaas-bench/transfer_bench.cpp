@@ -37,6 +37,7 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
+#include "bench_node.hpp"
 #include "stats.hpp"
 
 namespace prfaas::bench {
@@ -63,13 +64,6 @@ namespace {
 
 constexpr const char* sink_name = "bench";
 
-int free_port() {
-  zmq::context_t ctx;
-  zmq::socket_t s{ctx, zmq::socket_type::router};
-  s.bind("tcp://127.0.0.1:*");
-  auto ep = s.get(zmq::sockopt::last_endpoint);
-  return std::stoi(ep.substr(ep.rfind(':') + 1));
-}
 
 /// Where everything listens.
 struct layout {
@@ -133,27 +127,6 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
   return y.str();
 }
 
-/// One live node of the benchmark deployment (the actor system and the ZeroMQ
-/// context outlive the node).
-struct live_node {
-  deployment_config dep;
-  actor_registry reg = actor_registry::with_builtins();
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  zmq::context_t zctx{1};
-  std::unique_ptr<node> self;
-
-  live_node(const std::string& yaml, const std::string& name)
-    : dep(parse_deployment(yaml, "<bench>")) {
-    configure_actor_system(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    node_options opts;
-    opts.zmq = &zctx;
-    self = std::make_unique<node>(*sys, dep, name, reg, opts);
-    self->start();
-  }
-  ~live_node() { self->stop(); }
-};
 
 /// Raw ZeroMQ counterpart of the data-plane sink: counts ('C') and answers
 /// queries ('Q') with "messages bytes".
@@ -217,7 +190,6 @@ int server_main(const std::string& yaml, const layout& l) {
   return 0;
 }
 
-void noop_free(void*, void*) {}
 
 struct raw_client {
   zmq::socket_t dealer;
@@ -272,22 +244,6 @@ struct raw_client {
   }
 };
 
-void wait_until_up(caf::scoped_actor& self, node& n) {
-  for (int i = 0; i < 1500; ++i) {
-    bool up = false;
-    self->request(n.transport(), std::chrono::seconds(1), peers_atom_v)
-      .receive(
-        [&](std::vector<peer_view>& v) {
-          for (auto& p : v)
-            up = up || (p.node == "server" && p.state == peer_state::up);
-        },
-        [](caf::error&) {});
-    if (up)
-      return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  throw std::runtime_error("server node did not come up");
-}
 
 /// Round trips to the server's echo actor until `stop` (or `count` of them).
 void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& stop,

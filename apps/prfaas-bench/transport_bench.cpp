@@ -27,21 +27,14 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
+#include "bench_node.hpp"
 #include "stats.hpp"
 
 namespace prfaas::bench {
 
 namespace {
 
-int free_port() {
-  zmq::context_t ctx;
-  zmq::socket_t s{ctx, zmq::socket_type::router};
-  s.bind("tcp://127.0.0.1:*");
-  auto ep = s.get(zmq::sockopt::last_endpoint);
-  return std::stoi(ep.substr(ep.rfind(':') + 1));
-}
 
-void noop_free(void*, void*) {}
 
 /// Raw ZeroMQ counterpart of the server: echo ('E'), count ('C'), query ('Q').
 void raw_server(zmq::context_t& ctx, int port, std::atomic<bool>& stop) {
@@ -96,27 +89,6 @@ std::string deployment_yaml(int server, int client) {
   return y.str();
 }
 
-/// One live node of the benchmark deployment with everything it needs, in the
-/// order it needs it (the actor system and ZeroMQ context outlive the node).
-struct live_node {
-  deployment_config dep;
-  actor_registry reg = actor_registry::with_builtins();
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  zmq::context_t zctx{1};
-  std::unique_ptr<node> self;
-
-  live_node(const std::string& yaml, const std::string& name)
-    : dep(parse_deployment(yaml, "<bench>")) {
-    configure_actor_system(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    node_options opts;
-    opts.zmq = &zctx;
-    self = std::make_unique<node>(*sys, dep, name, reg, opts);
-    self->start();
-  }
-  ~live_node() { self->stop(); }
-};
 
 int server_main(const std::string& yaml, int raw_port) {
   sigset_t sigs;
@@ -235,21 +207,6 @@ struct prfaas_client {
   }
 };
 
-void wait_until_up(caf::scoped_actor& self, node& n) {
-  for (int i = 0; i < 500; ++i) {
-    bool up = false;
-    self->request(n.transport(), std::chrono::seconds(1), peers_atom_v)
-      .receive(
-        [&](std::vector<peer_view>& v) {
-          up = !v.empty() && v[0].state == peer_state::up;
-        },
-        [](caf::error&) {});
-    if (up)
-      return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  throw std::runtime_error("server node did not come up");
-}
 
 } // namespace
 
