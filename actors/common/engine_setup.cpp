@@ -148,4 +148,10 @@ param_spec profile_param() {
           "profile file of this worker's hardware (engine: profile); default model.profile"};
 }
 
+void check_worker_model(const std::string& path, const actor_params& p,
+                        const deployment_config& dep) {
+  auto m = read_model(dep, p.str("profile"), path);
+  make_engine(m, p.str("profile").empty() ? "model.profile" : path + ".profile");
+}
+
 } // namespace prfaas::serving

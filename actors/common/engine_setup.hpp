@@ -51,4 +51,9 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
 /// The worker parameter list shared by both worker types (profile override).
 param_spec profile_param();
 
+/// A worker type's check_deployment: its model settings read and its engine built
+/// (the profile loads), so a bad model section stops the node before it starts.
+void check_worker_model(const std::string& path, const actor_params& p,
+                        const deployment_config& dep);
+
 } // namespace prfaas::serving

@@ -414,11 +414,7 @@ void register_types(actor_registry& r) {
            if (p.integer("max_queue") < p.integer("max_batch"))
              throw config_error(path + ".max_queue", "must be at least max_batch");
          },
-         .check_deployment = [](const std::string& path, const actor_params& p,
-                                const deployment_config& dep) {
-           auto m = read_model(dep, p.str("profile"), path);
-           make_engine(m, m.profile.empty() ? "model" : path + ".profile");
-         }});
+         .check_deployment = check_worker_model});
 }
 
 } // namespace
