@@ -49,6 +49,10 @@ void add_transfer_options(CLI::App& app, transfer_options& o) {
   t->add_option("--chunk", o.chunk_bytes, "chunk size in bytes")->capture_default_str();
   t->add_option("--connections", o.connections, "data-plane connections to the peer")
     ->capture_default_str();
+  t->add_option("--window-chunks", o.window_chunks, "credit: unacknowledged chunks per transfer")
+    ->capture_default_str();
+  t->add_option("--window-bytes", o.window_bytes, "credit: unacknowledged bytes per peer")
+    ->capture_default_str();
   t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")->capture_default_str();
   t->add_option("--pace", o.pace, "pace the data plane at this rate (e.g. 950mbit)");
   t->add_option("--link-rate", o.link_rate, "the link's rate (e.g. 1gbit): print utilisation");
@@ -112,7 +116,8 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
     << "    connections: " << o.connections << "\n";
   if (!o.pace.empty())
     y << "    rate: " << o.pace << "\n";
-  y << "data_plane: { transfer_timeout: 600s, max_chunk_bytes: "
+  y << "data_plane: { transfer_timeout: 600s, window_chunks: " << o.window_chunks
+    << ", window_bytes: " << o.window_bytes << ", max_chunk_bytes: "
     << std::max<uint64_t>(o.chunk_bytes, 1) << " }\n"
     << "nodes:\n"
     << "  - name: server\n"

@@ -17,6 +17,8 @@ struct transfer_options {
   uint64_t bytes = 1ull << 30;        ///< per transfer
   uint64_t chunk_bytes = 4ull << 20;
   uint32_t connections = 4;           ///< data-plane connections to the peer
+  uint32_t window_chunks = 64;        ///< data_plane.window_chunks (the deployment default)
+  uint64_t window_bytes = 256ull << 20; ///< data_plane.window_bytes (the deployment default)
   int repeat = 3;                     ///< each figure is the best of this many runs
   std::string pace;                   ///< data-plane pacing rate ("950mbit"); empty = none
   std::string link_rate;              ///< the link's rate ("1gbit"): prints utilisation
