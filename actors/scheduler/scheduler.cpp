@@ -6,12 +6,19 @@
 //  * liveness, from the node's failure detector (membership events);
 //  * load, polled with serving.LoadQuery every `load_interval`, plus what it routed
 //    since the last answer, so a burst between two polls is still spread.
-// Exposes prfaas_scheduler_routes_total{route} and _no_route_total.
+//  * link state, from link monitors that list it among their `subscribers`: while a
+//    cross-cluster link is down, nothing is offloaded across it.
+// Exposes prfaas_scheduler_routes_total{route}, _no_route_total and _link_up.
+
+#include <algorithm>
+#include <set>
+#include <sstream>
 
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/link.pb.h"
 #include "prfaas/wire/serving.pb.h"
 #include "scheduler/policy.hpp"
 
@@ -23,9 +30,26 @@ struct scheduler_state {
   static inline const char* name = "scheduler";
   std::unique_ptr<routing_policy> policy;
   cluster_view view;
+  std::set<std::string> link_down; ///< links ("cluster|peer") a monitor reports down
 };
 
-cluster_view workers_of(const deployment_config& dep) {
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in{text};
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+bool listed(const std::vector<std::string>& names, const std::string& n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+/// The deployment's workers: actors whose type is one of `prefill_types` /
+/// `decode_types` (plugin worker types join by being listed there).
+cluster_view workers_of(const deployment_config& dep, const std::vector<std::string>& prefill_types,
+                        const std::vector<std::string>& decode_types) {
   cluster_view v;
   for (auto& n : dep.nodes) {
     bool prfaas = false;
@@ -33,9 +57,9 @@ cluster_view workers_of(const deployment_config& dep) {
       prfaas = it->second.kind == "prefill-only";
     for (auto& a : n.actors) {
       worker_view w{.addr = {n.name, a.name}, .cluster = n.cluster, .prfaas = prfaas};
-      if (a.type == "prefill_worker")
+      if (listed(prefill_types, a.type))
         v.prefill.push_back(w);
-      else if (a.type == "decode_worker" && !prfaas)
+      else if (listed(decode_types, a.type) && !prfaas)
         v.decode.push_back(w);
     }
   }
@@ -55,11 +79,15 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
                         std::string self_name, actor_params params) {
   auto policy_name = params.str("policy");
   self->state.policy = policy_registry::instance().make(policy_name, params);
-  self->state.view = workers_of(ctx->deployment());
+  self->state.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
+                                split_names(params.str("decode_types")));
   const auto interval = params.dur("load_interval");
   const auto me = ctx->local(self_name);
   auto& m = ctx->node_metrics();
   auto* no_route = &m.counter("prfaas_scheduler_no_route_total", "Route queries with no worker to serve them");
+  auto* link_up = &m.gauge("prfaas_scheduler_link_up",
+                           "1 while no cross-cluster link is reported down (offload allowed)");
+  link_up->Set(1);
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   self->send(self, caf::tick_atom_v);
   ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
@@ -95,6 +123,23 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
             w.up = up;
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
+      if (link::LinkState st; parse_remote(msg, st)) {
+        // Link down: no new offloads (the threshold is effectively infinite) until a
+        // monitor reports it back. Unknown (nothing measured yet) counts as up.
+        auto key = st.cluster() + "|" + st.peer_cluster();
+        auto& links = self->state.link_down;
+        bool was_up = links.empty();
+        if (st.state() == link::LINK_DOWN)
+          links.insert(key);
+        else
+          links.erase(key);
+        self->state.view.link_up = links.empty();
+        link_up->Set(links.empty() ? 1 : 0);
+        if (was_up != links.empty())
+          ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", links.empty() ? "up" : "down",
+                           st.cluster(), st.peer_cluster(), st.reason());
+        return remote_message{};
+      }
       RouteQuery q;
       if (!parse_remote(msg, q))
         return unknown_type(*ctx, msg);
@@ -140,7 +185,11 @@ void register_types(actor_registry& r) {
          .params = {{"policy", param_kind::string, "threshold", "routing policy by name"},
                     {"threshold", param_kind::integer, "4096",
                      "policy threshold: offload prompts longer than this many uncached tokens"},
-                    {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"}},
+                    {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
+                    {"prefill_types", param_kind::string, "prefill_worker",
+                     "actor types that are prefill workers (comma-separated)"},
+                    {"decode_types", param_kind::string, "decode_worker",
+                     "actor types that are decode workers (comma-separated)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            return ctx.system().spawn(scheduler, &ctx, name, p);
          },
