@@ -44,16 +44,35 @@ struct worker_view {
 struct cluster_view {
   std::vector<worker_view> prefill;
   std::vector<worker_view> decode;
-  bool link_up = true; ///< the cross-cluster link (until link monitors exist: always up)
+  bool link_up = true;          ///< no link monitor reports the cross-cluster link down
+  double link_utilisation = 0;  ///< PrfaaS egress over the link, 0..1 (link monitors)
+
+  /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).
+  uint64_t prfaas_pending_tokens() const {
+    uint64_t sum = 0;
+    for (auto& w : prefill)
+      if (w.prfaas && w.up)
+        sum += w.pending_tokens();
+    return sum;
+  }
 };
 
 struct route_input {
   uint32_t prompt_tokens = 0;
   std::span<const uint64_t> block_ids;
+  /// Prompt tokens already cached, by node (from the KV directory's prefix match);
+  /// nodes not listed hold none.
+  std::map<std::string, uint32_t> cached_by_node;
   std::vector<std::string> exclude_nodes; ///< prefill nodes that failed this request
   bool local_only = false;                ///< prefill in the PD cluster only
   std::string decode_node, decode_actor;  ///< keep this decode worker (failover)
 };
+
+/// The best cached prefix on `node` (0 if none).
+inline uint32_t cached_on(const route_input& in, const std::string& node) {
+  auto it = in.cached_by_node.find(node);
+  return it == in.cached_by_node.end() ? 0 : std::min(it->second, in.prompt_tokens);
+}
 
 struct route_choice {
   int prefill = -1;            ///< index into cluster_view::prefill; -1 = none
@@ -61,6 +80,10 @@ struct route_choice {
   std::string route;           ///< "prfaas" | "pd"
   uint32_t uncached_tokens = 0;
   uint64_t threshold = 0;
+  std::string mode;            ///< prfaas policy: "scarce" | "abundant"
+  /// The best cache sits in the other cluster and bandwidth allows moving it there
+  /// (abundant mode): the prefill node should pull it first.
+  bool move_cache = false;
   std::string why_not;         ///< when no route: what was missing
 };
 

@@ -134,6 +134,10 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         else
           links.erase(key);
         self->state.view.link_up = links.empty();
+        // PrfaaS egress is measured by the monitor on the prefill-only side.
+        if (auto c = ctx->deployment().clusters.find(st.cluster());
+            c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only")
+          self->state.view.link_utilisation = st.utilisation();
         link_up->Set(links.empty() ? 1 : 0);
         if (was_up != links.empty())
           ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", links.empty() ? "up" : "down",
@@ -186,6 +190,16 @@ void register_types(actor_registry& r) {
                     {"threshold", param_kind::integer, "4096",
                      "policy threshold: offload prompts longer than this many uncached tokens"},
                     {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
+                    {"scarce_utilisation", param_kind::number, "0.85",
+                     "prfaas policy: link utilisation at which bandwidth becomes scarce"},
+                    {"abundant_utilisation", param_kind::number, "0.6",
+                     "prfaas policy: ... and abundant again (with the queue below its bound)"},
+                    {"scarce_queue_tokens", param_kind::integer, "524288",
+                     "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
+                    {"abundant_queue_tokens", param_kind::integer, "131072",
+                     "prfaas policy: ... and abundant again"},
+                    {"load_weight", param_kind::number, "1.0",
+                     "cache-aware placement: cost of one pending token against one uncached token"},
                     {"prefill_types", param_kind::string, "prefill_worker",
                      "actor types that are prefill workers (comma-separated)"},
                     {"decode_types", param_kind::string, "decode_worker",

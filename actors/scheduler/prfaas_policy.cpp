@@ -1,0 +1,216 @@
+#include "scheduler/prfaas_policy.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace prfaas::serving {
+
+namespace {
+
+bool excluded(const route_input& in, const std::string& node) {
+  return std::find(in.exclude_nodes.begin(), in.exclude_nodes.end(), node) != in.exclude_nodes.end();
+}
+
+/// The longest cached prefix on an eligible worker of one side.
+uint32_t best_cache(const cluster_view& v, const route_input& in, bool prfaas_side) {
+  uint32_t best = 0;
+  for (auto& w : v.prefill)
+    if (w.up && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+      best = std::max(best, cached_on(in, w.addr.node));
+  return best;
+}
+
+bool has_side(const cluster_view& v, const route_input& in, bool prfaas_side) {
+  for (auto& w : v.prefill)
+    if (w.up && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+      return true;
+  return false;
+}
+
+double number_or(const actor_params& p, const char* key, double fallback) {
+  return p.has(key) ? p.number(key) : fallback;
+}
+
+int64_t integer_or(const actor_params& p, const char* key, int64_t fallback) {
+  return p.has(key) ? p.integer(key) : fallback;
+}
+
+/// Fills decode, or says why there is none; false when there is none.
+bool pick_decode(route_choice& c, const route_input& in, const cluster_view& v) {
+  c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor);
+  if (c.decode < 0)
+    c.why_not = in.decode_node.empty() ? "no decode worker is up"
+                                       : "decode worker " + in.decode_node + "/" + in.decode_actor +
+                                           " is not up";
+  return c.decode >= 0;
+}
+
+void finish(route_choice& c, const route_input& in, const cluster_view& v) {
+  if (c.prefill < 0) {
+    c.why_not = "no prefill worker is up";
+    c.decode = -1;
+    return;
+  }
+  c.route = v.prefill[c.prefill].prfaas ? "prfaas" : "pd";
+  c.uncached_tokens = in.prompt_tokens - cached_on(in, v.prefill[c.prefill].addr.node);
+}
+
+/// `prfaas`: the paper's policy (§3.4.3).
+class prfaas_policy final : public routing_policy {
+public:
+  prfaas_policy(uint64_t threshold, bandwidth_mode::bounds b, double load_weight)
+    : threshold_(threshold), mode_(b), load_weight_(load_weight) {}
+  std::string name() const override { return "prfaas"; }
+
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    c.threshold = threshold_;
+    const bool scarce = mode_.update(v.link_utilisation, v.prfaas_pending_tokens());
+    c.mode = scarce ? "scarce" : "abundant";
+    if (!pick_decode(c, in, v))
+      return c;
+    const uint32_t l = in.prompt_tokens;
+    const uint32_t l_pd = best_cache(v, in, false);
+    const uint32_t l_prfaas = best_cache(v, in, true);
+    const bool can_offload = !in.local_only && v.link_up && has_side(v, in, true);
+    bool offload = false;
+    if (scarce) {
+      // Each cluster's cache judged on its own: what the PD cluster would compute
+      // decides; nothing crosses the link that PD-P can do within the threshold.
+      offload = can_offload && l - l_pd > threshold_;
+    } else {
+      // The best cache anywhere counts; it moves to where the prefill runs.
+      const uint32_t l_prefix = std::max(l_pd, l_prfaas);
+      offload = can_offload && l - l_prefix > threshold_;
+      c.move_cache = offload ? l_pd > l_prfaas : l_prfaas > l_pd;
+    }
+    c.prefill = best_prefill(v, in, offload, load_weight_);
+    if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
+      c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
+    finish(c, in, v);
+    if (c.prefill >= 0 && c.move_cache && !scarce)
+      c.uncached_tokens = l - std::max(l_pd, l_prfaas);
+    return c;
+  }
+
+private:
+  uint64_t threshold_;
+  bandwidth_mode mode_;
+  double load_weight_;
+};
+
+/// `homogeneous_pd`: a plain PD deployment, round-robin prefill placement.
+class homogeneous_policy final : public routing_policy {
+public:
+  std::string name() const override { return "homogeneous_pd"; }
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    if (!pick_decode(c, in, v))
+      return c;
+    const size_t n = v.prefill.size();
+    for (size_t k = 0; k < n && c.prefill < 0; ++k) {
+      size_t i = (next_ + k) % n;
+      auto& w = v.prefill[i];
+      if (w.up && !w.prfaas && !excluded(in, w.addr.node)) {
+        c.prefill = static_cast<int>(i);
+        next_ = i + 1;
+      }
+    }
+    finish(c, in, v);
+    return c;
+  }
+
+private:
+  size_t next_ = 0;
+};
+
+/// `naive_heterogeneous`: every prefill on the PrfaaS cluster (PD only when the link
+/// or the whole PrfaaS cluster is down, so the baseline still serves).
+class naive_policy final : public routing_policy {
+public:
+  std::string name() const override { return "naive_heterogeneous"; }
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    if (!pick_decode(c, in, v))
+      return c;
+    if (!in.local_only && v.link_up)
+      c.prefill = least_loaded_prefill(v, true, in.exclude_nodes);
+    if (c.prefill < 0)
+      c.prefill = least_loaded_prefill(v, false, in.exclude_nodes);
+    finish(c, in, v);
+    return c;
+  }
+};
+
+/// `cache_aware_only`: Mooncake-style placement over every prefill worker, no threshold.
+class cache_aware_policy final : public routing_policy {
+public:
+  explicit cache_aware_policy(double load_weight) : load_weight_(load_weight) {}
+  std::string name() const override { return "cache_aware_only"; }
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    if (!pick_decode(c, in, v))
+      return c;
+    int pd = best_prefill(v, in, false, load_weight_);
+    int pf = in.local_only || !v.link_up ? -1 : best_prefill(v, in, true, load_weight_);
+    auto cost = [&](int i) {
+      auto& w = v.prefill[i];
+      return static_cast<double>(in.prompt_tokens - cached_on(in, w.addr.node)) +
+             load_weight_ * static_cast<double>(w.pending_tokens());
+    };
+    c.prefill = pd < 0 ? pf : pf < 0 ? pd : (cost(pf) < cost(pd) ? pf : pd);
+    finish(c, in, v);
+    return c;
+  }
+
+private:
+  double load_weight_;
+};
+
+bandwidth_mode::bounds bounds_of(const actor_params& p) {
+  bandwidth_mode::bounds b;
+  b.scarce_utilisation = number_or(p, "scarce_utilisation", b.scarce_utilisation);
+  b.abundant_utilisation = number_or(p, "abundant_utilisation", b.abundant_utilisation);
+  b.scarce_queue_tokens =
+    static_cast<uint64_t>(integer_or(p, "scarce_queue_tokens", static_cast<int64_t>(b.scarce_queue_tokens)));
+  b.abundant_queue_tokens = static_cast<uint64_t>(
+    integer_or(p, "abundant_queue_tokens", static_cast<int64_t>(b.abundant_queue_tokens)));
+  return b;
+}
+
+PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
+  return std::make_unique<prfaas_policy>(static_cast<uint64_t>(integer_or(p, "threshold", 4096)),
+                                         bounds_of(p), number_or(p, "load_weight", 1.0));
+});
+PRFAAS_REGISTER_POLICY("homogeneous_pd", [](const actor_params&) -> std::unique_ptr<routing_policy> {
+  return std::make_unique<homogeneous_policy>();
+});
+PRFAAS_REGISTER_POLICY("naive_heterogeneous",
+                       [](const actor_params&) -> std::unique_ptr<routing_policy> {
+                         return std::make_unique<naive_policy>();
+                       });
+PRFAAS_REGISTER_POLICY("cache_aware_only", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
+  return std::make_unique<cache_aware_policy>(number_or(p, "load_weight", 1.0));
+});
+
+} // namespace
+
+int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side, double load_weight) {
+  int best = -1;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < v.prefill.size(); ++i) {
+    auto& w = v.prefill[i];
+    if (!w.up || w.prfaas != prfaas_side || excluded(in, w.addr.node))
+      continue;
+    // Tokens this worker would compute, plus what already waits for it.
+    double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w.addr.node)) +
+                  load_weight * static_cast<double>(w.pending_tokens());
+    if (best < 0 || cost < best_cost) {
+      best = static_cast<int>(i);
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+} // namespace prfaas::serving

@@ -1,0 +1,58 @@
+#pragma once
+
+// The PrfaaS routing policies (paper §3.4; DESIGN.md §5) and the baselines they are
+// compared with, as plain classes behind routing_policy:
+//
+//   prfaas               offload iff the *uncached* length exceeds t; bandwidth scarce
+//                        vs abundant (bandwidth_mode) decides how caches count;
+//                        cache-affine, load-aware prefill node; least-loaded decode
+//   homogeneous_pd       no PrfaaS cluster: every prefill in the PD cluster
+//   naive_heterogeneous  every prefill on the PrfaaS cluster
+//   cache_aware_only     Mooncake-style: the prefill node with the best cache/load
+//                        trade-off anywhere, no threshold
+
+#include <cstdint>
+
+#include "scheduler/policy.hpp"
+
+namespace prfaas::serving {
+
+/// Whether PrfaaS egress bandwidth is scarce, with hysteresis so it never flaps:
+/// scarce once link utilisation reaches `scarce_utilisation` or the PrfaaS queue
+/// reaches `scarce_queue_tokens`; abundant again only when both are back at or below
+/// the `abundant_*` bounds.
+class bandwidth_mode {
+public:
+  struct bounds {
+    double scarce_utilisation = 0.85;
+    double abundant_utilisation = 0.6;
+    uint64_t scarce_queue_tokens = 512 * 1024;
+    uint64_t abundant_queue_tokens = 128 * 1024;
+  };
+
+  explicit bandwidth_mode(bounds b) : b_(b) {}
+
+  /// Feeds the current signals; returns true while scarce.
+  bool update(double utilisation, uint64_t queue_tokens) {
+    if (!scarce_ && (utilisation >= b_.scarce_utilisation || queue_tokens >= b_.scarce_queue_tokens))
+      scarce_ = true;
+    else if (scarce_ && utilisation <= b_.abundant_utilisation &&
+             queue_tokens <= b_.abundant_queue_tokens)
+      scarce_ = false;
+    return scarce_;
+  }
+  bool scarce() const { return scarce_; }
+  const bounds& limits() const { return b_; }
+
+private:
+  bounds b_;
+  bool scarce_ = false;
+};
+
+/// The best prefill worker of one side (PrfaaS or PD) for a request: the longest cached
+/// prefix, minus a load penalty of `load_weight` tokens per pending token... expressed
+/// as uncached tokens + load_weight × pending tokens, lowest wins. -1 if none is up.
+int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
+                 double load_weight);
+
+} // namespace prfaas::serving

@@ -1,0 +1,204 @@
+// The PrfaaS policy (paper §3.4.3) and its baselines, on hand-made cluster views:
+// offload on the *uncached* length, scarce vs abundant bandwidth with hysteresis,
+// cache moves in abundant mode, cache-affine and load-aware node choice, and the
+// three baselines' placement rules.
+
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "scheduler/prfaas_policy.hpp"
+
+using namespace prfaas::serving;
+
+namespace {
+
+std::unique_ptr<routing_policy> make(const std::string& name, int64_t threshold = 1000) {
+  prfaas::actor_params p{"sched",
+                         {{"threshold", YAML::Node(threshold)},
+                          {"scarce_utilisation", YAML::Node(0.8)},
+                          {"abundant_utilisation", YAML::Node(0.5)},
+                          {"scarce_queue_tokens", YAML::Node(100000)},
+                          {"abundant_queue_tokens", YAML::Node(10000)},
+                          {"load_weight", YAML::Node(1.0)}},
+                         nullptr};
+  auto policy = policy_registry::instance().make(name, p);
+  REQUIRE(policy);
+  return policy;
+}
+
+worker_view worker(const std::string& node, bool prfaas) {
+  worker_view w;
+  w.addr = {node, prfaas ? "p" : "pdp"};
+  w.cluster = prfaas ? "prfaas" : "pd";
+  w.prfaas = prfaas;
+  return w;
+}
+
+/// Two PrfaaS prefill workers (0, 1), two PD prefill workers (2, 3), one decode worker.
+cluster_view view() {
+  cluster_view v;
+  v.prefill = {worker("pf-0", true), worker("pf-1", true), worker("pd-0", false),
+               worker("pd-1", false)};
+  v.decode = {worker("dec", false)};
+  v.decode[0].capacity = 8;
+  return v;
+}
+
+route_input prompt(uint32_t tokens, std::map<std::string, uint32_t> cached = {}) {
+  route_input in;
+  in.prompt_tokens = tokens;
+  in.cached_by_node = std::move(cached);
+  return in;
+}
+
+} // namespace
+
+TEST_CASE("all four policies are registered by name") {
+  auto names = policy_registry::instance().names();
+  for (const char* n : {"prfaas", "homogeneous_pd", "naive_heterogeneous", "cache_aware_only"}) {
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+    CHECK(make(n)->name() == n);
+  }
+}
+
+TEST_CASE("bandwidth_mode: scarce at the high bounds, abundant only below both low bounds") {
+  bandwidth_mode m{{.scarce_utilisation = 0.8, .abundant_utilisation = 0.5,
+                    .scarce_queue_tokens = 1000, .abundant_queue_tokens = 100}};
+  CHECK_FALSE(m.update(0.79, 999));
+  CHECK(m.update(0.8, 0));      // utilisation reaches its bound
+  CHECK(m.update(0.6, 0));      // between the bounds: stays scarce (no flapping)
+  CHECK(m.update(0.5, 500));    // utilisation low, queue not yet
+  CHECK_FALSE(m.update(0.5, 100));
+  CHECK_FALSE(m.update(0.7, 900)); // between the bounds again: stays abundant
+  CHECK(m.update(0.0, 1000));   // the queue alone makes it scarce
+}
+
+TEST_CASE("prfaas offloads on the uncached length, not the prompt length") {
+  auto p = make("prfaas", 1000);
+  auto v = view();
+  auto cold = p->decide(prompt(5000), v);
+  CHECK(cold.route == "prfaas");
+  CHECK(cold.uncached_tokens == 5000);
+  CHECK(cold.mode == "abundant");
+  // 4,500 of 5,000 tokens cached in the PD cluster: 500 uncached <= t, so local.
+  auto warm = p->decide(prompt(5000, {{"pd-1", 4500}}), v);
+  CHECK(warm.route == "pd");
+  CHECK(warm.prefill == 3); // the node holding the cache
+  CHECK(warm.uncached_tokens == 500);
+  CHECK_FALSE(warm.move_cache);
+  CHECK(p->decide(prompt(1000), v).route == "pd");
+  CHECK(p->decide(prompt(1001), v).route == "prfaas");
+}
+
+TEST_CASE("prfaas, abundant bandwidth: the best cache anywhere counts and moves to the prefill") {
+  auto p = make("prfaas", 1000);
+  auto v = view();
+  // The PrfaaS cluster holds 4,500 tokens: uncached 500 <= t, so PD-P prefills and the
+  // cache crosses the link to it.
+  auto c = p->decide(prompt(5000, {{"pf-1", 4500}}), v);
+  CHECK(c.mode == "abundant");
+  CHECK(c.route == "pd");
+  CHECK(c.move_cache);
+  CHECK(c.uncached_tokens == 500);
+  // Long and cached in PD: offloaded, the PD cache moves to the PrfaaS node.
+  auto d = p->decide(prompt(20000, {{"pd-0", 4000}}), v);
+  CHECK(d.route == "prfaas");
+  CHECK(d.move_cache);
+  CHECK(d.uncached_tokens == 16000);
+}
+
+TEST_CASE("prfaas, scarce bandwidth: each cluster's cache is judged on its own") {
+  auto p = make("prfaas", 1000);
+  auto v = view();
+  v.link_utilisation = 0.9; // above scarce_utilisation
+  // Cached only on the PrfaaS side: PD would compute 5,000 > t, so it is offloaded
+  // to where its cache is, and nothing moves.
+  auto c = p->decide(prompt(5000, {{"pf-1", 4500}}), v);
+  CHECK(c.mode == "scarce");
+  CHECK(c.route == "prfaas");
+  CHECK(c.prefill == 1);
+  CHECK_FALSE(c.move_cache);
+  CHECK(c.uncached_tokens == 500);
+  // Cached in PD: l_total - l_pd = 800 <= t, local.
+  auto d = p->decide(prompt(5000, {{"pd-0", 4200}}), v);
+  CHECK(d.route == "pd");
+  CHECK(d.prefill == 2);
+  // The mode has hysteresis: utilisation between the bounds keeps it scarce.
+  v.link_utilisation = 0.6;
+  CHECK(p->decide(prompt(5000), v).mode == "scarce");
+  v.link_utilisation = 0.4;
+  CHECK(p->decide(prompt(5000), v).mode == "abundant");
+}
+
+TEST_CASE("prfaas: a long PrfaaS queue alone makes bandwidth scarce") {
+  auto p = make("prfaas", 1000);
+  auto v = view();
+  v.prefill[0].queued_tokens = 60000;
+  v.prefill[1].queued_tokens = 50000; // 110,000 >= scarce_queue_tokens
+  CHECK(p->decide(prompt(5000), v).mode == "scarce");
+}
+
+TEST_CASE("prfaas: link down or local_only means no offload, whatever the length") {
+  auto p = make("prfaas", 1000);
+  auto v = view();
+  v.link_up = false;
+  CHECK(p->decide(prompt(100000), v).route == "pd");
+  v.link_up = true;
+  auto in = prompt(100000);
+  in.local_only = true;
+  CHECK(p->decide(in, v).route == "pd");
+  in.local_only = false;
+  in.exclude_nodes = {"pf-0", "pf-1"}; // both PrfaaS nodes failed this request
+  CHECK(p->decide(in, v).route == "pd");
+}
+
+TEST_CASE("cache-affine, load-aware placement: a cache outweighs a small queue, not a long one") {
+  auto v = view();
+  auto in = prompt(10000, {{"pf-0", 6000}});
+  CHECK(best_prefill(v, in, true, 1.0) == 0); // cost 4,000 vs 10,000
+  v.prefill[0].queued_tokens = 5000;          // 4,000 + 5,000 > 10,000 + 0? no: 9,000 < 10,000
+  CHECK(best_prefill(v, in, true, 1.0) == 0);
+  v.prefill[0].queued_tokens = 7000;          // 11,000 > 10,000
+  CHECK(best_prefill(v, in, true, 1.0) == 1);
+  v.prefill[1].up = false;
+  CHECK(best_prefill(v, in, true, 1.0) == 0); // the only one left
+}
+
+TEST_CASE("homogeneous_pd: PD prefill only, round robin, skipping down workers") {
+  auto p = make("homogeneous_pd");
+  auto v = view();
+  std::vector<int> seen;
+  for (int i = 0; i < 4; ++i)
+    seen.push_back(p->decide(prompt(100000), v).prefill);
+  CHECK(seen == std::vector<int>{2, 3, 2, 3});
+  v.prefill[2].up = false;
+  CHECK(p->decide(prompt(10), v).prefill == 3);
+  CHECK(p->decide(prompt(10), v).prefill == 3);
+  v.prefill[3].up = false;
+  auto none = p->decide(prompt(10), v);
+  CHECK(none.prefill == -1);
+  CHECK(none.why_not == "no prefill worker is up");
+}
+
+TEST_CASE("naive_heterogeneous: PrfaaS prefill for every length while the link is up") {
+  auto p = make("naive_heterogeneous");
+  auto v = view();
+  CHECK(p->decide(prompt(1), v).route == "prfaas");
+  CHECK(p->decide(prompt(100000, {{"pd-0", 99999}}), v).route == "prfaas");
+  v.link_up = false;
+  CHECK(p->decide(prompt(100000), v).route == "pd");
+}
+
+TEST_CASE("cache_aware_only: the best cache/load trade-off anywhere, no threshold") {
+  auto p = make("cache_aware_only");
+  auto v = view();
+  auto c = p->decide(prompt(10000, {{"pd-1", 9000}}), v);
+  CHECK(c.prefill == 3);
+  auto d = p->decide(prompt(10000, {{"pf-0", 9000}}), v);
+  CHECK(d.prefill == 0);
+  CHECK(d.route == "prfaas"); // no threshold: short uncached work still crosses
+  v.link_up = false;
+  CHECK(p->decide(prompt(10000, {{"pf-0", 9000}}), v).route == "pd");
+}
