@@ -102,6 +102,7 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   ev.set_error(error);
   if (q.sent == 0 && !tokens.empty()) {
     ev.set_engine_prefill_ns(q.meta.engine_ns());
+    ev.set_prefill_computed_tokens(q.meta.computed_tokens());
     ev.set_exposed_wire_ns(q.exposed_wire_ns);
   }
   ev.set_decode_node(s.ctx->node());

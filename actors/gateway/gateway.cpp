@@ -53,6 +53,7 @@ struct entry {
   uint64_t prefill_queue_ns = 0;
   uint32_t retransmits = 0;
   std::string decode_node;
+  uint32_t computed_tokens = 0; ///< prompt tokens the prefill computed (rest: prefix cache)
 };
 using entry_ptr = std::shared_ptr<entry>;
 
@@ -148,6 +149,8 @@ struct gateway_env {
                 {"transfer_wire_ms", static_cast<double>(e->exposed_wire_ns) / 1e6},
                 {"prefill_queue_ms", static_cast<double>(e->prefill_queue_ns) / 1e6},
                 {"retransmits", e->retransmits},
+                {"cached_tokens", e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens,
+                                                                            e->a->req.prompt.size())},
                 {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
                 {"e2e_ms", ms_between(e->a->accepted, clock_type::now())}};
     count("ok");
@@ -321,6 +324,7 @@ struct gateway_env {
         e->engine_prefill_ns = ev.engine_prefill_ns();
         e->exposed_wire_ns = ev.exposed_wire_ns();
         e->decode_node = ev.decode_node();
+        e->computed_tokens = ev.prefill_computed_tokens();
       }
       e->lc.advance(request_state::decoding);
       std::vector<token> t(ev.tokens().begin(), ev.tokens().end());

@@ -22,6 +22,7 @@
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"
+#include "prefill/prefix_cache.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
@@ -40,6 +41,7 @@ struct order {
   clock_type::time_point enqueued;
   clock_type::time_point deadline;
   bool answered = false;
+  uint32_t computed_tokens = 0; ///< set when the engine is done
 };
 using order_ptr = std::shared_ptr<order>;
 
@@ -47,6 +49,8 @@ struct prefill_state {
   static inline const char* name = "prefill_worker";
   std::shared_ptr<actor_inbox> inbox;
   std::unique_ptr<engine_runner> runner;
+  /// Touched only on the engine thread (inside runner jobs); null when caching is off.
+  std::shared_ptr<prefix_cache> cache;
   std::unique_ptr<worker_metrics> stats;
   std::deque<order_ptr> queue;
   order_ptr running;                         ///< on the engine now
@@ -91,7 +95,7 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
     return;
   }
   PrefillDone done;
-  done.set_computed_tokens(static_cast<uint32_t>(o->po.prompt_size()));
+  done.set_computed_tokens(o->computed_tokens);
   done.set_engine_ns(engine_ns);
   done.set_transfer_bytes(out.stats.bytes);
   done.set_exposed_wire_ns(static_cast<uint64_t>(out.stats.exposed_wire_time().count()));
@@ -129,21 +133,39 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
            });
   const uint64_t seq = self->state.next_seq++;
   self->state.runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head,
-                            engine_ns](engine::engine& e) mutable {
+                            engine_ns, cache = self->state.cache](engine::engine& e) mutable {
     std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
     engine::prefill_request req;
     req.id = seq;
     req.prompt = prompt;
     req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed()};
     const auto t0 = clock_type::now();
+    prefix_cache::lookup hit;
+    if (cache) {
+      hit = cache->acquire(prompt);
+      req.reuse = hit.reuse;
+      req.reuse_tokens = hit.reuse_tokens(cache->block_tokens());
+      req.checkpoint_interval = cache->block_tokens();
+      // The decode worker needs the whole KV: the reused prefix's full-attention
+      // blocks travel too (the engine only emits what it computes).
+      for (auto& c : hit.reuse)
+        if (c.header.kind == engine::layer_kind::full)
+          dp->push(tid, engine::serialize(c));
+    }
     auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
     const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
-    e.release(seq); // the prefix cache pool keeps blocks once the directory exists
+    if (cache) {
+      if (r)
+        cache->publish(e, seq, hit);
+      cache->release(hit);
+    }
+    e.release(seq);
     std::string error;
     if (r) {
       head.set_first_token(r->first_token);
       head.set_engine_ns(ns);
+      head.set_computed_tokens(r->computed_tokens);
       engine_ns->store(ns);
       auto bytes = head.SerializeAsString();
       std::vector<std::byte> last(bytes.size());
@@ -154,11 +176,13 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       error = r.message();
       dp->cancel(tid);
     }
-    inbox->post([self, ctx, name, o, error, n = prompt.size()] {
+    inbox->post([self, ctx, name, o, error, n = prompt.size(),
+                 computed = r ? r->computed_tokens : 0u] {
       self->state.running = nullptr;
+      o->computed_tokens = computed;
       self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, n);
       if (error.empty())
-        self->state.stats->tokens.Increment(static_cast<double>(n));
+        self->state.stats->tokens.Increment(static_cast<double>(computed));
       else
         answer(self, o, make_error(errc::bad_request, "prefill of " + o->po.request_id() +
                                                           " failed: " + error));
@@ -189,9 +213,11 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
 }
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
-                             model_settings model, size_t max_queue) {
+                             model_settings model, size_t max_queue, uint64_t cache_blocks) {
   auto& s = self->state;
   s.max_queue = max_queue;
+  if (cache_blocks > 0)
+    s.cache = std::make_shared<prefix_cache>(model.block_tokens, cache_blocks);
   s.inbox = std::make_shared<actor_inbox>(self);
   s.runner = std::make_unique<engine_runner>(make_engine(model, name), "pf." + name);
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "prefill");
@@ -256,15 +282,20 @@ void register_types(actor_registry& r) {
   r.add({.name = "prefill_worker",
          .doc = "prefills prompts on an engine and streams the KVCache to decode workers",
          .params = {profile_param(),
-                    {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"}},
+                    {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
+                    {"cache_blocks", param_kind::integer, "1024",
+                     "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            return ctx.system().spawn(prefill_worker, &ctx, name, model,
-                                     static_cast<size_t>(p.integer("max_queue")));
+                                     static_cast<size_t>(p.integer("max_queue")),
+                                     static_cast<uint64_t>(p.integer("cache_blocks")));
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_queue") < 1)
              throw config_error(path + ".max_queue", "must be at least 1");
+           if (p.integer("cache_blocks") < 0)
+             throw config_error(path + ".cache_blocks", "must not be negative");
          },
          .check_deployment = check_worker_model});
 }

@@ -248,7 +248,23 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
         CHECK(c.tokens == expected[i]);
         CHECK(c.body["usage"]["completion_tokens"] == n);
         CHECK(c.body["usage"]["prompt_tokens"] == p.prompt.size());
+        // The long prompt's second time (probe 3) reuses the prefix cache of the worker
+        // that prefilled it the first time (one per cluster here): all its full blocks
+        // of 64 tokens, as long as one token is left to compute.
+        if (i == 3)
+          CHECK(c.body["prfaas"]["cached_tokens"] == (p.prompt.size() - 1) / 64 * 64);
+        if (i < 2)
+          CHECK(c.body["prfaas"]["cached_tokens"] == 0);
       }
+      // A new prompt sharing the long one's first blocks: the shared prefix is reused,
+      // the tail computed, and the tokens are still exactly a single engine's.
+      const auto shared = lp.substr(0, 300) + " and then something else entirely, " + lp.substr(0, 50);
+      auto expect_shared = single_engine(shared, n, 0.0f, 0);
+      auto cs = complete(http, request_body(shared, n, 0.0f, 0, false));
+      INFO(cs.body.dump());
+      REQUIRE(cs.status == 200);
+      CHECK(cs.body["prfaas"]["cached_tokens"] == 256); // 300 shared bytes = 4 whole blocks
+      CHECK(cs.tokens == expect_shared);
       // Streamed: the same tokens and text, in OpenAI's SSE shape.
       std::vector<json> events;
       auto s = stream(http, request_body(lp, n, 0.8f, 42, true), events);

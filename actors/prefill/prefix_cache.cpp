@@ -1,0 +1,64 @@
+#include "prefill/prefix_cache.hpp"
+
+namespace prfaas::serving {
+
+using namespace prfaas::engine;
+
+prefix_cache::prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, pool_listener listener)
+  : hasher_(block_tokens), pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0,
+                                  .checkpoint_blocks = 1},
+                                 std::move(listener)) {}
+
+prefix_cache::lookup prefix_cache::acquire(std::span<const token> prompt) {
+  lookup l;
+  l.ids = hasher_.hash(prompt);
+  if (l.ids.empty())
+    return l;
+  uint32_t blocks = pool_.match(l.ids).reuse_blocks;
+  const uint32_t b = hasher_.block_tokens();
+  // At least one token must be computed; step back to a boundary with a checkpoint.
+  while (blocks > 0 && (static_cast<uint64_t>(blocks) * b >= prompt.size() ||
+                        !pool_.contains({l.ids[blocks - 1], entry_kind::checkpoint})))
+    --blocks;
+  if (blocks == 0 || !pool_.acquire_prefix(l.ids, blocks).ok())
+    return l;
+  auto chunks = pool_.collect_reuse(l.ids, blocks);
+  if (!chunks) {
+    pool_.release_prefix(l.ids, blocks);
+    return l;
+  }
+  l.reuse_blocks = blocks;
+  l.reuse = std::move(chunks.value());
+  return l;
+}
+
+void prefix_cache::release(const lookup& l) {
+  if (l.reuse_blocks > 0)
+    pool_.release_prefix(l.ids, l.reuse_blocks);
+}
+
+void prefix_cache::publish(const engine::engine& e, seq_id seq, const lookup& l) {
+  const uint32_t b = hasher_.block_tokens();
+  for (uint32_t i = 0; i < l.ids.size(); ++i) {
+    const bool have_kv = pool_.contains({l.ids[i], entry_kind::kv});
+    if (!have_kv) {
+      auto kv = e.export_kv(seq, i * b, (i + 1) * b);
+      std::optional<block_id> parent;
+      if (i > 0)
+        parent = l.ids[i - 1];
+      if (!kv || !pool_.insert_kv(l.ids[i], parent,
+                                  std::make_shared<const block_payload>(std::move(kv).value()))
+                     .ok())
+        return; // full, or the chain broke: later blocks could not be matched anyway
+    }
+    if (!pool_.contains({l.ids[i], entry_kind::checkpoint})) {
+      auto cp = e.export_checkpoint(seq, (i + 1) * b);
+      if (!cp || !pool_.insert_checkpoint(l.ids[i],
+                                          std::make_shared<const block_payload>(std::move(cp).value()))
+                      .ok())
+        return;
+    }
+  }
+}
+
+} // namespace prfaas::serving

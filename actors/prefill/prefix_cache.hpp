@@ -1,0 +1,49 @@
+#pragma once
+
+// A prefill worker's prefix cache: the engine's hybrid block pool (KV blocks plus the
+// linear-attention checkpoint after each block) keyed by chained block hashes. Before
+// a prefill it finds the longest reusable prefix and pins it; after, it caches every
+// full block the prefill produced. Lives on the engine's thread (the pool is not
+// thread-safe); changes go to `listener` (for the KV directory).
+
+#include <span>
+#include <vector>
+
+#include "prfaas/engine/block_hash.hpp"
+#include "prfaas/engine/block_pool.hpp"
+#include "prfaas/engine/engine.hpp"
+
+namespace prfaas::serving {
+
+class prefix_cache {
+public:
+  /// What a prefill may reuse: the prompt's block ids and the pinned prefix.
+  struct lookup {
+    std::vector<engine::block_id> ids;  ///< full blocks of the prompt
+    uint32_t reuse_blocks = 0;          ///< pinned prefix, in blocks
+    std::vector<engine::kv_chunk> reuse; ///< its chunks (for prefill_request::reuse)
+    uint32_t reuse_tokens(uint32_t block_tokens) const { return reuse_blocks * block_tokens; }
+  };
+
+  prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, engine::pool_listener listener = {});
+
+  uint32_t block_tokens() const { return hasher_.block_tokens(); }
+
+  /// The longest cached prefix of `prompt` that leaves at least one token to compute,
+  /// pinned until release(). An entry that fails to load is treated as a miss.
+  lookup acquire(std::span<const engine::token> prompt);
+  void release(const lookup& l);
+
+  /// Caches the full blocks of a finished prefill of sequence `seq` (run with
+  /// checkpoint_interval = block_tokens()). Blocks that do not fit are skipped.
+  void publish(const engine::engine& e, engine::seq_id seq, const lookup& l);
+
+  std::vector<engine::pool_key> snapshot() const { return pool_.snapshot(); }
+  engine::pool_stats stats() const { return pool_.stats(); }
+
+private:
+  engine::block_hasher hasher_;
+  engine::block_pool pool_;
+};
+
+} // namespace prfaas::serving
