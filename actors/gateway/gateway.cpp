@@ -24,6 +24,7 @@
 #include "common/engine_setup.hpp"
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
+#include "prfaas/engine/block_hash.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/serving.pb.h"
@@ -63,6 +64,7 @@ struct gateway_settings {
   uint32_t max_attempts;
   http_settings http;
   api_limits limits;
+  uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids
 };
 
 struct gateway_state {
@@ -167,6 +169,9 @@ struct gateway_env {
     RouteQuery q;
     q.set_request_id(e->a->id);
     q.set_prompt_tokens(static_cast<uint32_t>(e->a->req.prompt.size()));
+    // The prompt's chained block ids, for cache-aware routing (the KV directory).
+    for (auto id : engine::block_hasher{cfg.block_tokens}.hash(e->a->req.prompt))
+      q.add_block_ids(id);
     if (failover) {
       q.set_local_only(true);
       for (auto& n : e->failed_prefill)
@@ -448,6 +453,7 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
   g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
   auto model = read_model(ctx.deployment());
   g.limits.model = model.name;
+  g.block_tokens = model.block_tokens;
   g.limits.max_context = model.max_context;
   g.limits.max_prompt_tokens = model.max_context - 1;
   g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));

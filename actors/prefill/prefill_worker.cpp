@@ -26,6 +26,7 @@
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/serving.pb.h"
 
 namespace prfaas::serving {
@@ -51,6 +52,10 @@ struct prefill_state {
   std::unique_ptr<engine_runner> runner;
   /// Touched only on the engine thread (inside runner jobs); null when caching is off.
   std::shared_ptr<prefix_cache> cache;
+  /// The cache's changes since the last announcement (engine thread only).
+  std::shared_ptr<std::vector<engine::pool_event>> cache_events;
+  address directory;     ///< where the cache's changes are announced; empty node = nowhere
+  uint64_t epoch = 0;    ///< of this worker's reports to the directory; bumped by Reannounce
   std::unique_ptr<worker_metrics> stats;
   std::deque<order_ptr> queue;
   order_ptr running;                         ///< on the engine now
@@ -81,6 +86,44 @@ void answer(self_ptr self, const order_ptr& o, caf::error e) {
 }
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name);
+
+/// Tells the KV directory what the prefix cache stored and evicted (one-way; the
+/// directory is soft state and asks for everything again when it needs to).
+void announce(self_ptr self, node_context* ctx, const std::string& name,
+              const std::vector<engine::pool_event>& events) {
+  auto& s = self->state;
+  if (s.directory.node.empty() || events.empty())
+    return;
+  directory::BlocksStored stored;
+  directory::BlocksEvicted evicted;
+  for (auto& ev : events) {
+    if (ev.key.kind != engine::entry_kind::kv)
+      continue;
+    if (ev.what == engine::pool_event::type::stored) {
+      auto* chain = stored.add_chains();
+      if (ev.parent)
+        chain->set_parent(*ev.parent);
+      chain->add_block_ids(ev.key.id);
+    } else {
+      evicted.add_block_ids(ev.key.id);
+    }
+  }
+  auto me = ctx->local(name);
+  if (stored.chains_size() > 0) {
+    stored.set_node(ctx->node());
+    stored.set_actor(name);
+    stored.set_cluster(ctx->cluster());
+    stored.set_epoch(s.epoch);
+    send_remote(*ctx, make_remote(me, s.directory, stored));
+  }
+  if (evicted.block_ids_size() > 0) {
+    evicted.set_node(ctx->node());
+    evicted.set_actor(name);
+    evicted.set_cluster(ctx->cluster());
+    evicted.set_epoch(s.epoch);
+    send_remote(*ctx, make_remote(me, s.directory, evicted));
+  }
+}
 
 /// The transfer of `o` ended (data-plane thread → here through the inbox).
 void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& out,
@@ -133,7 +176,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
            });
   const uint64_t seq = self->state.next_seq++;
   self->state.runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head,
-                            engine_ns, cache = self->state.cache](engine::engine& e) mutable {
+                            engine_ns, cache = self->state.cache,
+                            cache_events = self->state.cache_events](engine::engine& e) mutable {
     std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
     engine::prefill_request req;
     req.id = seq;
@@ -155,10 +199,12 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
     const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+    std::vector<engine::pool_event> changes;
     if (cache) {
       if (r)
         cache->publish(e, seq, hit);
       cache->release(hit);
+      changes.swap(*cache_events); // engine thread: the only one touching it
     }
     e.release(seq);
     std::string error;
@@ -177,7 +223,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       dp->cancel(tid);
     }
     inbox->post([self, ctx, name, o, error, n = prompt.size(),
-                 computed = r ? r->computed_tokens : 0u] {
+                 computed = r ? r->computed_tokens : 0u, changes = std::move(changes)] {
+      announce(self, ctx, name, changes);
       self->state.running = nullptr;
       o->computed_tokens = computed;
       self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, n);
@@ -213,11 +260,20 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
 }
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
-                             model_settings model, size_t max_queue, uint64_t cache_blocks) {
+                             model_settings model, size_t max_queue, uint64_t cache_blocks,
+                             address directory_addr) {
   auto& s = self->state;
   s.max_queue = max_queue;
-  if (cache_blocks > 0)
-    s.cache = std::make_shared<prefix_cache>(model.block_tokens, cache_blocks);
+  if (cache_blocks > 0) {
+    s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
+    s.cache = std::make_shared<prefix_cache>(
+      model.block_tokens, cache_blocks,
+      [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); });
+  }
+  s.directory = directory_addr;
+  s.epoch = static_cast<uint64_t>(
+    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count());
   s.inbox = std::make_shared<actor_inbox>(self);
   s.runner = std::make_unique<engine_runner>(make_engine(model, name), "pf." + name);
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "prefill");
@@ -253,6 +309,34 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         start_next(self, ctx, name);
         return promise;
       }
+      if (directory::Reannounce ra; parse_remote(msg, ra)) {
+        // Everything the cache holds, at a new epoch (it replaces what the directory
+        // had from us). Read on the engine thread, answered from here.
+        s.epoch = std::max(s.epoch + 1, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch()).count()));
+        auto rp = self->make_response_promise<remote_message>();
+        directory::BlocksStored all;
+        all.set_node(ctx->node());
+        all.set_actor(name);
+        all.set_cluster(ctx->cluster());
+        all.set_epoch(s.epoch);
+        if (!s.cache) {
+          rp.deliver(make_reply(msg, all));
+          return rp;
+        }
+        s.runner->post([inbox = s.inbox, msg, all, rp, cache = s.cache,
+                        events = s.cache_events](engine::engine&) mutable {
+          for (auto& [id, parent] : cache->kv_blocks()) {
+            auto* chain = all.add_chains();
+            if (parent)
+              chain->set_parent(*parent);
+            chain->add_block_ids(id);
+          }
+          events->clear(); // covered by this full report
+          inbox->post([rp, reply = make_reply(msg, all)]() mutable { rp.deliver(std::move(reply)); });
+        });
+        return rp;
+      }
       if (LoadQuery q; parse_remote(msg, q)) {
         WorkerLoad l;
         l.set_role("prefill");
@@ -278,18 +362,30 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   };
 }
 
+address directory_of(const node_context& ctx, const std::string& text) {
+  address a;
+  if (text.empty())
+    return a;
+  if (!address::parse(text, a))
+    a = ctx.local(text);
+  return a;
+}
+
 void register_types(actor_registry& r) {
   r.add({.name = "prefill_worker",
          .doc = "prefills prompts on an engine and streams the KVCache to decode workers",
          .params = {profile_param(),
                     {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
                     {"cache_blocks", param_kind::integer, "1024",
-                     "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"}},
+                     "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
+                    {"directory", param_kind::string, "\"\"",
+                     "KV directory (node/actor or a local name) told what the cache holds"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            return ctx.system().spawn(prefill_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_queue")),
-                                     static_cast<uint64_t>(p.integer("cache_blocks")));
+                                     static_cast<uint64_t>(p.integer("cache_blocks")),
+                                     directory_of(ctx, p.str("directory")));
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_queue") < 1)

@@ -5,9 +5,22 @@ namespace prfaas::serving {
 using namespace prfaas::engine;
 
 prefix_cache::prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, pool_listener listener)
-  : hasher_(block_tokens), pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0,
-                                  .checkpoint_blocks = 1},
-                                 std::move(listener)) {}
+  : hasher_(block_tokens), listener_(std::move(listener)),
+    pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0, .checkpoint_blocks = 1},
+          [this](const pool_event& ev) {
+            if (ev.key.kind == entry_kind::kv) {
+              if (ev.what == pool_event::type::stored)
+                parents_[ev.key.id] = ev.parent;
+              else
+                parents_.erase(ev.key.id);
+            }
+            if (listener_)
+              listener_(ev);
+          }) {}
+
+std::vector<std::pair<block_id, std::optional<block_id>>> prefix_cache::kv_blocks() const {
+  return {parents_.begin(), parents_.end()};
+}
 
 prefix_cache::lookup prefix_cache::acquire(std::span<const token> prompt) {
   lookup l;

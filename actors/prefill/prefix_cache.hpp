@@ -6,7 +6,9 @@
 // full block the prefill produced. Lives on the engine's thread (the pool is not
 // thread-safe); changes go to `listener` (for the KV directory).
 
+#include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "prfaas/engine/block_hash.hpp"
@@ -39,10 +41,15 @@ public:
   void publish(const engine::engine& e, engine::seq_id seq, const lookup& l);
 
   std::vector<engine::pool_key> snapshot() const { return pool_.snapshot(); }
+  /// Every cached KV block with its parent (nullopt for a prompt's first block).
+  std::vector<std::pair<engine::block_id, std::optional<engine::block_id>>> kv_blocks() const;
   engine::pool_stats stats() const { return pool_.stats(); }
 
 private:
   engine::block_hasher hasher_;
+  /// Parents of the cached KV blocks, kept from the pool's own events.
+  std::unordered_map<engine::block_id, std::optional<engine::block_id>> parents_;
+  engine::pool_listener listener_;
   engine::block_pool pool_;
 };
 

@@ -60,17 +60,20 @@ struct cluster_view {
 struct route_input {
   uint32_t prompt_tokens = 0;
   std::span<const uint64_t> block_ids;
-  /// Prompt tokens already cached, by node (from the KV directory's prefix match);
-  /// nodes not listed hold none.
+  /// Prompt tokens already cached, by worker ("node/actor") or by node (from the KV
+  /// directory's prefix match); workers not listed hold none.
   std::map<std::string, uint32_t> cached_by_node;
   std::vector<std::string> exclude_nodes; ///< prefill nodes that failed this request
   bool local_only = false;                ///< prefill in the PD cluster only
   std::string decode_node, decode_actor;  ///< keep this decode worker (failover)
 };
 
-/// The best cached prefix on `node` (0 if none).
-inline uint32_t cached_on(const route_input& in, const std::string& node) {
-  auto it = in.cached_by_node.find(node);
+/// The cached prefix a worker holds (0 if none): looked up by its address
+/// ("node/actor"), then by its node name.
+inline uint32_t cached_on(const route_input& in, const worker_view& w) {
+  auto it = in.cached_by_node.find(w.addr.to_string());
+  if (it == in.cached_by_node.end())
+    it = in.cached_by_node.find(w.addr.node);
   return it == in.cached_by_node.end() ? 0 : std::min(it->second, in.prompt_tokens);
 }
 

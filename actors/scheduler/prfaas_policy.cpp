@@ -16,7 +16,7 @@ uint32_t best_cache(const cluster_view& v, const route_input& in, bool prfaas_si
   uint32_t best = 0;
   for (auto& w : v.prefill)
     if (w.up && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
-      best = std::max(best, cached_on(in, w.addr.node));
+      best = std::max(best, cached_on(in, w));
   return best;
 }
 
@@ -52,14 +52,14 @@ void finish(route_choice& c, const route_input& in, const cluster_view& v) {
     return;
   }
   c.route = v.prefill[c.prefill].prfaas ? "prfaas" : "pd";
-  c.uncached_tokens = in.prompt_tokens - cached_on(in, v.prefill[c.prefill].addr.node);
+  c.uncached_tokens = in.prompt_tokens - cached_on(in, v.prefill[c.prefill]);
 }
 
 /// `prfaas`: the paper's policy (§3.4.3).
 class prfaas_policy final : public routing_policy {
 public:
-  prfaas_policy(uint64_t threshold, bandwidth_mode::bounds b, double load_weight)
-    : threshold_(threshold), mode_(b), load_weight_(load_weight) {}
+  prfaas_policy(uint64_t threshold, bandwidth_mode::bounds b, double load_weight, bool move_caches)
+    : threshold_(threshold), mode_(b), load_weight_(load_weight), move_caches_(move_caches) {}
   std::string name() const override { return "prfaas"; }
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
@@ -74,7 +74,9 @@ public:
     const uint32_t l_prfaas = best_cache(v, in, true);
     const bool can_offload = !in.local_only && v.link_up && has_side(v, in, true);
     bool offload = false;
-    if (scarce) {
+    if (scarce || !move_caches_) {
+      // (Without cache moves — the workers cannot pull a cache across the link yet —
+      // abundant bandwidth changes nothing: a cache only counts where it is.)
       // Each cluster's cache judged on its own: what the PD cluster would compute
       // decides; nothing crosses the link that PD-P can do within the threshold.
       offload = can_offload && l - l_pd > threshold_;
@@ -97,6 +99,7 @@ private:
   uint64_t threshold_;
   bandwidth_mode mode_;
   double load_weight_;
+  bool move_caches_;
 };
 
 /// `homogeneous_pd`: a plain PD deployment, round-robin prefill placement.
@@ -155,7 +158,7 @@ public:
     int pf = in.local_only || !v.link_up ? -1 : best_prefill(v, in, true, load_weight_);
     auto cost = [&](int i) {
       auto& w = v.prefill[i];
-      return static_cast<double>(in.prompt_tokens - cached_on(in, w.addr.node)) +
+      return static_cast<double>(in.prompt_tokens - cached_on(in, w)) +
              load_weight_ * static_cast<double>(w.pending_tokens());
     };
     c.prefill = pd < 0 ? pf : pf < 0 ? pd : (cost(pf) < cost(pd) ? pf : pd);
@@ -180,7 +183,9 @@ bandwidth_mode::bounds bounds_of(const actor_params& p) {
 
 PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
   return std::make_unique<prfaas_policy>(static_cast<uint64_t>(integer_or(p, "threshold", 4096)),
-                                         bounds_of(p), number_or(p, "load_weight", 1.0));
+                                         bounds_of(p), number_or(p, "load_weight", 1.0),
+                                         // not a scheduler parameter until workers move caches
+                                         p.has("move_caches") && p.boolean("move_caches"));
 });
 PRFAAS_REGISTER_POLICY("homogeneous_pd", [](const actor_params&) -> std::unique_ptr<routing_policy> {
   return std::make_unique<homogeneous_policy>();
@@ -203,7 +208,7 @@ int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
     if (!w.up || w.prfaas != prfaas_side || excluded(in, w.addr.node))
       continue;
     // Tokens this worker would compute, plus what already waits for it.
-    double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w.addr.node)) +
+    double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w)) +
                   load_weight * static_cast<double>(w.pending_tokens());
     if (best < 0 || cost < best_cost) {
       best = static_cast<int>(i);

@@ -18,6 +18,8 @@
 
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "common/engine_setup.hpp"
+#include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/link.pb.h"
 #include "prfaas/wire/serving.pb.h"
 #include "scheduler/policy.hpp"
@@ -88,6 +90,13 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   auto* link_up = &m.gauge("prfaas_scheduler_link_up",
                            "1 while no cross-cluster link is reported down (offload allowed)");
   link_up->Set(1);
+  address dir;
+  if (auto d = params.str("directory"); !d.empty() && !address::parse(d, dir))
+    dir = ctx->local(d);
+  const auto dir_timeout = params.dur("directory_timeout");
+  const uint32_t block_tokens = read_model(ctx->deployment()).block_tokens;
+  auto* cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
+                                 "Routes decided without the KV directory's answer");
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   self->send(self, caf::tick_atom_v);
   ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
@@ -103,6 +112,44 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
             apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l);
         },
         [](caf::error&) {}); // stale load is kept; liveness comes from membership
+  };
+
+  // One routing decision: the policy's choice, booked against the workers' load.
+  auto decide = [=](const RouteQuery& q, const remote_message& msg,
+                    std::map<std::string, uint32_t> cached) -> caf::expected<remote_message> {
+    route_input in;
+    in.cached_by_node = std::move(cached);
+    in.prompt_tokens = q.prompt_tokens();
+    in.block_ids = {q.block_ids().data(), static_cast<size_t>(q.block_ids_size())};
+    in.exclude_nodes.assign(q.exclude_nodes().begin(), q.exclude_nodes().end());
+    in.local_only = q.local_only();
+    in.decode_node = q.decode_node();
+    in.decode_actor = q.decode_actor();
+    auto& v = self->state.view;
+    auto c = self->state.policy->decide(in, v);
+    if (c.prefill < 0 || c.decode < 0) {
+      no_route->Increment();
+      return make_error(errc::overloaded, "no route for request " + q.request_id() + ": " +
+                                              c.why_not);
+    }
+    auto& p = v.prefill[c.prefill];
+    auto& d = v.decode[c.decode];
+    p.assigned += 1;
+    p.assigned_tokens += q.prompt_tokens();
+    d.assigned += 1;
+    ctx->node_metrics()
+      .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
+      .Increment();
+    RouteDecision out;
+    out.set_prefill_node(p.addr.node);
+    out.set_prefill_actor(p.addr.actor);
+    out.set_decode_node(d.addr.node);
+    out.set_decode_actor(d.addr.actor);
+    out.set_route(c.route);
+    out.set_uncached_tokens(c.uncached_tokens);
+    out.set_threshold(c.threshold);
+    out.set_policy(self->state.policy->name());
+    return make_reply(msg, out);
   };
 
   return {
@@ -147,38 +194,43 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
       RouteQuery q;
       if (!parse_remote(msg, q))
         return unknown_type(*ctx, msg);
-      route_input in;
-      in.prompt_tokens = q.prompt_tokens();
-      in.block_ids = {q.block_ids().data(), static_cast<size_t>(q.block_ids_size())};
-      in.exclude_nodes.assign(q.exclude_nodes().begin(), q.exclude_nodes().end());
-      in.local_only = q.local_only();
-      in.decode_node = q.decode_node();
-      in.decode_actor = q.decode_actor();
-      auto& v = self->state.view;
-      auto c = self->state.policy->decide(in, v);
-      if (c.prefill < 0 || c.decode < 0) {
-        no_route->Increment();
-        return make_error(errc::overloaded, "no route for request " + q.request_id() + ": " +
-                                                c.why_not);
+      if (dir.node.empty() || q.block_ids_size() == 0) {
+        auto r = decide(q, msg, {});
+        if (!r)
+          return std::move(r.error());
+        return std::move(*r);
       }
-      auto& p = v.prefill[c.prefill];
-      auto& d = v.decode[c.decode];
-      p.assigned += 1;
-      p.assigned_tokens += q.prompt_tokens();
-      d.assigned += 1;
-      ctx->node_metrics()
-        .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
-        .Increment();
-      RouteDecision out;
-      out.set_prefill_node(p.addr.node);
-      out.set_prefill_actor(p.addr.actor);
-      out.set_decode_node(d.addr.node);
-      out.set_decode_actor(d.addr.actor);
-      out.set_route(c.route);
-      out.set_uncached_tokens(c.uncached_tokens);
-      out.set_threshold(c.threshold);
-      out.set_policy(self->state.policy->name());
-      return make_reply(msg, out);
+      // Ask the KV directory where the prompt's prefix is cached; without an answer in
+      // time (or while it rebuilds) route cache-blind rather than wait or fail.
+      auto rp = self->make_response_promise<remote_message>();
+      directory::PrefixQuery pq;
+      *pq.mutable_block_ids() = q.block_ids();
+      pq.set_request_id(q.request_id());
+      request_remote(self, *ctx, make_remote(me, dir, pq), dir_timeout)
+        .then(
+          [=](remote_message& r) mutable {
+            directory::PrefixMatch m;
+            std::map<std::string, uint32_t> cached;
+            if (parse_remote(r, m) && !m.rebuilding())
+              for (auto& n : m.nodes())
+                cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
+            else
+              cache_blind->Increment();
+            auto d = decide(q, msg, std::move(cached));
+            if (d)
+              rp.deliver(std::move(*d));
+            else
+              rp.deliver(std::move(d.error()));
+          },
+          [=](caf::error&) mutable {
+            cache_blind->Increment();
+            auto d = decide(q, msg, {});
+            if (d)
+              rp.deliver(std::move(*d));
+            else
+              rp.deliver(std::move(d.error()));
+          });
+      return rp;
     },
   };
 }
@@ -200,6 +252,10 @@ void register_types(actor_registry& r) {
                      "prfaas policy: ... and abundant again"},
                     {"load_weight", param_kind::number, "1.0",
                      "cache-aware placement: cost of one pending token against one uncached token"},
+                    {"directory", param_kind::string, "\"\"",
+                     "KV directory to ask for prefix matches (node/actor or a local name); empty = cache-blind"},
+                    {"directory_timeout", param_kind::duration, "20ms",
+                     "how long a route waits for the directory before going cache-blind"},
                     {"prefill_types", param_kind::string, "prefill_worker",
                      "actor types that are prefill workers (comma-separated)"},
                     {"decode_types", param_kind::string, "decode_worker",

@@ -265,6 +265,11 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
       REQUIRE(cs.status == 200);
       CHECK(cs.body["prfaas"]["cached_tokens"] == 256); // 300 shared bytes = 4 whole blocks
       CHECK(cs.tokens == expect_shared);
+      // The workers told the KV directory what they cache, and the scheduler asked it.
+      auto m = t::http_get(ports.at(9101), "/metrics");
+      REQUIRE(m);
+      CHECK(metric_sum(*m, "prfaas_kv_directory_entries") > 0);
+      CHECK(metric_sum(*m, "prfaas_kv_directory_hit_blocks_total") > 0);
       // Streamed: the same tokens and text, in OpenAI's SSE shape.
       std::vector<json> events;
       auto s = stream(http, request_body(lp, n, 0.8f, 42, true), events);

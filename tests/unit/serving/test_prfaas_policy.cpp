@@ -14,9 +14,11 @@ using namespace prfaas::serving;
 
 namespace {
 
-std::unique_ptr<routing_policy> make(const std::string& name, int64_t threshold = 1000) {
+std::unique_ptr<routing_policy> make(const std::string& name, int64_t threshold = 1000,
+                                     bool move_caches = true) {
   prfaas::actor_params p{"sched",
                          {{"threshold", YAML::Node(threshold)},
+                          {"move_caches", YAML::Node(move_caches)},
                           {"scarce_utilisation", YAML::Node(0.8)},
                           {"abundant_utilisation", YAML::Node(0.5)},
                           {"scarce_queue_tokens", YAML::Node(100000)},
@@ -201,4 +203,17 @@ TEST_CASE("cache_aware_only: the best cache/load trade-off anywhere, no threshol
   CHECK(d.route == "prfaas"); // no threshold: short uncached work still crosses
   v.link_up = false;
   CHECK(p->decide(prompt(10000, {{"pf-0", 9000}}), v).route == "pd");
+}
+
+TEST_CASE("prfaas without cache moves: a cache only counts in its own cluster, whatever the bandwidth") {
+  auto p = make("prfaas", 1000, /*move_caches=*/false);
+  auto v = view();
+  // Abundant bandwidth, cache on the PrfaaS side: PD would compute everything, so the
+  // request goes to the cache instead of to PD-P with a cache it cannot have.
+  auto c = p->decide(prompt(5000, {{"pf-1", 4500}}), v);
+  CHECK(c.mode == "abundant");
+  CHECK(c.route == "prfaas");
+  CHECK(c.prefill == 1);
+  CHECK_FALSE(c.move_cache);
+  CHECK(c.uncached_tokens == 500);
 }
