@@ -199,14 +199,6 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
     const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
-    std::vector<engine::pool_event> changes;
-    if (cache) {
-      if (r)
-        cache->publish(e, seq, hit);
-      cache->release(hit);
-      changes.swap(*cache_events); // engine thread: the only one touching it
-    }
-    e.release(seq);
     std::string error;
     if (r) {
       head.set_first_token(r->first_token);
@@ -222,6 +214,16 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       error = r.message();
       dp->cancel(tid);
     }
+    // Caching the new blocks comes after the transfer is complete on our side: it is
+    // not on the request's path to its first token.
+    std::vector<engine::pool_event> changes;
+    if (cache) {
+      if (r)
+        cache->publish(e, seq, hit);
+      cache->release(hit);
+      changes.swap(*cache_events); // engine thread: the only one touching it
+    }
+    e.release(seq);
     inbox->post([self, ctx, name, o, error, n = prompt.size(),
                  computed = r ? r->computed_tokens : 0u, changes = std::move(changes)] {
       announce(self, ctx, name, changes);
