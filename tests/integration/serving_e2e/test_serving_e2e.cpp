@@ -190,6 +190,28 @@ std::string with_data_plane(std::string yaml, const std::string& data_plane) {
   return out;
 }
 
+/// configs/local.yaml (free ports, the given threshold, optionally another data_plane
+/// line) running in one prfaas-node process, up and serving.
+struct local_deployment {
+  t::temp_dir dir;
+  std::map<int, int> ports; ///< committed port -> the one used
+  std::unique_ptr<t::child_process> node;
+
+  explicit local_deployment(uint64_t threshold, const std::string& data_plane = {}) {
+    auto yaml = adapt("configs/local.yaml", threshold, ports);
+    if (!data_plane.empty())
+      yaml = with_data_plane(yaml, data_plane);
+    auto cfg = dir.file("local.yaml", yaml);
+    node = std::make_unique<t::child_process>(
+      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                 .out_file = dir.path() / "node.log"});
+    REQUIRE(serving(http()));
+    REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+  }
+  int http() const { return ports.at(8000); }
+  std::string output() const { return node->output(); }
+};
+
 const std::string short_prompt = "The quick brown fox jumps over the lazy dog.";
 std::string long_prompt() {
   std::string p;
@@ -229,14 +251,10 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
   // threshold 0: every prompt is offloaded; huge: none is.
   for (uint64_t threshold : {uint64_t{0}, uint64_t{1} << 40}) {
     DYNAMIC_SECTION("threshold " << threshold) {
-      t::temp_dir dir;
-      std::map<int, int> ports;
-      auto cfg = dir.file("local.yaml", adapt("configs/local.yaml", threshold, ports));
-      t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
-                             .out_file = dir.path() / "node.log"}};
-      const int http = ports.at(8000);
-      REQUIRE(serving(http));
-      REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+      local_deployment d{threshold};
+      const int http = d.http();
+      auto& ports = d.ports;
+      auto& node = *d.node;
       const std::string want_route = threshold == 0 ? "prfaas" : "pd";
       for (size_t i = 0; i < probes.size(); ++i) {
         auto& p = probes[i];
@@ -314,17 +332,12 @@ TEST_CASE("local deployment: a stop sequence ends the output before it, end to e
       stop.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
   }
-  t::temp_dir dir;
-  std::map<int, int> ports;
-  auto cfg = dir.file("local.yaml", adapt("configs/local.yaml", 256, ports));
-  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
-                         .out_file = dir.path() / "node.log"}};
-  REQUIRE(serving(ports.at(8000)));
+  local_deployment d{256};
   auto body = request_body(short_prompt, 40, 0.0f, 0, false);
   body["stop"] = stop;
   body.erase("ignore_eos");
-  auto c = complete(ports.at(8000), body);
-  INFO(c.body.dump() << "\n" << node.output());
+  auto c = complete(d.http(), body);
+  INFO(c.body.dump() << "\n" << d.output());
   REQUIRE(c.status == 200);
   CHECK(c.finish_reason == "stop");
   CHECK(c.tokens == std::vector<int>(expected.begin(), expected.begin() + static_cast<long>(k)));
@@ -365,17 +378,11 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
 
 TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired, tokens unchanged",
           "[serving][e2e][faults]") {
-  t::temp_dir dir;
-  std::map<int, int> ports;
-  auto yaml = with_data_plane(adapt("configs/local.yaml", 0, ports),
-                              "{ chunk_timeout: 100ms, transfer_timeout: 20s, faults: { seed: 7, "
-                              "corrupt: 0.2, drop: 0.1, delay: 0.2, delay_for: 20ms } }");
-  auto cfg = dir.file("local.yaml", yaml);
-  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
-                         .out_file = dir.path() / "node.log"}};
-  const int http = ports.at(8000);
-  REQUIRE(serving(http));
-  REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+  local_deployment d{0, "{ chunk_timeout: 100ms, transfer_timeout: 20s, faults: { seed: 7, "
+                       "corrupt: 0.2, drop: 0.1, delay: 0.2, delay_for: 20ms } }"};
+  const int http = d.http();
+  auto& ports = d.ports;
+  auto& node = *d.node;
   const auto lp = long_prompt();
   for (int i = 0; i < 8; ++i) {
     auto prompt = lp + std::to_string(i);
@@ -398,18 +405,12 @@ TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired
 
 TEST_CASE("a KV transfer that cannot complete fails over to local prefill with one complete stream",
           "[serving][e2e][faults]") {
-  t::temp_dir dir;
-  std::map<int, int> ports;
   // Every chunk from prfaas-0 to pd-0 is lost: offloaded transfers time out.
-  auto yaml = with_data_plane(adapt("configs/local.yaml", 0, ports),
-                              "{ chunk_timeout: 100ms, transfer_timeout: 1s, faults: { seed: 3, "
-                              "blackhole_peers: [\"prfaas-0->pd-0\"] } }");
-  auto cfg = dir.file("local.yaml", yaml);
-  t::child_process node{{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
-                         .out_file = dir.path() / "node.log"}};
-  const int http = ports.at(8000);
-  REQUIRE(serving(http));
-  REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+  local_deployment d{0, "{ chunk_timeout: 100ms, transfer_timeout: 1s, faults: { seed: 3, "
+                        "blackhole_peers: [\"prfaas-0->pd-0\"] } }"};
+  const int http = d.http();
+  auto& ports = d.ports;
+  auto& node = *d.node;
   const auto lp = long_prompt();
   auto expected = single_engine(lp, 20, 0.8f, 11);
   auto c = complete(http, request_body(lp, 20, 0.8f, 11, false));
