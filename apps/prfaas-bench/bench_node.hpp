@@ -4,6 +4,7 @@
 // benchmark deployment, free ports, waiting for the peer, zero-copy sends of memory
 // the benchmark owns.
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -31,6 +32,47 @@ inline int free_port() {
 
 /// For zmq::message_t over memory the benchmark keeps alive itself.
 inline void noop_free(void*, void*) {}
+
+/// The raw ZeroMQ side of a benchmark: a ROUTER on `endpoint` receiving
+/// [identity, op, data?] until `stop`, handing each message to `on_message` with the
+/// socket (to answer on) and the op letter. Counting ('C'/'K') and queries ('Q', answered
+/// "messages bytes") are done here; other ops go to `on_message`.
+template <class OnMessage>
+void raw_router(zmq::context_t& ctx, const std::string& endpoint, const std::atomic<bool>& stop,
+                OnMessage on_message) {
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::rcvhwm, 100000);
+  router.set(zmq::sockopt::rcvbuf, 4 << 20);
+  router.bind(endpoint);
+  uint64_t messages = 0, bytes = 0;
+  while (!stop) {
+    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    if (!(item.revents & ZMQ_POLLIN))
+      continue;
+    for (;;) {
+      zmq::message_t id, op, data;
+      if (!router.recv(id, zmq::recv_flags::dontwait))
+        break;
+      (void)router.recv(op);
+      if (op.more())
+        (void)router.recv(data);
+      char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
+      if (c == 'C' || c == 'K') {
+        ++messages;
+        bytes += data.size();
+      }
+      if (c == 'Q') {
+        auto text = std::to_string(messages) + " " + std::to_string(bytes);
+        router.send(id, zmq::send_flags::sndmore);
+        router.send(zmq::buffer(text), zmq::send_flags::none);
+      } else {
+        on_message(router, c, id, op, data);
+      }
+    }
+  }
+}
 
 /// One live node of a benchmark deployment with everything it needs, in the order it
 /// needs it (the actor system and the ZeroMQ context outlive the node).

@@ -133,43 +133,17 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
 }
 
 
-/// Raw ZeroMQ counterpart of the data-plane sink: counts ('C') and answers
-/// queries ('Q') with "messages bytes".
+/// Raw ZeroMQ counterpart of the data-plane sink: counts ('C', 'K'), keeps the 'K'
+/// chunks (as a KV receive holds its blocks) until 'F', answers queries ('Q').
 void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
-  zmq::socket_t router{ctx, zmq::socket_type::router};
-  router.set(zmq::sockopt::linger, 0);
-  router.set(zmq::sockopt::rcvhwm, 100000);
-  router.set(zmq::sockopt::rcvbuf, 4 << 20);
-  router.bind(endpoint);
-  uint64_t messages = 0, bytes = 0;
-  std::vector<zmq::message_t> kept; // 'K' chunks, held like a KV receive holds its blocks
-  while (!stop) {
-    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(50));
-    if (!(item.revents & ZMQ_POLLIN))
-      continue;
-    for (;;) {
-      zmq::message_t id, op, data;
-      if (!router.recv(id, zmq::recv_flags::dontwait))
-        break;
-      (void)router.recv(op);
-      if (op.more())
-        (void)router.recv(data);
-      char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
-      if (c == 'C' || c == 'K') {
-        ++messages;
-        bytes += data.size();
-        if (c == 'K')
-          kept.push_back(std::move(data));
-      } else if (c == 'F') {
-        kept.clear();
-      } else if (c == 'Q') {
-        auto text = std::to_string(messages) + " " + std::to_string(bytes);
-        router.send(id, zmq::send_flags::sndmore);
-        router.send(zmq::buffer(text), zmq::send_flags::none);
-      }
-    }
-  }
+  std::vector<zmq::message_t> kept;
+  raw_router(ctx, endpoint, stop,
+             [&kept](zmq::socket_t&, char c, zmq::message_t&, zmq::message_t&, zmq::message_t& data) {
+               if (c == 'K')
+                 kept.push_back(std::move(data));
+               else if (c == 'F')
+                 kept.clear();
+             });
 }
 
 int server_main(const std::string& yaml, const layout& l) {

@@ -38,38 +38,15 @@ namespace {
 
 /// Raw ZeroMQ counterpart of the server: echo ('E'), count ('C'), query ('Q').
 void raw_server(zmq::context_t& ctx, int port, std::atomic<bool>& stop) {
-  zmq::socket_t router{ctx, zmq::socket_type::router};
-  router.set(zmq::sockopt::linger, 0);
-  router.set(zmq::sockopt::rcvhwm, 100000);
-  router.bind("tcp://127.0.0.1:" + std::to_string(port));
-  uint64_t messages = 0, bytes = 0;
-  while (!stop) {
-    zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(50));
-    if (!(item.revents & ZMQ_POLLIN))
-      continue;
-    for (;;) {
-      zmq::message_t id, op, data;
-      if (!router.recv(id, zmq::recv_flags::dontwait))
-        break;
-      (void)router.recv(op);
-      if (op.more())
-        (void)router.recv(data);
-      char c = op.size() ? *static_cast<const char*>(op.data()) : '?';
-      if (c == 'E') {
-        router.send(id, zmq::send_flags::sndmore);
-        router.send(op, zmq::send_flags::sndmore);
-        router.send(data, zmq::send_flags::none);
-      } else if (c == 'C') {
-        ++messages;
-        bytes += data.size();
-      } else if (c == 'Q') {
-        auto text = std::to_string(messages) + " " + std::to_string(bytes);
-        router.send(id, zmq::send_flags::sndmore);
-        router.send(zmq::buffer(text), zmq::send_flags::none);
-      }
-    }
-  }
+  raw_router(ctx, "tcp://127.0.0.1:" + std::to_string(port), stop,
+             [](zmq::socket_t& router, char c, zmq::message_t& id, zmq::message_t& op,
+                zmq::message_t& data) {
+               if (c != 'E')
+                 return;
+               router.send(id, zmq::send_flags::sndmore);
+               router.send(op, zmq::send_flags::sndmore);
+               router.send(data, zmq::send_flags::none);
+             });
 }
 
 std::string deployment_yaml(int server, int client) {

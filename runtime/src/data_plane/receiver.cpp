@@ -101,6 +101,18 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
                h.sink, reason);
     answer(kind::refuse, 0, &reason);
   };
+  auto refuse_unknown = [&] {
+    drop_frame("unknown_transfer");
+    refuse("unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
+  };
+  // A per-peer counter, found once and kept in `cache`.
+  auto peer_counter = [&](std::map<std::string, prometheus::Counter*>& cache, const char* name,
+                          const char* help) -> prometheus::Counter& {
+    auto c = cache.find(h.source);
+    if (c == cache.end())
+      c = cache.emplace(h.source, &metrics_.counter(name, help, {{"peer", h.source}})).first;
+    return *c->second;
+  };
 
   switch (h.k) {
     case kind::open: {
@@ -156,11 +168,8 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
         return;
       }
       auto it = inbound_.find(key);
-      if (it == inbound_.end()) {
-        drop_frame("unknown_transfer");
-        refuse("unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
-        return;
-      }
+      if (it == inbound_.end())
+        return refuse_unknown();
       auto& in = it->second;
       in.last_activity = now;
       if (in.delivered) {
@@ -179,27 +188,17 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       auto data = static_cast<const std::byte*>(payload->data());
       if (data_wire::checksum(data, payload->size()) != h.checksum) {
         ++in.stats.corrupted;
-        auto c = corrupt_.find(h.source);
-        if (c == corrupt_.end())
-          c = corrupt_
-                .emplace(h.source, &metrics_.counter("prfaas_data_corrupt_chunks_total",
-                                                     "Data-plane chunks that failed their checksum",
-                                                     {{"peer", h.source}}))
-                .first;
-        c->second->Increment();
+        peer_counter(corrupt_, "prfaas_data_corrupt_chunks_total",
+                     "Data-plane chunks that failed their checksum")
+          .Increment();
         log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
         answer(kind::nack);
         return;
       }
       auto size = payload->size();
-      auto r = received_bytes_.find(h.source);
-      if (r == received_bytes_.end())
-        r = received_bytes_
-              .emplace(h.source, &metrics_.counter("prfaas_data_bytes_received_total",
-                                                   "Data-plane payload bytes received intact",
-                                                   {{"peer", h.source}}))
-              .first;
-      r->second->Increment(static_cast<double>(size));
+      peer_counter(received_bytes_, "prfaas_data_bytes_received_total",
+                   "Data-plane payload bytes received intact")
+        .Increment(static_cast<double>(size));
       in.stats.bytes += size;
       ++in.stats.chunks;
       in.chunks.emplace(h.index, std::make_pair(bulk_ptr{std::make_shared<zmq_chunk>(std::move(*payload))},
@@ -212,11 +211,8 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
     }
     case kind::done: {
       auto it = inbound_.find(key);
-      if (it == inbound_.end()) {
-        drop_frame("unknown_transfer");
-        refuse("unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
-        return;
-      }
+      if (it == inbound_.end())
+        return refuse_unknown();
       auto& in = it->second;
       in.last_activity = now;
       if (in.delivered) {
