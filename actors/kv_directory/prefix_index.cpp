@@ -1,7 +1,6 @@
 #include "kv_directory/prefix_index.hpp"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
 
 namespace prfaas::directory {
@@ -20,22 +19,246 @@ uint8_t fastest(uint8_t mask) {
   return t;
 }
 
-std::string key_of(const std::string& node, const std::string& actor) {
-  return node + "/" + actor;
-}
-
 } // namespace
 
-prefix_index::prefix_index(size_t capacity) : capacity_(capacity) {
+static_assert(tier_count <= 3, "a ref has three tier bits");
+
+prefix_index::prefix_index(size_t capacity)
+  : capacity_(capacity), table_(0, slot_hash{this}, slot_eq{this}) {
   if (capacity_ == 0)
     throw std::invalid_argument("prefix_index: capacity must be at least 1");
+  if (capacity_ >= no_node)
+    throw std::invalid_argument("prefix_index: capacity must be below 2^32 - 1");
+}
+
+// -- entries ------------------------------------------------------------------------
+
+prefix_index::node_idx prefix_index::find(block_id id) const {
+  auto it = table_.find(id_key{id});
+  return it == table_.end() ? no_node : *it;
+}
+
+std::span<prefix_index::ref> prefix_index::refs_of(node& n) {
+  if (n.spilled)
+    return spills_[n.holders.spill];
+  size_t k = 0;
+  while (k < inline_refs && n.holders.refs[k])
+    ++k;
+  return {n.holders.refs, k};
+}
+
+std::span<const prefix_index::ref> prefix_index::refs_of(const node& n) const {
+  return const_cast<prefix_index*>(this)->refs_of(const_cast<node&>(n));
+}
+
+bool prefix_index::add_ref(node& n, holder_idx hi, uint8_t mask) {
+  auto refs = refs_of(n);
+  for (auto& r : refs)
+    if (holder_of(r) == hi) {
+      r |= mask;
+      return false;
+    }
+  const auto r = static_cast<ref>(hi << tier_bits | mask);
+  if (n.spilled) {
+    spills_[n.holders.spill].push_back(r);
+  } else if (refs.size() < inline_refs) {
+    n.holders.refs[refs.size()] = r;
+  } else { // a ninth holder: move them all aside
+    uint32_t s;
+    if (!free_spills_.empty()) {
+      s = free_spills_.back();
+      free_spills_.pop_back();
+    } else {
+      s = static_cast<uint32_t>(spills_.size());
+      spills_.emplace_back();
+    }
+    spills_[s].assign(refs.begin(), refs.end());
+    spills_[s].push_back(r);
+    n.holders.spill = s;
+    n.spilled = 1;
+  }
+  return true;
+}
+
+void prefix_index::erase_ref_at(node& n, size_t k) {
+  if (n.spilled) {
+    auto& v = spills_[n.holders.spill];
+    v[k] = v.back();
+    v.pop_back();
+    if (v.size() <= inline_refs / 2) { // back inside, with room before spilling again
+      auto s = n.holders.spill;
+      n.holders = {};
+      std::copy(v.begin(), v.end(), n.holders.refs);
+      n.spilled = 0;
+      spills_[s] = {};
+      free_spills_.push_back(s);
+    }
+    return;
+  }
+  auto refs = refs_of(n);
+  refs[k] = refs.back();
+  refs.back() = 0;
+}
+
+bool prefix_index::remove_ref(node& n, holder_idx hi, uint8_t mask) {
+  auto refs = refs_of(n);
+  for (size_t k = 0; k < refs.size(); ++k) {
+    if (holder_of(refs[k]) != hi)
+      continue;
+    const auto left = static_cast<ref>(refs[k] & ~mask);
+    if (left & tier_mask) {
+      refs[k] = left;
+      return false;
+    }
+    erase_ref_at(n, k); // not zeroed first: holder 0 with no tier would read as the end
+    return true;
+  }
+  return false;
+}
+
+prefix_index::node_idx prefix_index::new_node(block_id id) {
+  node_idx i;
+  if (free_ != no_node) {
+    i = free_;
+    free_ = at(i).next;
+  } else {
+    i = allocated_++;
+    if ((i >> page_bits) == pages_.size())
+      pages_.push_back(std::make_unique<node[]>(size_t{1} << page_bits));
+  }
+  auto& n = at(i);
+  n = node{};
+  n.id = id;
+  n.live = 1;
+  ++size_;
+  link_back(i);
+  return i;
+}
+
+prefix_index::node_idx prefix_index::ensure(block_id id, std::optional<block_id> parent) {
+  node_idx i = no_node;
+  table_.lazy_emplace(id_key{id}, [&](const auto& construct) { construct(i = new_node(id)); });
+  if (i == no_node)
+    i = find(id);
+  auto& e = at(i); // nodes never move: stays valid through the recursion below
+  if (e.parent != no_node || !parent || *parent == id)
+    return i;
+  // Learning the parent of an entry that has children (a ghost announced late): refuse
+  // a parent that descends from `id`, which would close a cycle (a 64-bit collision or
+  // a confused reporter) and make both entries unremovable.
+  if (e.children > 0) {
+    size_t steps = 0;
+    for (auto up = find(*parent); up != no_node && steps <= size_; up = at(up).parent, ++steps)
+      if (up == i)
+        return i;
+  }
+  const auto p = ensure(*parent, std::nullopt);
+  e.parent = p;
+  ++at(p).children;
+  return i;
+}
+
+void prefix_index::collect(node_idx i) {
+  while (i != no_node) {
+    auto& n = at(i);
+    if (!n.live || n.children > 0 || !refs_of(n).empty())
+      return;
+    auto parent = n.parent;
+    erase_node(i);
+    i = parent;
+  }
+}
+
+void prefix_index::erase_node(node_idx i) {
+  auto& n = at(i);
+  if (n.listed)
+    unlink(i);
+  for (auto r : refs_of(n)) {
+    --holders_[holder_of(r)].blocks;
+    --references_;
+  }
+  if (n.spilled) {
+    spills_[n.holders.spill] = {};
+    free_spills_.push_back(n.holders.spill);
+  }
+  table_.erase(table_.find(id_key{n.id}));
+  if (n.parent != no_node) {
+    auto& p = at(n.parent);
+    if (--p.children == 0 && !p.listed)
+      link_front(n.parent); // parked, so older than everything listed
+  }
+  n = node{};
+  n.next = free_;
+  free_ = i;
+  --size_;
+}
+
+// -- recency list -------------------------------------------------------------------
+
+void prefix_index::link_back(node_idx i) {
+  auto& n = at(i);
+  n.prev = tail_;
+  n.next = no_node;
+  (tail_ == no_node ? head_ : at(tail_).next) = i;
+  tail_ = i;
+  n.listed = 1;
+}
+
+void prefix_index::link_front(node_idx i) {
+  auto& n = at(i);
+  n.prev = no_node;
+  n.next = head_;
+  (head_ == no_node ? tail_ : at(head_).prev) = i;
+  head_ = i;
+  n.listed = 1;
+}
+
+void prefix_index::unlink(node_idx i) {
+  auto& n = at(i);
+  (n.prev == no_node ? head_ : at(n.prev).next) = n.next;
+  (n.next == no_node ? tail_ : at(n.next).prev) = n.prev;
+  n.prev = n.next = no_node;
+  n.listed = 0;
+}
+
+void prefix_index::touch(node_idx i) {
+  if (tail_ == i)
+    return;
+  if (at(i).listed)
+    unlink(i);
+  link_back(i);
+}
+
+void prefix_index::enforce_capacity() {
+  while (size_ > capacity_ && head_ != no_node) {
+    const auto victim = head_;
+    auto& n = at(victim);
+    if (n.children > 0) { // not a leaf: park it until its last child goes
+      unlink(victim);
+      continue;
+    }
+    const auto parent = n.parent;
+    erase_node(victim);
+    ++evictions_;
+    collect(parent); // a holderless ghost left as a leaf is useless
+  }
+}
+
+// -- holders ------------------------------------------------------------------------
+
+std::string prefix_index::key_of(const std::string& node, const std::string& actor) const {
+  std::string key;
+  key.reserve(node.size() + actor.size() + 1);
+  key.append(node).push_back('\0');
+  key.append(actor);
+  return key;
 }
 
 prefix_index::holder_idx prefix_index::holder_for(const holder_ref& h) {
   auto key = key_of(h.node, h.actor);
   if (auto i = holder_by_name_.find(key); i != holder_by_name_.end()) {
     auto& ref = holders_[i->second].ref;
-    if (!h.cluster.empty())
+    if (!h.cluster.empty() && ref.cluster != h.cluster)
       ref.cluster = h.cluster;
     return i->second;
   }
@@ -44,6 +267,9 @@ prefix_index::holder_idx prefix_index::holder_for(const holder_ref& h) {
     hi = free_holders_.back();
     free_holders_.pop_back();
   } else {
+    if (holders_.size() >= holder_limit)
+      throw std::length_error("prefix_index: more than " + std::to_string(holder_limit) +
+                              " holders; refusing " + h.node + "/" + h.actor);
     hi = static_cast<holder_idx>(holders_.size());
     holders_.emplace_back();
   }
@@ -63,139 +289,58 @@ apply_outcome prefix_index::admit(holder_idx hi, uint64_t epoch) {
   }
   if (epoch == h.epoch)
     return apply_outcome::applied;
-  bool had = !h.blocks.empty();
-  clear_holder(hi);
+  bool had = h.blocks > 0;
+  if (had) {
+    std::vector<bool> doomed(holders_.size());
+    doomed[hi] = true;
+    clear_holders(doomed);
+  }
   h.epoch = epoch;
   return had ? apply_outcome::replaced : apply_outcome::applied;
 }
 
-void prefix_index::clear_holder(holder_idx hi) {
-  auto blocks = std::move(holders_[hi].blocks);
-  holders_[hi].blocks.clear();
-  for (auto& [id, mask] : blocks) {
-    auto it = entries_.find(id);
-    if (it == entries_.end())
-      continue;
-    auto& hs = it->second.holders;
-    auto p = std::find_if(hs.begin(), hs.end(), [hi](auto& x) { return x.first == hi; });
-    if (p != hs.end()) {
-      hs.erase(p);
+void prefix_index::clear_holders(const std::vector<bool>& doomed) {
+  for (node_idx i = 0; i < allocated_; ++i) {
+    auto& n = at(i);
+    if (!n.live)
+      continue; // free, or collected earlier in this scan
+    auto refs = refs_of(n);
+    bool removed = false;
+    for (size_t k = refs.size(); k-- > 0;) { // backwards: erase_ref_at moves the last in
+      auto h = holder_of(refs_of(n)[k]);
+      if (!doomed[h])
+        continue;
+      erase_ref_at(n, k);
+      --holders_[h].blocks;
       --references_;
+      removed = true;
     }
-    collect(id);
+    if (removed)
+      collect(i);
   }
-}
-
-prefix_index::entry& prefix_index::ensure(block_id id, std::optional<block_id> parent) {
-  auto [it, inserted] = entries_.try_emplace(id);
-  entry& e = it->second; // stays valid: unordered_map never moves its elements
-  if (inserted) {
-    e.tick = ++clock_;
-    leaves_.emplace(e.tick, id);
-  }
-  if (e.parent || !parent || *parent == id)
-    return e;
-  // Learning the parent of an entry that has children (a ghost announced late): refuse
-  // a parent that descends from `id`, which would close a cycle (a 64-bit collision or
-  // a confused reporter) and make both entries unremovable.
-  if (e.children > 0) {
-    std::optional<block_id> up = parent;
-    for (size_t steps = 0; up && steps <= entries_.size(); ++steps) {
-      if (*up == id)
-        return e;
-      auto p = entries_.find(*up);
-      up = p == entries_.end() ? std::nullopt : p->second.parent;
-    }
-  }
-  e.parent = parent;
-  entry& p = ensure(*parent, std::nullopt);
-  if (p.children++ == 0)
-    leaves_.erase({p.tick, *parent});
-  return e;
-}
-
-void prefix_index::touch(block_id id, entry& e) {
-  if (e.children == 0)
-    leaves_.erase({e.tick, id});
-  e.tick = ++clock_;
-  if (e.children == 0)
-    leaves_.emplace(e.tick, id);
 }
 
 void prefix_index::add(holder_idx hi, tier t, block_id id, std::optional<block_id> parent) {
-  entry& e = ensure(id, parent);
-  auto p = std::find_if(e.holders.begin(), e.holders.end(), [hi](auto& x) { return x.first == hi; });
-  if (p == e.holders.end()) {
-    e.holders.emplace_back(hi, bit(t));
+  const auto i = ensure(id, parent);
+  if (add_ref(at(i), hi, bit(t))) {
     ++references_;
-  } else {
-    p->second |= bit(t);
+    ++holders_[hi].blocks;
   }
-  holders_[hi].blocks[id] |= bit(t);
-  touch(id, e);
+  touch(i);
 }
 
-void prefix_index::remove_ref(holder_idx hi, block_id id, uint8_t mask) {
-  auto it = entries_.find(id);
-  if (it == entries_.end())
+void prefix_index::drop_ref(holder_idx hi, block_id id, uint8_t mask) {
+  const auto i = find(id);
+  if (i == no_node)
     return;
-  auto& hs = it->second.holders;
-  auto p = std::find_if(hs.begin(), hs.end(), [hi](auto& x) { return x.first == hi; });
-  if (p == hs.end())
-    return;
-  p->second &= static_cast<uint8_t>(~mask);
-  auto& blocks = holders_[hi].blocks;
-  if (p->second == 0) {
-    hs.erase(p);
+  if (remove_ref(at(i), hi, mask)) {
     --references_;
-    blocks.erase(id);
-  } else {
-    blocks[id] &= static_cast<uint8_t>(~mask);
+    --holders_[hi].blocks;
   }
-  collect(id);
+  collect(i);
 }
 
-void prefix_index::collect(block_id id) {
-  for (;;) {
-    auto it = entries_.find(id);
-    if (it == entries_.end() || it->second.children > 0 || !it->second.holders.empty())
-      return;
-    auto parent = it->second.parent;
-    erase_entry(it);
-    if (!parent)
-      return;
-    id = *parent;
-  }
-}
-
-void prefix_index::erase_entry(std::unordered_map<block_id, entry>::iterator it) {
-  const block_id id = it->first;
-  entry& e = it->second;
-  leaves_.erase({e.tick, id});
-  for (auto& [hi, mask] : e.holders) {
-    holders_[hi].blocks.erase(id);
-    --references_;
-  }
-  auto parent = e.parent;
-  entries_.erase(it);
-  if (!parent)
-    return;
-  auto p = entries_.find(*parent);
-  if (p != entries_.end() && --p->second.children == 0)
-    leaves_.emplace(p->second.tick, *parent);
-}
-
-void prefix_index::enforce_capacity() {
-  while (entries_.size() > capacity_ && !leaves_.empty()) {
-    auto victim = leaves_.begin()->second;
-    auto it = entries_.find(victim);
-    auto parent = it->second.parent;
-    erase_entry(it);
-    ++evictions_;
-    if (parent)
-      collect(*parent); // a holderless ghost left as a leaf is useless
-  }
-}
+// -- public -------------------------------------------------------------------------
 
 apply_outcome prefix_index::store(const holder_ref& h, uint64_t epoch, tier t,
                                   std::span<const chain> chains) {
@@ -221,18 +366,24 @@ apply_outcome prefix_index::evict(const holder_ref& h, uint64_t epoch, tier t,
   if (out == apply_outcome::stale)
     return out;
   for (auto id : ids)
-    remove_ref(hi, id, bit(t));
+    drop_ref(hi, id, bit(t));
   return out;
 }
 
 size_t prefix_index::drop_node(const std::string& node) {
   size_t dropped = 0;
-  for (holder_idx hi = 0; hi < holders_.size(); ++hi) {
+  std::vector<bool> doomed(holders_.size());
+  std::vector<holder_idx> gone;
+  for (holder_idx hi = 0; hi < holders_.size(); ++hi)
+    if (holders_[hi].live && holders_[hi].ref.node == node) {
+      doomed[hi] = true;
+      dropped += holders_[hi].blocks;
+      gone.push_back(hi);
+    }
+  if (dropped > 0)
+    clear_holders(doomed);
+  for (auto hi : gone) {
     auto& h = holders_[hi];
-    if (!h.live || h.ref.node != node)
-      continue;
-    dropped += h.blocks.size();
-    clear_holder(hi);
     holder_by_name_.erase(key_of(h.ref.node, h.ref.actor));
     h = holder{};
     free_holders_.push_back(hi);
@@ -245,72 +396,71 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   match_result out;
   if (ids.empty())
     return out;
-  // One pass down the chain: `alive` holds every holder that held all blocks so far;
+  // One pass down the chain: `alive_` holds every holder that held all blocks so far;
   // a holder missing block i leaves with a match of i blocks.
-  const size_t slots = holders_.size();
-  seen_at_.assign(slots, 0);
-  slowest_.assign(slots, 0);
-  std::vector<uint8_t> tier_here(slots, 0);
-  std::vector<holder_idx> alive, next;
-  std::vector<std::pair<holder_idx, uint32_t>> ended;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto it = entries_.find(ids[i]);
-    if (it == entries_.end()) {
-      for (auto h : alive)
-        ended.emplace_back(h, static_cast<uint32_t>(i));
-      alive.clear();
+  if (seen_at_.size() < holders_.size()) {
+    seen_at_.resize(holders_.size());
+    slowest_.resize(holders_.size());
+    tier_here_.resize(holders_.size());
+  }
+  alive_.clear();
+  ended_.clear();
+  size_t i = 0;
+  for (; i < ids.size(); ++i) {
+    if (i + 1 < ids.size())
+      table_.prefetch(id_key{ids[i + 1]});
+    const auto ni = find(ids[i]);
+    if (ni == no_node)
       break;
+    const auto stamp = ++step_;
+    const auto refs = refs_of(at(ni));
+    for (auto r : refs) {
+      seen_at_[holder_of(r)] = stamp;
+      tier_here_[holder_of(r)] = fastest(r & tier_mask);
     }
-    auto& e = it->second;
-    const auto stamp = static_cast<uint32_t>(i + 1);
-    for (auto& [h, mask] : e.holders) {
-      seen_at_[h] = stamp;
-      tier_here[h] = fastest(mask);
-    }
-    next.clear();
     if (i == 0) {
-      for (auto& [h, mask] : e.holders) {
-        next.push_back(h);
-        slowest_[h] = tier_here[h];
+      for (auto r : refs) {
+        alive_.push_back(holder_of(r));
+        slowest_[holder_of(r)] = tier_here_[holder_of(r)];
       }
     } else {
-      for (auto h : alive) {
+      next_.clear();
+      for (auto h : alive_) {
         if (seen_at_[h] == stamp) {
-          next.push_back(h);
-          slowest_[h] = std::max(slowest_[h], tier_here[h]);
+          next_.push_back(h);
+          slowest_[h] = std::max(slowest_[h], tier_here_[h]);
         } else {
-          ended.emplace_back(h, static_cast<uint32_t>(i));
+          ended_.emplace_back(h, static_cast<uint32_t>(i));
         }
       }
+      alive_.swap(next_);
     }
-    alive.swap(next);
-    if (alive.empty())
+    if (alive_.empty())
       break;
-    touch(ids[i], e);
+    touch(ni);
   }
-  for (auto h : alive)
-    ended.emplace_back(h, static_cast<uint32_t>(ids.size()));
+  for (auto h : alive_)
+    ended_.emplace_back(h, static_cast<uint32_t>(i));
 
-  for (auto& [h, n] : ended) {
-    if (n == 0)
-      continue;
-    out.nodes.push_back({holders_[h].ref, n, static_cast<tier>(slowest_[h])});
-  }
+  for (auto& [h, n] : ended_)
+    if (n > 0)
+      out.nodes.push_back({holders_[h].ref, n, static_cast<tier>(slowest_[h])});
   std::sort(out.nodes.begin(), out.nodes.end(), [](const node_match& a, const node_match& b) {
     if (a.blocks != b.blocks)
       return a.blocks > b.blocks;
     return std::tie(a.holder.cluster, a.holder.node, a.holder.actor) <
            std::tie(b.holder.cluster, b.holder.node, b.holder.actor);
   });
-  std::map<std::string, size_t> by_cluster;
-  for (size_t i = 0; i < out.nodes.size(); ++i) {
-    auto& n = out.nodes[i];
-    auto [c, fresh] = by_cluster.try_emplace(n.holder.cluster, out.clusters.size());
-    if (fresh)
+  for (size_t k = 0; k < out.nodes.size(); ++k) {
+    auto& n = out.nodes[k];
+    auto c = std::find_if(out.clusters.begin(), out.clusters.end(),
+                          [&](auto& m) { return m.cluster == n.holder.cluster; });
+    if (c == out.clusters.end()) {
       out.clusters.push_back({n.holder.cluster, n.blocks, {}});
-    auto& cm = out.clusters[c->second];
-    if (n.blocks == cm.blocks) // nodes are sorted longest first
-      cm.best.push_back(i);
+      c = out.clusters.end() - 1;
+    }
+    if (n.blocks == c->blocks) // nodes are sorted longest first
+      c->best.push_back(k);
   }
   std::stable_sort(out.clusters.begin(), out.clusters.end(),
                    [](const cluster_match& a, const cluster_match& b) {
@@ -325,7 +475,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
 
 size_t prefix_index::blocks_of(const std::string& node, const std::string& actor) const {
   auto i = holder_by_name_.find(key_of(node, actor));
-  return i == holder_by_name_.end() ? 0 : holders_[i->second].blocks.size();
+  return i == holder_by_name_.end() ? 0 : holders_[i->second].blocks;
 }
 
 std::vector<holder_ref> prefix_index::holders_on(const std::string& node) const {
@@ -338,7 +488,7 @@ std::vector<holder_ref> prefix_index::holders_on(const std::string& node) const 
 
 index_stats prefix_index::stats() const {
   index_stats s;
-  s.entries = entries_.size();
+  s.entries = size_;
   s.holders = holder_by_name_.size();
   s.references = references_;
   s.evictions = evictions_;

@@ -4,27 +4,45 @@
 // which chained prefix block, in which tier. Plain C++; the kv_directory actor feeds
 // it from the workers' pool events and asks it for prefix matches.
 //
-// Invariants:
+// Invariants (audit() checks them all):
 //  * every entry whose parent is known links to an entry for that parent (a
 //    *ghost* without holders is created for a parent not announced yet), so a parent
 //    never leaves the index while a child does: matches walk chains from the root;
+//  * a parent, once learned, is kept; a parent that would close a cycle is refused;
 //  * an entry leaves only when it is a leaf (no children) and either has no holders
 //    left or is evicted for capacity; removing it may leave its parent a holderless
-//    leaf, which then goes too;
+//    leaf, which then goes too (no holderless leaf stays);
 //  * size() <= capacity() after every public call: capacity eviction takes the least
-//    recently used leaf (stored or matched), so chains shrink from their tails;
+//    recently used leaf (stored or matched), so chains shrink from their tails. An
+//    interior entry the eviction scan passes is parked off the recency list (it is
+//    older than every entry on it); when its last child goes it rejoins as the least
+//    recent. Parked entries rejoining in another order than they were used is the one
+//    departure from exact LRU;
 //  * per holder, an epoch that never decreases: a report at a higher epoch replaces
-//    the holder's state, one at a lower epoch is ignored (stale).
+//    the holder's state, one at a lower epoch is ignored (stale);
+//  * stats().references is the number of (entry, holder) pairs, and each holder's
+//    blocks_of() its share of them.
+//
+// Layout (for >= 10M blocks at <= 64 B each): entries are 40-byte
+// nodes in fixed pages (indices never move: parents and the recency list are 32-bit
+// indices), found through an absl::flat_hash_set of node indices keyed by block id
+// (~5 B per slot). Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot,
+// 3 tier bits); more spill to a side vector. Which blocks a holder has is not kept
+// per holder: replacing or dropping a holder with blocks scans every node once
+// (rare: a worker restart or a node down), everything else is O(chain).
+// At most 8192 holders (workers) at once; another is a std::length_error.
 // Not thread-safe.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 
 namespace prfaas::directory {
 
@@ -86,6 +104,8 @@ class prefix_index {
 public:
   /// `capacity` counts entries (distinct block ids); at least 1.
   explicit prefix_index(size_t capacity);
+  prefix_index(const prefix_index&) = delete; // the table's hasher points at this
+  prefix_index& operator=(const prefix_index&) = delete;
 
   /// The holder stored `chains` in tier `t` at `epoch`.
   apply_outcome store(const holder_ref& h, uint64_t epoch, tier t, std::span<const chain> chains);
@@ -104,56 +124,122 @@ public:
   size_t blocks_of(const std::string& node, const std::string& actor) const;
   /// Holders known on `node` (node, actor, cluster).
   std::vector<holder_ref> holders_on(const std::string& node) const;
-  bool contains(block_id id) const { return entries_.count(id) != 0; }
+  bool contains(block_id id) const { return table_.contains(id_key{id}); }
 
-  size_t size() const { return entries_.size(); }
+  size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
   index_stats stats() const;
 
+  /// Checks every invariant above by walking the whole index (for tests): empty when
+  /// consistent, else what is wrong and at which block.
+  std::string audit() const;
+
 private:
   using holder_idx = uint32_t;
+  using node_idx = uint32_t;
+  /// A holder on an entry: holder slot << 3 | tier mask; never 0 (the mask is not).
+  using ref = uint16_t;
+  static constexpr unsigned tier_bits = 3;
+  static constexpr ref tier_mask = (1u << tier_bits) - 1;
+  static constexpr uint32_t holder_limit = 1u << (16 - tier_bits);
+  static holder_idx holder_of(ref r) { return r >> tier_bits; }
+  static constexpr node_idx no_node = UINT32_MAX;
+  static constexpr unsigned inline_refs = 8;
+  static constexpr unsigned page_bits = 14;
+
+  struct node {
+    block_id id = 0;
+    node_idx parent = no_node;
+    node_idx prev = no_node, next = no_node; ///< recency list; `next` chains free nodes
+    uint32_t children : 29 = 0;
+    uint32_t listed : 1 = 0;  ///< on the recency list (else parked, or free)
+    uint32_t spilled : 1 = 0; ///< refs in spills_[holders.spill]
+    uint32_t live : 1 = 0;
+    union {
+      ref refs[inline_refs]; ///< packed at the front, 0 past the last
+      uint32_t spill;
+    } holders{};
+  };
+  static_assert(sizeof(node) == 40, "the per-block budget counts on 40-byte nodes");
+
+  /// Heterogeneous key: the table holds node indices and is searched by block id.
+  struct id_key {
+    block_id id;
+  };
+  struct slot_hash {
+    using is_transparent = void;
+    const prefix_index* ix;
+    size_t operator()(node_idx i) const { return (*this)(id_key{ix->at(i).id}); }
+    size_t operator()(id_key k) const { return absl::Hash<block_id>{}(k.id); }
+  };
+  struct slot_eq {
+    using is_transparent = void;
+    const prefix_index* ix;
+    bool operator()(node_idx a, node_idx b) const { return ix->at(a).id == ix->at(b).id; }
+    bool operator()(node_idx a, id_key k) const { return ix->at(a).id == k.id; }
+    bool operator()(id_key k, node_idx a) const { return ix->at(a).id == k.id; }
+  };
 
   struct holder {
     holder_ref ref;
     uint64_t epoch = 0;
-    std::unordered_map<block_id, uint8_t> blocks; ///< block → tier bit mask
-    bool live = false; ///< slot in use (false: on the free list)
+    uint64_t blocks = 0; ///< entries with a ref of this holder
+    bool live = false;   ///< slot in use (false: on the free list)
   };
-  struct entry {
-    std::optional<block_id> parent;
-    std::vector<std::pair<holder_idx, uint8_t>> holders; ///< (holder, tier mask)
-    uint32_t children = 0;
-    uint64_t tick = 0;
-  };
+
+  node& at(node_idx i) { return pages_[i >> page_bits][i & ((1u << page_bits) - 1)]; }
+  const node& at(node_idx i) const { return pages_[i >> page_bits][i & ((1u << page_bits) - 1)]; }
+  node_idx find(block_id id) const;
+  std::span<ref> refs_of(node& n);
+  std::span<const ref> refs_of(const node& n) const;
+  /// Adds tier bits `mask` for `hi`; true when `hi` was not on the entry before.
+  bool add_ref(node& n, holder_idx hi, uint8_t mask);
+  /// Clears tier bits `mask` of `hi`; true when that removed `hi` from the entry.
+  bool remove_ref(node& n, holder_idx hi, uint8_t mask);
+  void erase_ref_at(node& n, size_t k);
 
   holder_idx holder_for(const holder_ref& h);
   /// Applies the epoch rule; returns stale or whether the state was replaced.
   apply_outcome admit(holder_idx hi, uint64_t epoch);
-  void clear_holder(holder_idx hi);
+  /// Removes every ref of the holders flagged in `doomed` (one scan of all nodes).
+  void clear_holders(const std::vector<bool>& doomed);
   /// Adds `(hi, t)` to block `id` (created if absent) with `parent`.
   void add(holder_idx hi, tier t, block_id id, std::optional<block_id> parent);
-  /// Creates an entry (a ghost until a holder is added) linked to its parent.
-  entry& ensure(block_id id, std::optional<block_id> parent);
+  /// The entry for `id`, created (a ghost until a holder is added) and linked to its parent.
+  node_idx ensure(block_id id, std::optional<block_id> parent);
+  node_idx new_node(block_id id);
   /// Removes `(hi, mask bits)` from block `id`; drops the entry if it became useless.
-  void remove_ref(holder_idx hi, block_id id, uint8_t mask);
-  /// Removes `id` if it is a holderless leaf, then its parent likewise, and so on.
-  void collect(block_id id);
-  void erase_entry(std::unordered_map<block_id, entry>::iterator it);
-  void touch(block_id id, entry& e);
+  void drop_ref(holder_idx hi, block_id id, uint8_t mask);
+  /// Removes `i` if it is a holderless leaf, then its parent likewise, and so on.
+  void collect(node_idx i);
+  void erase_node(node_idx i);
+  void link_front(node_idx i);
+  void link_back(node_idx i);
+  void unlink(node_idx i);
+  void touch(node_idx i);
   void enforce_capacity();
+  std::string key_of(const std::string& node, const std::string& actor) const;
 
   size_t capacity_;
-  std::unordered_map<block_id, entry> entries_;
-  std::set<std::pair<uint64_t, block_id>> leaves_; ///< leaf entries by last use (LRU first)
+  size_t size_ = 0;
+  std::vector<std::unique_ptr<node[]>> pages_;
+  node_idx allocated_ = 0;   ///< nodes ever handed out (high-water mark)
+  node_idx free_ = no_node;  ///< free nodes, chained through `next`
+  node_idx head_ = no_node, tail_ = no_node; ///< recency list: least recent first
+  absl::flat_hash_set<node_idx, slot_hash, slot_eq> table_;
+  std::vector<std::vector<ref>> spills_;
+  std::vector<uint32_t> free_spills_;
   std::vector<holder> holders_;
   std::vector<holder_idx> free_holders_;
-  std::unordered_map<std::string, holder_idx> holder_by_name_; ///< "node/actor"
-  uint64_t clock_ = 0;
+  absl::flat_hash_map<std::string, holder_idx> holder_by_name_; ///< key_of(node, actor)
   uint64_t references_ = 0;
   uint64_t evictions_ = 0, queries_ = 0, hit_blocks_ = 0, stale_ = 0;
-  // scratch for match(): per holder slot
-  std::vector<uint32_t> seen_at_;
-  std::vector<uint8_t> slowest_;
+  // scratch for match(), per holder slot; `seen_at_` holds steps, which never repeat
+  uint64_t step_ = 0;
+  std::vector<uint64_t> seen_at_;
+  std::vector<uint8_t> slowest_, tier_here_;
+  std::vector<holder_idx> alive_, next_;
+  std::vector<std::pair<holder_idx, uint32_t>> ended_;
 };
 
 } // namespace prfaas::directory
