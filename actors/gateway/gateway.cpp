@@ -437,6 +437,29 @@ std::pair<std::string, int> parse_listen(const std::string& text, const std::str
   return {text.substr(0, colon), port};
 }
 
+/// The `api_keys` list and the keys of `api_keys_file`, together.
+std::vector<std::string> api_keys_of(const actor_params& p, const std::string& where) {
+  std::vector<std::string> keys;
+  if (auto list = p.raw("api_keys"); list && !list.IsNull()) {
+    if (!list.IsSequence())
+      throw config_error(where + ".api_keys", "expected a sequence of keys");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].IsScalar() || list[i].Scalar().empty())
+        throw config_error(where + ".api_keys[" + std::to_string(i) + "]", "expected a non-empty key");
+      keys.push_back(list[i].Scalar());
+    }
+  }
+  if (auto file = p.str("api_keys_file"); !file.empty()) {
+    try {
+      auto more = read_api_keys_file(file);
+      keys.insert(keys.end(), more.begin(), more.end());
+    } catch (const std::runtime_error& e) {
+      throw config_error(where + ".api_keys_file", e.what());
+    }
+  }
+  return keys;
+}
+
 gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p) {
   gateway_settings g;
   auto target = p.str("scheduler");
@@ -456,6 +479,10 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
   g.block_tokens = model.block_tokens;
   g.limits.max_context = model.max_context;
   g.limits.max_prompt_tokens = model.max_context - 1;
+  if (auto m = p.integer("max_prompt_tokens"); m > 0)
+    g.limits.max_prompt_tokens = std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
+  g.http.api_keys = api_keys_of(p, name);
+  g.http.max_concurrent_per_key = static_cast<uint32_t>(p.integer("max_concurrent_per_key"));
   g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
   g.limits.default_max_tokens = static_cast<uint32_t>(p.integer("default_max_tokens"));
   return g;
@@ -473,7 +500,11 @@ void register_types(actor_registry& r) {
                     {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
                     {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
                     {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
-                    {"http_threads", param_kind::integer, "256", "connections served concurrently"}},
+                    {"http_threads", param_kind::integer, "256", "connections served concurrently"},
+                    {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
+                    {"api_keys_file", param_kind::string, "", "file of more keys, one per line"},
+                    {"max_concurrent_per_key", param_kind::integer, "0", "requests in flight per key; beyond: 429 (0 = no limit)"},
+                    {"max_prompt_tokens", param_kind::integer, "0", "longest prompt; beyond: 413 (0 = the model's context)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            return ctx.system().spawn(gateway, &ctx, name, settings_of(ctx, name, p));
          },
@@ -485,6 +516,10 @@ void register_types(actor_registry& r) {
                throw config_error(path + "." + k, "must be at least 1");
            if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))
              throw config_error(path + ".default_max_tokens", "must not exceed max_output_tokens");
+           for (const char* k : {"max_concurrent_per_key", "max_prompt_tokens"})
+             if (p.integer(k) < 0)
+               throw config_error(path + "." + k, "must not be negative");
+           api_keys_of(p, path);
          },
          .check_deployment = [](const std::string&, const actor_params&, const deployment_config& dep) {
            read_model(dep);

@@ -25,8 +25,8 @@ int64_t unix_now() {
 
 http_frontend::http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
                              std::shared_ptr<std::atomic<uint32_t>> inflight)
-  : s_(std::move(s)), limits_(std::move(limits)), h_(std::move(h)), log_(std::move(log)),
-    inflight_(std::move(inflight)) {}
+  : s_(std::move(s)), limits_(std::move(limits)), keys_(s_.api_keys, s_.max_concurrent_per_key),
+    h_(std::move(h)), log_(std::move(log)), inflight_(std::move(inflight)) {}
 
 http_frontend::~http_frontend() {
   stop();
@@ -73,8 +73,30 @@ void http_frontend::stop() {
     thread_.join();
 }
 
+std::optional<api_error> http_frontend::refuse_unauthenticated(const httplib::Request& req) const {
+  if (!keys_.enabled() || req.path.rfind("/v1/", 0) != 0)
+    return std::nullopt;
+  auto who = keys_.authenticate(req.get_header_value("Authorization"));
+  auto* e = std::get_if<api_error>(&who);
+  if (e)
+    log_->info("api_key_refused path={} remote={} reason=\"{}\"", req.path, req.remote_addr,
+               e->message);
+  return e ? std::optional<api_error>{*e} : std::nullopt;
+}
+
 void http_frontend::routes() {
   auto& srv = *server_;
+  // Authentication comes before routing, so an unauthenticated client cannot make the
+  // gateway read (up to max_body of) its body. The body is left unread: close.
+  srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto refused = refuse_unauthenticated(req);
+    if (!refused)
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    res.set_header("Connection", "close");
+    send_error(res, *refused);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // Anything httplib itself rejects (413 over max_body, 404 unknown path, 400
   // unparsable HTTP) gets OpenAI's error shape too.
   srv.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -145,6 +167,13 @@ void http_frontend::routes() {
       }
       auto a = std::make_shared<accepted_request>();
       a->req = std::move(std::get<completion_request>(parsed));
+      // The pre-routing handler let only configured keys (or, without keys, anyone) in.
+      auto key = keys_.authenticate(hreq.get_header_value("Authorization"));
+      auto slot = keys_.acquire(std::get_if<std::string>(&key) ? std::get<std::string>(key) : "");
+      if (auto* e = std::get_if<api_error>(&slot)) {
+        send_error(res, *e);
+        return;
+      }
       if (inflight_->fetch_add(1) >= s_.max_inflight) {
         inflight_->fetch_sub(1);
         send_error(res, {.status = 429,
@@ -219,7 +248,9 @@ void http_frontend::routes() {
       res.set_header("X-Request-Id", a->id);
       res.set_chunked_content_provider(
         "text/event-stream",
-        [ch, state, req, head, deadline](size_t, httplib::DataSink& sink) mutable {
+        // The key's slot lives as long as the stream.
+        [ch, state, req, head, deadline, slot = std::get<api_slot>(slot)](size_t,
+                                                                          httplib::DataSink& sink) mutable {
           auto& [u, first_chunk] = *state;
           if (!u.tokens.empty() || first_chunk) {
             auto s = sse_chunk(req, head, u.tokens, -1, nullptr, first_chunk);

@@ -8,9 +8,11 @@
 //   POST /v1/completions, POST /v1/chat/completions   (stream or not)
 //   GET  /v1/models, GET /health, GET /metrics
 //
-// Status codes: 400 bad field (named in error.param), 404 unknown model or path,
-// 405 wrong method, 413 body or prompt too large, 429 too many requests in flight
-// (Retry-After), 503 no capacity / shutting down (Retry-After), 504 deadline.
+// Status codes: 400 bad field (named in error.param), 401 missing or wrong API key
+// (when keys are configured; /v1/* only: /health and /metrics stay open for probes and
+// scrapers), 404 unknown model or path, 405 wrong method, 413 body or prompt too large,
+// 429 too many requests in flight, in all or for the key (Retry-After), 503 no
+// capacity / shutting down (Retry-After), 504 deadline.
 // A streaming request commits to status 200 only when its first token is ready, so
 // a request that fails before that still gets a proper status code.
 
@@ -18,15 +20,18 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "gateway/api_keys.hpp"
 #include "gateway/openai.hpp"
 #include "gateway/stream_channel.hpp"
 #include "prfaas/runtime/log.hpp"
 
 namespace httplib {
 class Server;
+struct Request;
 }
 
 namespace prfaas::serving {
@@ -46,6 +51,8 @@ struct http_settings {
   size_t threads = 256;            ///< concurrent connections served
   uint32_t max_inflight = 1024;    ///< accepted and not ended; beyond: 429
   std::chrono::milliseconds deadline{120000}; ///< per request, from acceptance
+  std::vector<std::string> api_keys;  ///< accepted bearer keys; empty = no authentication
+  uint32_t max_concurrent_per_key = 0; ///< requests in flight per key; 0 = no limit
 };
 
 class http_frontend {
@@ -70,9 +77,12 @@ public:
 
 private:
   void routes();
+  /// The 401 for a /v1/* request without a configured key; nullopt lets it through.
+  std::optional<api_error> refuse_unauthenticated(const httplib::Request& req) const;
 
   http_settings s_;
   api_limits limits_;
+  api_key_guard keys_;
   hooks h_;
   logger_ptr log_;
   std::shared_ptr<std::atomic<uint32_t>> inflight_;

@@ -5,6 +5,7 @@
 //   prfaas-node --config FILE --check         validate and exit
 //   prfaas-node                               every node of the embedded default,
 //                                             configs/local.yaml compiled in
+//   prfaas-node keygen [--node NAME] [--out FILE]   a CURVE key pair (security:)
 //
 // Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure (e.g. cannot
 // bind), 2 bad configuration or plugin, 3 a supervisor escalated.
@@ -26,6 +27,7 @@
 #include "prfaas/runtime/plugin.hpp"
 
 #include "embedded_config.hpp"
+#include "keygen.hpp"
 
 namespace {
 
@@ -52,7 +54,14 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "override the configured log level")
     ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
+  prfaas::app::keygen_options keygen_opts;
+  auto* keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
+                                              "configs/sample.yaml)");
+  keygen->add_option("--out,-o", keygen_opts.out, "write the key pair to this file (mode 0600)");
+  keygen->add_option("--node,-n", keygen_opts.node, "the node the key is for");
   CLI11_PARSE(app, argc, argv);
+  if (*keygen)
+    return prfaas::app::run_keygen(keygen_opts);
 
   prfaas::deployment_config dep;
   auto registry = prfaas::actor_registry::with_builtins();

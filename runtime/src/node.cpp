@@ -91,6 +91,7 @@ void node::start_data_plane() {
   dc.receive_timeout = s.receive_timeout;
   dc.max_chunk_bytes = s.max_chunk_bytes;
   dc.faults = s.faults;
+  dc.security = security_;
   // `blackhole_peers` entries are "dst" (from every node) or "src->dst" (from src only).
   dc.faults.blackhole_peers.clear();
   for (auto& entry : s.faults.blackhole_peers) {
@@ -140,9 +141,10 @@ void node::start() {
     if (!opts_.zmq)
       throw std::invalid_argument("node " + cfg_.name + ": no ZeroMQ context given");
     auto bind = opts_.control_override.empty() ? cfg_.control : opts_.control_override;
+    security_ = make_node_security(dep_, cfg_.name, metrics_, log_);
     try {
       wire_ = std::make_shared<zmq_wire>(*opts_.zmq, cfg_.name, bind, endpoints, dep_.transport,
-                                         log_);
+                                         log_, security_);
     } catch (const zmq::error_t& e) {
       throw std::runtime_error("node " + cfg_.name + ": cannot bind control endpoint " + bind
                                + ": " + e.what());

@@ -121,6 +121,8 @@ void zmq_data_plane_impl::start() {
   configure(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
+  if (cfg_.security)
+    zap_ = curve_server(ctx_, router_, cfg_.security, "data");
   try {
     router_.bind(cfg_.bind);
   } catch (const zmq::error_t& e) {

@@ -48,7 +48,7 @@ void common_options(zmq::socket_t& s, const transport_config& cfg) {
 
 zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpoint,
                    std::map<std::string, std::string> peers, transport_config cfg,
-                   logger_ptr log)
+                   logger_ptr log, security_ptr sec)
   : self_(std::move(self)),
     cfg_(cfg),
     log_(std::move(log)),
@@ -56,6 +56,8 @@ zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpo
   common_options(router_, cfg_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
+  if (sec)
+    zap_ = curve_server(ctx, router_, sec, "control");
   router_.bind(bind_endpoint);
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
   peers.erase(self_);
@@ -67,6 +69,8 @@ zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpo
     link->dealer.set(zmq::sockopt::immediate, 1);
     link->dealer.set(zmq::sockopt::reconnect_ivl, 100);
     link->dealer.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    if (sec)
+      curve_client(link->dealer, *sec, name);
     link->dealer.connect(ep);
     peers_.emplace(name, std::move(link));
   }
@@ -97,6 +101,7 @@ void zmq_wire::stop() {
     p->backlog.clear();
   }
   router_.close();
+  zap_.reset();
 }
 
 size_t zmq_wire::backlog() const {

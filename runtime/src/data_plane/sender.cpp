@@ -70,6 +70,8 @@ void zmq_data_plane_impl::connect(dp_peer& p) {
     c.socket.set(zmq::sockopt::immediate, 1); // no queueing into a connection not yet up
     c.socket.set(zmq::sockopt::reconnect_ivl, 100);
     c.socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    if (cfg_.security)
+      curve_client(c.socket, *cfg_.security, p.name);
     c.socket.connect(p.endpoint);
     p.conns.push_back(std::move(c));
   }

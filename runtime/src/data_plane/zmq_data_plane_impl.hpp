@@ -228,6 +228,7 @@ private:
 
   // I/O thread only.
   zmq::context_t ctx_;
+  zap_ptr zap_;                       ///< with security: the ZAP handler answers for router_
   zmq::socket_t router_;
   std::map<std::string, std::unique_ptr<dp_peer>> peers_;
   std::map<uint64_t, outbound_transfer> outbound_;

@@ -114,6 +114,24 @@ struct link_config {
   uint32_t connections = 1;  ///< parallel connections per peer across the link
 };
 
+/// One node's CURVE keys as the deployment file gives them (`security.nodes.<name>`).
+/// Only the node itself needs its secret, so the secret is read when the node starts.
+struct curve_key_config {
+  std::string public_key;      ///< Z85, 40 characters
+  std::string secret_key;      ///< Z85 inline (tests), or empty
+  std::string secret_key_file; ///< a `prfaas-node keygen` file (absolute), or empty
+  std::string path;            ///< key path, for error messages
+};
+
+/// `security:` — node-to-node authentication and encryption (ZeroMQ CURVE). Off when
+/// the section is absent: sockets then use ZeroMQ's NULL mechanism.
+struct security_config {
+  std::map<std::string, curve_key_config> nodes; ///< every node of the deployment
+  std::vector<std::string> allow;                ///< more public keys allowed to connect (tools)
+
+  bool enabled() const { return !nodes.empty(); }
+};
+
 enum class log_level { trace, debug, info, warn, error, off };
 
 /// One actor to start on a node. `params` is the rest of the mapping, checked
@@ -156,6 +174,7 @@ struct deployment_config {
   YAML::Node links;                   ///< cross-cluster links as written (monitors read extra keys)
   std::vector<link_config> link_list; ///< the same links, typed
   data_plane_settings data_plane;
+  security_config security;
   std::vector<node_config> nodes;
 
   const node_config* find_node(const std::string& name) const;

@@ -31,6 +31,7 @@
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/metrics.hpp"
+#include "prfaas/runtime/security.hpp"
 
 namespace prfaas {
 
@@ -59,6 +60,8 @@ struct data_plane_config {
   /// a saturating transfer does not delay control-plane messages on a busy machine.
   int nice = 10;
   data_fault_config faults;
+  /// CURVE on every socket (security.hpp); null = plaintext.
+  security_ptr security;
 };
 
 /// Timing and counts of one transfer. Times are steady_clock.

@@ -21,6 +21,7 @@
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/node_context.hpp"
+#include "prfaas/runtime/security.hpp"
 #include "prfaas/runtime/sim_network.hpp"
 
 namespace zmq {
@@ -102,6 +103,7 @@ private:
   logger_ptr log_;
   std::shared_ptr<metrics> metrics_;
   std::shared_ptr<messenger> messenger_;
+  security_ptr security_; ///< null when the deployment has no `security:` section
   wire_ptr wire_;
   data_plane_ptr data_;
   transport_actor transport_;

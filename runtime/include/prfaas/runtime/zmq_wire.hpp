@@ -12,7 +12,9 @@
 //    peer is an error rather than a silent drop);
 //  * IMMEDIATE on the DEALERs: messages queue only on completed connections, so a send
 //    to an unconnected peer fails at once instead of piling up inside ZeroMQ;
-//  * small LINGER, ZMTP heartbeats (HEARTBEAT_IVL/TIMEOUT/TTL), bounded HWMs.
+//  * small LINGER, ZMTP heartbeats (HEARTBEAT_IVL/TIMEOUT/TTL), bounded HWMs;
+//  * with security on, CURVE on both (security.hpp): the ROUTER admits only the
+//    deployment's keys, each DEALER checks it reached the peer's key.
 //
 // Threads: the ROUTER lives in the wire's I/O thread. A DEALER is used by whichever
 // thread sends, under the peer's mutex (ZeroMQ allows a socket to move between
@@ -32,6 +34,7 @@
 
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/log.hpp"
+#include "prfaas/runtime/security.hpp"
 #include "prfaas/runtime/wire.hpp"
 
 namespace prfaas {
@@ -39,9 +42,10 @@ namespace prfaas {
 class zmq_wire final : public frame_wire {
 public:
   /// `peers` maps node name to control endpoint. Throws zmq::error_t when the
-  /// endpoint cannot be bound.
+  /// endpoint cannot be bound. `sec` null: plaintext (NULL mechanism).
   zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpoint,
-           std::map<std::string, std::string> peers, transport_config cfg, logger_ptr log);
+           std::map<std::string, std::string> peers, transport_config cfg, logger_ptr log,
+           security_ptr sec = nullptr);
   ~zmq_wire() override;
 
   void start(inbound_handler on_frame, drop_handler on_drop) override;
@@ -74,6 +78,7 @@ private:
   std::string self_;
   transport_config cfg_;
   logger_ptr log_;
+  zap_ptr zap_; ///< with security: keeps the context's ZAP handler answering for router_
   zmq::socket_t router_;
   std::string endpoint_;
   std::map<std::string, std::unique_ptr<peer_link>> peers_; ///< fixed after construction
