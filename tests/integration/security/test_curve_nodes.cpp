@@ -1,0 +1,179 @@
+// Nodes of a secured deployment (security: with CURVE keys) on real ZeroMQ sockets:
+// two nodes with their keys talk on both planes; a node holding a key the deployment
+// does not list, and a node without CURVE at all, can neither join nor send: nothing
+// of theirs reaches an actor or a sink, and each refusal is logged and counted.
+
+#include <future>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <caf/all.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <zmq.hpp>
+
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/runtime/security.hpp"
+#include "prfaas/wire/examples.pb.h"
+#include "support/process.hpp"
+
+using namespace std::chrono_literals;
+using namespace prfaas::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// One node's entry of `security.nodes`; without a secret when `secret` is empty (the
+/// node runs elsewhere).
+std::string keys_of(const std::string& node, const std::string& pub, const std::string& secret) {
+  return "    " + node + ": { public_key: \"" + pub + "\"" +
+         (secret.empty() ? std::string{} : ", secret_key: \"" + secret + "\"") + " }\n";
+}
+
+/// The deployment: `target` (an echo actor) and `client`, then `security` as given.
+std::string deployment(const std::vector<uint16_t>& ports, const std::string& security) {
+  auto p = [&](size_t i) { return std::to_string(ports[i]); };
+  return "deployment: secured\n"
+         "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
+         "data_plane: { chunk_timeout: 100ms, transfer_timeout: 1500ms }\n"
+         "nodes:\n"
+         "  - name: target\n"
+         "    control: tcp://127.0.0.1:" + p(0) + "\n"
+         "    data: tcp://127.0.0.1:" + p(1) + "\n"
+         "    actors: [ { type: echo, name: echo } ]\n"
+         "  - name: client\n"
+         "    control: tcp://127.0.0.1:" + p(2) + "\n"
+         "    data: tcp://127.0.0.1:" + p(3) + "\n" +
+         security;
+}
+
+/// A ping from `from`'s node to target's echo; the pong's sequence, or nothing.
+std::optional<uint64_t> ping(caf::actor_system& sys, prfaas::node& from, uint64_t seq) {
+  caf::scoped_actor self{sys};
+  prfaas::examples::Ping ping;
+  ping.set_sequence(seq);
+  std::optional<uint64_t> out;
+  auto msg = prfaas::make_remote(prfaas::address{from.name(), "test"},
+                                 prfaas::address{"target", "echo"}, ping);
+  prfaas::request_remote(self.ptr(), from.context(), msg, 500ms)
+    .receive([&](prfaas::remote_message& r) {
+               prfaas::examples::Pong p;
+               if (prfaas::parse_remote(r, p))
+                 out = p.sequence();
+             },
+             [](caf::error&) {});
+  return out;
+}
+
+/// Sends one 4 KiB transfer from `from` to target's sink "kv"; true if it completed.
+bool transfer(prfaas::node& from, uint64_t id) {
+  std::promise<bool> done;
+  from.context().data()->open(id, "target", "kv", "meta",
+                              [&](prfaas::transfer_outcome o) { done.set_value(o.ok); });
+  from.context().data()->push(id, std::vector<std::byte>(4096, std::byte{7}));
+  from.context().data()->finish(id);
+  return done.get_future().get();
+}
+
+double refused(prfaas::node& n, const char* plane) {
+  return n.node_metrics()->counter_value("prfaas_auth_refused_total", {{"plane", plane}});
+}
+
+} // namespace
+
+TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
+  REQUIRE(prfaas::curve_available());
+  auto ports = free_ports(4);
+  const auto target_keys = prfaas::generate_curve_keypair();
+  const auto client_keys = prfaas::generate_curve_keypair();
+  auto dep = prfaas::parse_deployment(
+    deployment(ports, "security:\n  nodes:\n" +
+                        keys_of("target", target_keys.public_key, target_keys.secret_key) +
+                        keys_of("client", client_keys.public_key, client_keys.secret_key)),
+    "<secured>");
+  auto registry = prfaas::actor_registry::with_builtins();
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", size_t{2});
+  cfg.add_message_types<caf::id_block::prfaas>();
+  caf::actor_system sys{cfg};
+
+  // The target's log lines, to find its refusals in.
+  std::ostringstream target_log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(target_log);
+  auto log = std::make_shared<spdlog::logger>("target", sink);
+  log->set_level(spdlog::level::info);
+
+  zmq::context_t zctx{1};
+  prfaas::node_options opts;
+  opts.zmq = &zctx;
+  opts.log = log;
+  prfaas::node target{sys, dep, "target", registry, opts};
+  target.start();
+  std::atomic<int> delivered{0};
+  target.context().data()->add_sink("kv", [&](prfaas::received_transfer t) {
+    delivered += t.source == "client" ? 1 : 100; // anything not from the real client counts big
+  });
+
+  opts.log = prfaas::make_null_logger();
+  prfaas::node client{sys, dep, "client", registry, opts}; // same context: one ZAP handler
+  client.start();
+  REQUIRE(eventually([&] { return ping(sys, client, 1).has_value(); }, 20s, 100ms));
+  CHECK(ping(sys, client, 2) == std::optional<uint64_t>{2});
+  CHECK(transfer(client, 1));
+  // The sender hears "done" just before the receiver hands the transfer to its sink.
+  CHECK(eventually([&] { return delivered == 1; }, 5s, 10ms));
+  CHECK(refused(target, "control") == 0);
+  CHECK(refused(target, "data") == 0);
+
+  SECTION("a node with a key the deployment does not list") {
+    const auto intruder_keys = prfaas::generate_curve_keypair();
+    // It knows the deployment and target's public key, and calls itself client, but
+    // holds a key pair of its own.
+    auto intruder_dep = prfaas::parse_deployment(
+      deployment(ports, "security:\n  nodes:\n" + keys_of("target", target_keys.public_key, "") +
+                          keys_of("client", intruder_keys.public_key, intruder_keys.secret_key)),
+      "<intruder>");
+    zmq::context_t intruder_ctx{1}; // as another process would
+    prfaas::node_options iopts;
+    iopts.zmq = &intruder_ctx;
+    iopts.log = prfaas::make_null_logger();
+    iopts.control_override = "tcp://127.0.0.1:*";
+    iopts.data_override = "tcp://127.0.0.1:*";
+    prfaas::node intruder{sys, intruder_dep, "client", registry, iopts};
+    const auto delivered_before = delivered.load();
+    intruder.start();
+    REQUIRE(eventually([&] { return refused(target, "control") >= 1; }, 10s, 50ms));
+    CHECK_FALSE(ping(sys, intruder, 3).has_value());
+    CHECK_FALSE(transfer(intruder, 2));
+    REQUIRE(eventually([&] { return refused(target, "data") >= 1; }, 10s, 50ms));
+    // The real client still gets through; nothing of the intruder's arrived.
+    CHECK(ping(sys, client, 4) == std::optional<uint64_t>{4});
+    CHECK(delivered == delivered_before);
+    log->flush();
+    CHECK_THAT(target_log.str(), Contains("auth_refused plane=control address=127.0.0.1 key=" +
+                                          intruder_keys.public_key + " reason=unknown_key"));
+    CHECK_THAT(target_log.str(), Contains("auth_refused plane=data"));
+    intruder.stop();
+  }
+
+  SECTION("a node without CURVE") {
+    auto plain_dep = prfaas::parse_deployment(deployment(ports, ""), "<plaintext>");
+    zmq::context_t plain_ctx{1};
+    prfaas::node_options popts;
+    popts.zmq = &plain_ctx;
+    popts.log = prfaas::make_null_logger();
+    popts.control_override = "tcp://127.0.0.1:*";
+    popts.data_override = "tcp://127.0.0.1:*";
+    prfaas::node plain{sys, plain_dep, "client", registry, popts};
+    const auto delivered_before = delivered.load();
+    plain.start();
+    CHECK_FALSE(ping(sys, plain, 5).has_value());
+    CHECK_FALSE(transfer(plain, 3));
+    CHECK(ping(sys, client, 6) == std::optional<uint64_t>{6});
+    CHECK(delivered == delivered_before);
+    plain.stop();
+  }
+  client.stop();
+  target.stop();
+}
