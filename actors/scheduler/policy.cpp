@@ -36,7 +36,7 @@ int least_loaded_prefill(const cluster_view& v, bool prfaas_side,
   int best = -1;
   for (size_t i = 0; i < v.prefill.size(); ++i) {
     auto& w = v.prefill[i];
-    if (!w.up || w.prfaas != prfaas_side)
+    if (!w.routable() || w.prfaas != prfaas_side)
       continue;
     if (std::find(exclude.begin(), exclude.end(), w.addr.node) != exclude.end())
       continue;
@@ -54,7 +54,9 @@ int least_loaded_decode(const cluster_view& v, const std::string& node, const st
   double best_load = 0;
   for (size_t i = 0; i < v.decode.size(); ++i) {
     auto& w = v.decode[i];
-    if (!w.up)
+    // A request kept on its decode worker (failover) is existing work: a worker that
+    // drains toward prefill still finishes it.
+    if (!w.up || (node.empty() && !w.enabled))
       continue;
     if (!node.empty() && (w.addr.node != node || w.addr.actor != actor))
       continue;

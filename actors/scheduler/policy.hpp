@@ -9,6 +9,7 @@
 // current and asks its policy for each request. A new policy is a class deriving
 // from routing_policy plus one PRFAAS_REGISTER_POLICY line; nothing else changes.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,12 +29,19 @@ struct worker_view {
   std::string cluster;
   bool prfaas = false;          ///< in a prefill-only (PrfaaS) cluster
   bool up = true;               ///< its node is up (failure detector)
+  /// Takes new work: false while its node serves the other role, or drains toward it
+  /// (the long-term controller's P/D conversion).
+  bool enabled = true;
   uint32_t queue = 0;           ///< last reported queue depth
   uint32_t active = 0;          ///< last reported active work
   uint32_t capacity = 1;        ///< decode: max batch; prefill: max queue
   uint64_t queued_tokens = 0;   ///< prefill: tokens waiting (last report)
   uint32_t assigned = 0;        ///< routed here since the last report
   uint64_t assigned_tokens = 0; ///< prefill tokens routed here since the last report
+  uint64_t reports = 0;         ///< load reports received (a fresh one tells "drained")
+
+  /// Up and taking new work.
+  bool routable() const { return up && enabled; }
 
   /// Estimated pending prefill work in tokens (report + what we sent since).
   uint64_t pending_tokens() const { return queued_tokens + assigned_tokens; }
@@ -46,12 +54,32 @@ struct cluster_view {
   std::vector<worker_view> decode;
   bool link_up = true;          ///< no link monitor reports the cross-cluster link down
   double link_utilisation = 0;  ///< PrfaaS egress over the link, 0..1 (link monitors)
+  double link_capacity_bps = 0; ///< configured link rate (0 = unknown)
+  double link_throughput_bps = 0; ///< measured PrfaaS egress
+  uint64_t link_backlog_bytes = 0; ///< PrfaaS egress waiting for the link
+  /// When the view was taken (the actor clock: virtual time in simulation).
+  std::chrono::steady_clock::time_point now{};
+  /// KVCache bytes a prompt of this many uncached tokens ships (the model's); unset =
+  /// unknown, and policies that need it keep their configured threshold.
+  std::function<double(uint64_t)> kv_bytes;
+
+  /// Egress pressure, 0..: utilisation, plus the backlog as a share of what the
+  /// link moves in `horizon` — a link that is backed up is under pressure even when
+  /// it delivers below its configured rate (a `tbf` cut shows up here, not in the
+  /// utilisation).
+  double link_pressure(std::chrono::nanoseconds horizon) const {
+    double p = link_utilisation;
+    if (link_capacity_bps > 0 && horizon.count() > 0)
+      p += static_cast<double>(link_backlog_bytes) * 8.0 / link_capacity_bps /
+           std::chrono::duration<double>(horizon).count();
+    return p;
+  }
 
   /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).
   uint64_t prfaas_pending_tokens() const {
     uint64_t sum = 0;
     for (auto& w : prefill)
-      if (w.prfaas && w.up)
+      if (w.prfaas && w.routable())
         sum += w.pending_tokens();
     return sum;
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "scheduler/threshold_controller.hpp"
+
 namespace prfaas::serving {
 
 namespace {
@@ -15,14 +17,14 @@ bool excluded(const route_input& in, const std::string& node) {
 uint32_t best_cache(const cluster_view& v, const route_input& in, bool prfaas_side) {
   uint32_t best = 0;
   for (auto& w : v.prefill)
-    if (w.up && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+    if (w.routable() && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
       best = std::max(best, cached_on(in, w));
   return best;
 }
 
 bool has_side(const cluster_view& v, const route_input& in, bool prfaas_side) {
   for (auto& w : v.prefill)
-    if (w.up && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+    if (w.routable() && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
       return true;
   return false;
 }
@@ -55,18 +57,25 @@ void finish(route_choice& c, const route_input& in, const cluster_view& v) {
   c.uncached_tokens = in.prompt_tokens - cached_on(in, v.prefill[c.prefill]);
 }
 
-/// `prfaas`: the paper's policy (§3.4.3).
+/// `prfaas`: the paper's policy (§3.4.3), with its short-term controller.
 class prfaas_policy final : public routing_policy {
 public:
-  prfaas_policy(uint64_t threshold, bandwidth_mode::bounds b, double load_weight, bool move_caches)
-    : threshold_(threshold), mode_(b), load_weight_(load_weight), move_caches_(move_caches) {}
+  prfaas_policy(threshold_controller::settings t, bandwidth_mode::bounds b, duration backlog_horizon,
+                double load_weight, bool move_caches)
+    : mode_(b), backlog_horizon_(backlog_horizon), load_weight_(load_weight),
+      move_caches_(move_caches), control_(t, {}) {}
   std::string name() const override { return "prfaas"; }
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
     route_choice c;
-    c.threshold = threshold_;
-    const bool scarce = mode_.update(v.link_utilisation, v.prfaas_pending_tokens());
+    const bool scarce = mode_.update(v.link_pressure(backlog_horizon_), v.prfaas_pending_tokens());
     c.mode = scarce ? "scarce" : "abundant";
+    // Re-search t only with the model's KV size known; otherwise t stays planned.
+    const uint64_t t = v.kv_bytes ? control_with(v.kv_bytes).update(
+                                      v.now, scarce,
+                                      {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes})
+                                  : control_.threshold();
+    c.threshold = t;
     if (!pick_decode(c, in, v))
       return c;
     const uint32_t l = in.prompt_tokens;
@@ -74,18 +83,21 @@ public:
     const uint32_t l_prfaas = best_cache(v, in, true);
     const bool can_offload = !in.local_only && v.link_up && has_side(v, in, true);
     bool offload = false;
+    uint32_t judged = 0; // the uncached length compared with t
     if (scarce || !move_caches_) {
       // (Without cache moves — the workers cannot pull a cache across the link yet —
       // abundant bandwidth changes nothing: a cache only counts where it is.)
       // Each cluster's cache judged on its own: what the PD cluster would compute
       // decides; nothing crosses the link that PD-P can do within the threshold.
-      offload = can_offload && l - l_pd > threshold_;
+      judged = l - l_pd;
+      offload = can_offload && judged > t;
     } else {
       // The best cache anywhere counts; it moves to where the prefill runs.
-      const uint32_t l_prefix = std::max(l_pd, l_prfaas);
-      offload = can_offload && l - l_prefix > threshold_;
+      judged = l - std::max(l_pd, l_prfaas);
+      offload = can_offload && judged > t;
       c.move_cache = offload ? l_pd > l_prfaas : l_prfaas > l_pd;
     }
+    control_.observe(v.now, judged);
     c.prefill = best_prefill(v, in, offload, load_weight_);
     if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
       c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
@@ -96,10 +108,21 @@ public:
   }
 
 private:
-  uint64_t threshold_;
+  /// The controller, told the model's KV size (the view carries it; it never changes).
+  threshold_controller& control_with(const std::function<double(uint64_t)>& kv) {
+    if (!has_kv_) {
+      control_ = threshold_controller{control_.config(), kv};
+      has_kv_ = true;
+    }
+    return control_;
+  }
+
   bandwidth_mode mode_;
+  duration backlog_horizon_;
   double load_weight_;
   bool move_caches_;
+  threshold_controller control_;
+  bool has_kv_ = false;
 };
 
 /// `homogeneous_pd`: a plain PD deployment, round-robin prefill placement.
@@ -114,7 +137,7 @@ public:
     for (size_t k = 0; k < n && c.prefill < 0; ++k) {
       size_t i = (next_ + k) % n;
       auto& w = v.prefill[i];
-      if (w.up && !w.prfaas && !excluded(in, w.addr.node)) {
+      if (w.routable() && !w.prfaas && !excluded(in, w.addr.node)) {
         c.prefill = static_cast<int>(i);
         next_ = i + 1;
       }
@@ -181,11 +204,25 @@ bandwidth_mode::bounds bounds_of(const actor_params& p) {
   return b;
 }
 
+threshold_controller::settings control_of(const actor_params& p) {
+  threshold_controller::settings t;
+  t.planned = static_cast<uint64_t>(integer_or(p, "threshold", 4096));
+  t.max = static_cast<uint64_t>(integer_or(p, "max_threshold", static_cast<int64_t>(t.max)));
+  t.target_utilisation = number_or(p, "target_utilisation", t.target_utilisation);
+  if (p.has("control_window"))
+    t.window = p.dur("control_window");
+  if (p.has("retune_interval"))
+    t.retune_interval = p.dur("retune_interval");
+  return t;
+}
+
 PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
-  return std::make_unique<prfaas_policy>(static_cast<uint64_t>(integer_or(p, "threshold", 4096)),
-                                         bounds_of(p), number_or(p, "load_weight", 1.0),
-                                         // not a scheduler parameter until workers move caches
-                                         p.has("move_caches") && p.boolean("move_caches"));
+  return std::make_unique<prfaas_policy>(
+    control_of(p), bounds_of(p),
+    p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
+    number_or(p, "load_weight", 1.0),
+    // not a scheduler parameter until workers move caches
+    p.has("move_caches") && p.boolean("move_caches"));
 });
 PRFAAS_REGISTER_POLICY("homogeneous_pd", [](const actor_params&) -> std::unique_ptr<routing_policy> {
   return std::make_unique<homogeneous_policy>();
@@ -205,7 +242,7 @@ int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
   double best_cost = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < v.prefill.size(); ++i) {
     auto& w = v.prefill[i];
-    if (!w.up || w.prfaas != prfaas_side || excluded(in, w.addr.node))
+    if (!w.routable() || w.prfaas != prfaas_side || excluded(in, w.addr.node))
       continue;
     // Tokens this worker would compute, plus what already waits for it.
     double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w)) +

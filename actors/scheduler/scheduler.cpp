@@ -7,10 +7,14 @@
 //  * load, polled with serving.LoadQuery every `load_interval`, plus what it routed
 //    since the last answer, so a burst between two polls is still spread.
 //  * link state, from link monitors that list it among their `subscribers`: while a
-//    cross-cluster link is down, nothing is offloaded across it.
-// Exposes prfaas_scheduler_routes_total{route}, _no_route_total and _link_up.
+//    cross-cluster link is down, nothing is offloaded across it; the PrfaaS side's
+//    utilisation, throughput and backlog drive the prfaas policy's bandwidth mode
+//    and its short-term threshold controller.
+// Exposes prfaas_scheduler_routes_total{route}, _no_route_total, _link_up,
+// _threshold_tokens, _bandwidth_scarce and _threshold_changes_total.
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -23,6 +27,7 @@
 #include "prfaas/wire/link.pb.h"
 #include "prfaas/wire/serving.pb.h"
 #include "scheduler/policy.hpp"
+#include "scheduler/role_controller.hpp"
 
 namespace prfaas::serving {
 
@@ -33,6 +38,7 @@ struct scheduler_state {
   std::unique_ptr<routing_policy> policy;
   cluster_view view;
   std::set<std::string> link_down; ///< links ("cluster|peer") a monitor reports down
+  std::optional<role_controller> roles; ///< long-term P/D conversion (convert_interval > 0)
 };
 
 std::vector<std::string> split_names(const std::string& text) {
@@ -75,6 +81,35 @@ void apply_load(worker_view& w, const WorkerLoad& l) {
   w.queued_tokens = l.queued_tokens();
   w.assigned = 0;
   w.assigned_tokens = 0;
+  ++w.reports;
+}
+
+/// Workers listed in `standby` ("node/actor") start without work: the other role of a
+/// convertible node. Throws config_error for a name that is no worker.
+void apply_standby(cluster_view& v, const std::vector<std::string>& standby, const std::string& path) {
+  for (auto& name : standby) {
+    bool found = false;
+    for (auto* list : {&v.prefill, &v.decode})
+      for (auto& w : *list)
+        if (w.addr.to_string() == name) {
+          w.enabled = false;
+          found = true;
+        }
+    if (!found)
+      throw config_error(path + ".standby", "\"" + name + "\" is not a prefill or decode worker "
+                                            "(node/actor) of this deployment");
+  }
+}
+
+role_controller::settings role_settings(const actor_params& p) {
+  role_controller::settings r;
+  r.interval = p.dur("convert_interval");
+  r.cooldown = p.dur("convert_cooldown");
+  r.drain_timeout = p.dur("convert_drain_timeout");
+  r.high = p.number("convert_high");
+  r.low = p.number("convert_low");
+  r.prefill_full_tokens = static_cast<double>(p.integer("prefill_full_tokens"));
+  return r;
 }
 
 caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context* ctx,
@@ -83,6 +118,9 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   self->state.policy = policy_registry::instance().make(policy_name, params);
   self->state.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
                                 split_names(params.str("decode_types")));
+  apply_standby(self->state.view, split_names(params.str("standby")), self_name);
+  if (params.dur("convert_interval") > duration{0})
+    self->state.roles.emplace(role_settings(params), self->state.view);
   const auto interval = params.dur("load_interval");
   const auto me = ctx->local(self_name);
   auto& m = ctx->node_metrics();
@@ -97,6 +135,21 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   const uint32_t block_tokens = read_model(ctx->deployment()).block_tokens;
   auto* cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
                                  "Routes decided without the KV directory's answer");
+  auto* threshold = &m.gauge("prfaas_scheduler_threshold_tokens",
+                             "Offload threshold t of the last decision (uncached tokens)");
+  auto* scarce = &m.gauge("prfaas_scheduler_bandwidth_scarce",
+                          "1 while the policy judges PrfaaS egress bandwidth scarce");
+  auto* t_changes = &m.counter("prfaas_scheduler_threshold_changes_total",
+                               "Times the short-term controller moved the threshold");
+  threshold->Set(static_cast<double>(params.integer("threshold")));
+  // The model's KV size per prompt: what an offload ships over the link.
+  try {
+    std::shared_ptr<engine::engine> model = make_engine(read_model(ctx->deployment()), "model");
+    self->state.view.kv_bytes = [model](uint64_t tokens) { return model->kv_bytes(tokens); };
+  } catch (const std::exception& e) {
+    ctx->log()->warn("scheduler_no_kv_size reason=\"{}\" (the threshold stays as configured)",
+                     e.what());
+  }
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   self->send(self, caf::tick_atom_v);
   ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
@@ -126,7 +179,17 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     in.decode_node = q.decode_node();
     in.decode_actor = q.decode_actor();
     auto& v = self->state.view;
+    v.now = self->clock().now();
     auto c = self->state.policy->decide(in, v);
+    if (!c.mode.empty()) {
+      if (static_cast<uint64_t>(threshold->Value()) != c.threshold) {
+        t_changes->Increment();
+        ctx->log()->info("scheduler_threshold old={} new={} mode={}",
+                         static_cast<uint64_t>(threshold->Value()), c.threshold, c.mode);
+      }
+      threshold->Set(static_cast<double>(c.threshold));
+      scarce->Set(c.mode == "scarce" ? 1 : 0);
+    }
     if (c.prefill < 0 || c.decode < 0) {
       no_route->Increment();
       return make_error(errc::overloaded, "no route for request " + q.request_id() + ": " +
@@ -160,6 +223,26 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
       for (size_t i = 0; i < self->state.view.decode.size(); ++i)
         if (self->state.view.decode[i].up)
           poll(false, i);
+      if (auto& roles = self->state.roles) {
+        for (auto& e : roles->tick(self->clock().now(), self->state.view)) {
+          ctx->log()->warn("scheduler_role node={} to={} phase={} prefill_load={:.2f} decode_load={:.2f}",
+                           e.node, e.to, e.phase, roles->prefill_load(), roles->decode_load());
+          ctx->node_metrics()
+            .counter("prfaas_scheduler_role_changes_total",
+                     "Long-term controller: P/D conversions by target role and phase",
+                     {{"to", e.to}, {"phase", e.phase}})
+            .Increment();
+        }
+        auto [np, nd] = role_controller::pd_roles(self->state.view);
+        ctx->node_metrics()
+          .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+                 {{"role", "prefill"}})
+          .Set(np);
+        ctx->node_metrics()
+          .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+                 {{"role", "decode"}})
+          .Set(nd);
+      }
       self->delayed_send(self, interval, caf::tick_atom_v);
     },
     [=](const membership_event& e) {
@@ -183,8 +266,13 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         self->state.view.link_up = links.empty();
         // PrfaaS egress is measured by the monitor on the prefill-only side.
         if (auto c = ctx->deployment().clusters.find(st.cluster());
-            c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only")
-          self->state.view.link_utilisation = st.utilisation();
+            c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only") {
+          auto& v = self->state.view;
+          v.link_utilisation = st.utilisation();
+          v.link_capacity_bps = st.capacity_bps();
+          v.link_throughput_bps = st.throughput_bps();
+          v.link_backlog_bytes = st.backlog_bytes();
+        }
         link_up->Set(links.empty() ? 1 : 0);
         if (was_up != links.empty())
           ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", links.empty() ? "up" : "down",
@@ -250,12 +338,37 @@ void register_types(actor_registry& r) {
                      "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
                     {"abundant_queue_tokens", param_kind::integer, "131072",
                      "prfaas policy: ... and abundant again"},
+                    {"max_threshold", param_kind::integer, "1048576",
+                     "prfaas policy: the short-term controller never raises t above this"},
+                    {"target_utilisation", param_kind::number, "0.8",
+                     "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
+                    {"control_window", param_kind::duration, "30s",
+                     "prfaas policy: recent requests whose lengths the re-search uses"},
+                    {"retune_interval", param_kind::duration, "2s",
+                     "prfaas policy: least time between two re-searches while scarce"},
+                    {"backlog_horizon", param_kind::duration, "1s",
+                     "prfaas policy: a link backlog worth this much link time counts as full utilisation"},
                     {"load_weight", param_kind::number, "1.0",
                      "cache-aware placement: cost of one pending token against one uncached token"},
                     {"directory", param_kind::string, "\"\"",
                      "KV directory to ask for prefix matches (node/actor or a local name); empty = cache-blind"},
                     {"directory_timeout", param_kind::duration, "20ms",
                      "how long a route waits for the directory before going cache-blind"},
+                    {"standby", param_kind::string, "\"\"",
+                     "workers (node/actor, comma-separated) that start without work: the "
+                     "other role of a node the long-term controller may convert"},
+                    {"convert_interval", param_kind::duration, "0s",
+                     "long-term controller: how often the PD stages' balance is judged (0 = off)"},
+                    {"convert_cooldown", param_kind::duration, "60s",
+                     "long-term controller: least time between two conversions"},
+                    {"convert_drain_timeout", param_kind::duration, "120s",
+                     "long-term controller: a drain not done by then is undone"},
+                    {"convert_high", param_kind::number, "0.8",
+                     "long-term controller: a stage this loaded (0..1) wants a node..."},
+                    {"convert_low", param_kind::number, "0.4",
+                     "long-term controller: ... from the other stage when it is at most this loaded"},
+                    {"prefill_full_tokens", param_kind::integer, "65536",
+                     "long-term controller: pending prefill tokens at which a PD prefill worker counts as full"},
                     {"prefill_types", param_kind::string, "prefill_worker",
                      "actor types that are prefill workers (comma-separated)"},
                     {"decode_types", param_kind::string, "decode_worker",
@@ -274,6 +387,17 @@ void register_types(actor_registry& r) {
            }
            if (p.integer("threshold") < 0)
              throw config_error(path + ".threshold", "must not be negative");
+           if (p.integer("max_threshold") < p.integer("threshold"))
+             throw config_error(path + ".max_threshold", "must not be below threshold (" +
+                                                             std::to_string(p.integer("threshold")) + ")");
+           if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
+             throw config_error(path + ".target_utilisation", "must be in (0, 1]");
+         },
+         .check_deployment = [](const std::string& path, const actor_params& p,
+                                const deployment_config& dep) {
+           auto v = workers_of(dep, split_names(p.str("prefill_types")),
+                               split_names(p.str("decode_types")));
+           apply_standby(v, split_names(p.str("standby")), path);
          }});
 }
 

@@ -8,6 +8,7 @@
 
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/link.pb.h"
 #include "support/sim_fixture.hpp"
 
 using namespace std::chrono_literals;
@@ -117,4 +118,102 @@ TEST_CASE("link down stops new offloads, the link back resumes them") {
   f.advance(2s);
   CHECK(route(f, 500) == "prfaas:p0");
   CHECK(link_up_gauge(f) == 1);
+}
+
+namespace {
+
+// The prfaas policy with its short-term controller; the link monitor's reports come
+// from the test (it speaks the monitor's protocol: LinkState to the subscriber).
+const std::string controller_yaml = R"(
+deployment: scheduler-controller
+failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+clusters:
+  prfaas: { kind: prefill-only }
+  pd: { kind: pd }
+links:
+  - { between: [prfaas, pd], rate: 1gbit }
+nodes:
+  - name: p0
+    cluster: prfaas
+    control: "tcp://127.0.0.1:7100"
+    data: "tcp://127.0.0.1:7200"
+    actors:
+      - { type: stub_worker, name: pf }
+  - name: d0
+    cluster: pd
+    control: "tcp://127.0.0.1:7101"
+    data: "tcp://127.0.0.1:7201"
+    actors:
+      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, max_threshold: 60000,
+          retune_interval: 2s, control_window: 10s, prefill_types: stub_worker,
+          # the stubs report no load, so routed tokens pile up as PrfaaS queue: keep the
+          # queue signal out of the way, this test is about the link's
+          scarce_queue_tokens: 1000000000, abundant_queue_tokens: 1000000000,
+          decode_types: stub_decode }
+      - { type: stub_worker, name: pdp }
+      - { type: stub_decode, name: dec }
+)";
+
+/// What a link monitor on the PrfaaS side would publish.
+void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bps,
+             uint64_t backlog_bytes) {
+  prfaas::link::LinkState st;
+  st.set_cluster("prfaas");
+  st.set_peer_cluster("pd");
+  st.set_state(state);
+  st.set_capacity_bps(1e9);
+  st.set_throughput_bps(throughput_bps);
+  st.set_utilisation(throughput_bps / 1e9);
+  st.set_backlog_bytes(backlog_bytes);
+  auto out = f.request("d0", prfaas::make_remote({"d0", "lm"}, {"d0", "sched"}, st), 1s);
+  f.advance(1ms);
+  REQUIRE(out->done);
+}
+
+double gauge(sim_fixture& f, const std::string& name) {
+  auto text = f.at("d0").node_metrics()->serialize();
+  auto at = text.find("\n" + name + "{");
+  REQUIRE(at != std::string::npos);
+  auto line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  return std::stod(line.substr(line.rfind(' ') + 1));
+}
+
+} // namespace
+
+TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next decision; "
+          "a drained one restores the planned t") {
+  sim_fixture f{controller_yaml, registry_with_decode()};
+  f.start("p0");
+  f.start("d0");
+  f.advance(1s);
+  // Abundant: 20000-token prompts are offloaded (the planned t is 1000), ten a second.
+  for (int i = 0; i < 20; ++i) {
+    CHECK(route(f, 20000) == "prfaas:p0");
+    f.advance(100ms);
+  }
+  CHECK(gauge(f, "prfaas_scheduler_threshold_tokens") == 1000);
+  CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 0);
+
+  // The link is cut far below its rate (a `tbf` change): it delivers 1 kbit/s and a
+  // backlog piles up. The very next decision is scarce with a higher t, within the
+  // configured bound, and the 20000-token prompts stay in the PD cluster.
+  publish(f, prfaas::link::LINK_DEGRADED, 1000, 1u << 30);
+  CHECK(route(f, 20000) == "pd:d0");
+  const double raised = gauge(f, "prfaas_scheduler_threshold_tokens");
+  CHECK(raised >= 20000);
+  CHECK(raised <= 60000);
+  CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 1);
+  // Beyond the bound a prompt still goes across: the link is slow, not down.
+  CHECK(route(f, 70000) == "prfaas:p0");
+
+  // Down: nothing is offloaded at any length.
+  publish(f, prfaas::link::LINK_DOWN, 0, 1u << 30);
+  CHECK(route(f, 70000) == "pd:d0");
+
+  // Back up and drained: abundant again, the planned t, offload resumes.
+  publish(f, prfaas::link::LINK_UP, 1e8, 0);
+  CHECK(route(f, 20000) == "prfaas:p0");
+  CHECK(gauge(f, "prfaas_scheduler_threshold_tokens") == 1000);
+  CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 0);
 }

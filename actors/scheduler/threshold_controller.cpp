@@ -1,0 +1,81 @@
+#include "scheduler/threshold_controller.hpp"
+
+#include <algorithm>
+#include <functional>
+
+namespace prfaas::serving {
+
+threshold_controller::threshold_controller(settings s, kv_bytes_fn kv_bytes)
+  : s_(s), kv_bytes_(std::move(kv_bytes)), t_(s.planned) {
+  s_.max = std::max(s_.max, s_.planned);
+}
+
+void threshold_controller::observe(time_point now, uint64_t uncached_tokens) {
+  samples_.emplace_back(now, uncached_tokens);
+  while (samples_.size() > s_.max_samples)
+    samples_.pop_front();
+}
+
+void threshold_controller::expire(time_point now) {
+  while (!samples_.empty() && now - samples_.front().first > s_.window)
+    samples_.pop_front();
+}
+
+uint64_t threshold_controller::update(time_point now, bool scarce, const link_signals& link) {
+  expire(now);
+  if (!scarce) {
+    // Abundant again (bandwidth_mode's hysteresis already passed): the planned t.
+    scarce_ = false;
+    t_ = s_.planned;
+    return t_;
+  }
+  const bool entering = !scarce_;
+  scarce_ = true;
+  if (!entering && now - last_retune_ < s_.retune_interval)
+    return t_;
+  // While backed up the link delivers what it measures, not what it was sold as.
+  const double usable = link.backlog_bytes > 0 && link.throughput_bps > 0
+                          ? std::min(link.throughput_bps,
+                                     link.capacity_bps > 0 ? link.capacity_bps : link.throughput_bps)
+                          : link.capacity_bps;
+  if (usable <= 0 || samples_.empty())
+    return t_;
+  std::vector<uint64_t> lengths;
+  lengths.reserve(samples_.size());
+  for (auto& [_, l] : samples_)
+    lengths.push_back(l);
+  // At least a second, so a handful of requests right after start is not a burst
+  // the link has to carry in no time.
+  const double span = std::max(
+    1.0, std::chrono::duration<double>(now - samples_.front().first).count());
+  const auto found = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
+                            s_.planned, s_.max);
+  last_retune_ = now;
+  ++retunes_;
+  t_ = std::max(t_, found); // within an episode t only rises
+  return t_;
+}
+
+uint64_t threshold_controller::search(std::vector<uint64_t> lengths, double span_seconds,
+                                      double budget_bps, const kv_bytes_fn& kv_bytes,
+                                      uint64_t planned, uint64_t max) {
+  // Longest first: lowering t from `max` adds the requests in this order, so the
+  // egress grows monotonically and the first length that does not fit ends the search.
+  std::sort(lengths.begin(), lengths.end(), std::greater<>());
+  double bits = 0;
+  for (size_t i = 0; i < lengths.size();) {
+    const uint64_t l = lengths[i];
+    if (l <= planned)
+      break;
+    // Every request of exactly this length goes together (offload iff l > t).
+    double add = 0;
+    for (; i < lengths.size() && lengths[i] == l; ++i)
+      add += kv_bytes(l) * 8.0;
+    if ((bits + add) / span_seconds > budget_bps)
+      return std::min(max, l); // t = l: offload only what is longer than l
+    bits += add;
+  }
+  return planned; // everything above the planned t fits
+}
+
+} // namespace prfaas::serving
