@@ -4,6 +4,8 @@
 // when the monitors see the link back, offload resumes. The failure detector is set
 // far slower than the monitors so that only the link state can explain the switch.
 
+#include <sstream>
+
 #include <catch2/catch.hpp>
 
 #include "prfaas/runtime/remote.hpp"
@@ -216,4 +218,123 @@ TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next deci
   CHECK(route(f, 20000) == "prfaas:p0");
   CHECK(gauge(f, "prfaas_scheduler_threshold_tokens") == 1000);
   CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 0);
+}
+
+namespace {
+
+// The long-term controller through the scheduler actor: a PD cluster of one prefill
+// node and two convertible nodes (prefill worker on standby, decode worker serving).
+// The workers answer LoadQuery with what the test sets in `loads` (by "node/actor").
+std::map<std::string, sv::WorkerLoad> loads;
+
+caf::behavior loaded_worker(caf::event_based_actor*, std::string key) {
+  return {[key](prfaas::remote_message& msg) -> caf::result<prfaas::remote_message> {
+    return prfaas::make_reply(msg, loads[key]);
+  }};
+}
+
+prfaas::actor_registry loaded_registry() {
+  auto r = prfaas::actor_registry::with_builtins();
+  for (const char* type : {"loaded_prefill", "loaded_decode"})
+    r.add({type, "answers LoadQuery with the test's figures", {},
+           [](prfaas::node_context& ctx, const std::string& name, const prfaas::actor_params&) {
+             return ctx.system().spawn(loaded_worker, ctx.node() + "/" + name);
+           }});
+  return r;
+}
+
+const std::string roles_yaml = R"(
+deployment: scheduler-roles
+failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+clusters:
+  pd: { kind: pd }
+nodes:
+  - name: a
+    cluster: pd
+    control: "tcp://127.0.0.1:7100"
+    data: "tcp://127.0.0.1:7200"
+    actors:
+      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, load_interval: 100ms,
+          prefill_types: loaded_prefill, decode_types: loaded_decode, standby: "b/pdp,c/pdp",
+          convert_interval: 1s, convert_cooldown: 10s, convert_high: 0.8, convert_low: 0.4,
+          prefill_full_tokens: 1000 }
+      - { type: loaded_prefill, name: pdp }
+  - name: b
+    cluster: pd
+    control: "tcp://127.0.0.1:7101"
+    data: "tcp://127.0.0.1:7201"
+    actors:
+      - { type: loaded_prefill, name: pdp }
+      - { type: loaded_decode, name: dec }
+  - name: c
+    cluster: pd
+    control: "tcp://127.0.0.1:7102"
+    data: "tcp://127.0.0.1:7202"
+    actors:
+      - { type: loaded_prefill, name: pdp }
+      - { type: loaded_decode, name: dec }
+)";
+
+sv::WorkerLoad load(uint32_t queue, uint32_t active, uint32_t capacity, uint64_t tokens) {
+  sv::WorkerLoad l;
+  l.set_queue_depth(queue);
+  l.set_active(active);
+  l.set_capacity(capacity);
+  l.set_queued_tokens(tokens);
+  return l;
+}
+
+/// The sample of `name` carrying `labels` (as printed, e.g. `role="prefill"`); -1 if none.
+double scheduler_metric(sim_fixture& f, const std::string& name, const std::string& labels) {
+  std::istringstream text{f.at("a").node_metrics()->serialize()};
+  for (std::string line; std::getline(text, line);)
+    if (line.rfind(name + "{", 0) == 0 && line.find(labels) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
+std::string route_pd(sim_fixture& f, uint32_t tokens) {
+  sv::RouteQuery q;
+  q.set_request_id("r" + std::to_string(tokens));
+  q.set_prompt_tokens(tokens);
+  auto out = f.request("a", prfaas::make_remote({"a", "test"}, {"a", "sched"}, q), 1s);
+  f.advance(5ms);
+  REQUIRE(out->reply);
+  sv::RouteDecision d;
+  REQUIRE(prfaas::parse_remote(*out->reply, d));
+  return d.prefill_node() + "/" + d.prefill_actor() + "+" + d.decode_node();
+}
+
+} // namespace
+
+TEST_CASE("long-term controller: an overloaded PD prefill stage gets a decode node, after it drained") {
+  loads.clear();
+  loads["a/pdp"] = load(5, 1, 64, 5000);   // five times "full"
+  loads["b/dec"] = load(0, 4, 10, 0);
+  loads["c/dec"] = load(0, 1, 10, 0);      // least busy decode node: converted
+  sim_fixture f{roles_yaml, loaded_registry()};
+  for (auto* n : {"a", "b", "c"})
+    f.start(n);
+  f.advance(500ms);
+  CHECK(scheduler_metric(f, "prfaas_scheduler_pd_workers", "role=\"prefill\"") == 1);
+  CHECK(scheduler_metric(f, "prfaas_scheduler_pd_workers", "role=\"decode\"") == 2);
+  // Standby workers get nothing: prefill on a, decode on b or c.
+  CHECK(route_pd(f, 10).rfind("a/pdp+", 0) == 0);
+
+  f.advance(1500ms); // a tick judges the stages: c starts draining
+  CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
+                         "phase=\"draining\",to=\"prefill\"") == 1);
+  CHECK(route_pd(f, 10) == "a/pdp+b"); // no new decode work on c while it drains
+  f.advance(3s);                        // c still has a sequence: not converted
+  CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
+                         "phase=\"converted\",to=\"prefill\"") == -1);
+  loads["c/dec"] = load(0, 0, 10, 0);   // its last sequence finished
+  f.advance(2s);
+  CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
+                         "phase=\"converted\",to=\"prefill\"") == 1);
+  CHECK(scheduler_metric(f, "prfaas_scheduler_pd_workers", "role=\"prefill\"") == 2);
+  CHECK(scheduler_metric(f, "prfaas_scheduler_pd_workers", "role=\"decode\"") == 1);
+  // c's prefill worker now takes work (a is loaded, c is empty); decode stays on b.
+  CHECK(route_pd(f, 10) == "c/pdp+b");
 }
