@@ -502,7 +502,7 @@ void register_types(actor_registry& r) {
                     {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
                     {"http_threads", param_kind::integer, "256", "connections served concurrently"},
                     {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
-                    {"api_keys_file", param_kind::string, "", "file of more keys, one per line"},
+                    {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
                     {"max_concurrent_per_key", param_kind::integer, "0", "requests in flight per key; beyond: 429 (0 = no limit)"},
                     {"max_prompt_tokens", param_kind::integer, "0", "longest prompt; beyond: 413 (0 = the model's context)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
