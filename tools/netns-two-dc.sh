@@ -10,6 +10,10 @@
 #   tools/netns-two-dc.sh --probe PROMPT... [--max-tokens N]
 #       start, send each prompt (non-streaming, greedy, token ids returned), print one
 #       JSON response per line on stdout, clean up, exit 0
+#   tools/netns-two-dc.sh --hold FILE
+#       start, write the namespaces, veth ends and addresses to FILE (shell
+#       assignments: NS_A NS_B VETH_A VETH_B IP_A IP_B RATE) for a test that changes
+#       the link while it drives traffic; run until SIGTERM (then clean up)
 #
 # Needs root and a kernel that allows namespaces; where `ip netns add` is refused it
 # prints "skipped: <reason>" and exits 77 (ctest's skip code). netem is not needed.
@@ -20,14 +24,16 @@ rate=1gbit
 threshold=256
 max_tokens=16
 probe=()
+hold=
 mode=run
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
     --threshold) threshold=$2; shift 2 ;;
     --max-tokens) max_tokens=$2; shift 2 ;;
+    --hold) mode=hold; hold=$2; shift 2 ;;
     --probe) mode=probe; shift; while [ $# -gt 0 ] && [[ "$1" != --* ]]; do probe+=("$1"); shift; done ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "netns-two-dc: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -77,7 +83,7 @@ ip netns exec "$ns_b" tc qdisc add dev "$veth_b" root tbf rate "$rate" burst 256
 awk -v a="$ip_a" -v b="$ip_b" -v t="$threshold" '
   /^  - name: / { node = $3 }
   { if (node == "prfaas-0") gsub(/127\.0\.0\.1/, a); else gsub(/127\.0\.0\.1/, b) }
-  { sub(/threshold: [0-9]+/, "threshold: " t) }
+  { sub(/ threshold: [0-9]+/, " threshold: " t) }
   { print }' configs/two-dc/deployment.yaml > "$work/netns.yaml"
 
 start() { # ns node
@@ -110,6 +116,12 @@ if [ "$mode" = probe ]; then
     echo
   done
   exit 0
+fi
+
+if [ "$mode" = hold ]; then
+  printf 'NS_A=%s\nNS_B=%s\nVETH_A=%s\nVETH_B=%s\nIP_A=%s\nIP_B=%s\nRATE=%s\n' \
+    "$ns_a" "$ns_b" "$veth_a" "$veth_b" "$ip_a" "$ip_b" "$rate" >"$hold.tmp"
+  mv "$hold.tmp" "$hold" # appears whole
 fi
 
 echo "two-dc deployment up: dc-a=$ns_a ($ip_a) dc-b=$ns_b ($ip_b), link $rate each way"

@@ -63,15 +63,19 @@ struct cluster_view {
   /// unknown, and policies that need it keep their configured threshold.
   std::function<double(uint64_t)> kv_bytes;
 
-  /// Egress pressure, 0..: utilisation, plus the backlog as a share of what the
-  /// link moves in `horizon` — a link that is backed up is under pressure even when
-  /// it delivers below its configured rate (a `tbf` cut shows up here, not in the
-  /// utilisation).
+  /// How long the egress backlog takes to drain at the rate the link delivers now
+  /// (backlog / measured throughput), as seen in two link reports in a row, so the
+  /// first moments of a burst on an idle link do not count.
+  double link_queue_seconds = 0;
+
+  /// Egress pressure, 0..: utilisation of the configured rate, plus the queueing
+  /// delay as a share of `horizon` — a link that is backed up is under pressure even
+  /// when it delivers far below its configured rate (a `tbf` cut shows up here, not
+  /// in the utilisation).
   double link_pressure(std::chrono::nanoseconds horizon) const {
     double p = link_utilisation;
-    if (link_capacity_bps > 0 && horizon.count() > 0)
-      p += static_cast<double>(link_backlog_bytes) * 8.0 / link_capacity_bps /
-           std::chrono::duration<double>(horizon).count();
+    if (horizon.count() > 0)
+      p += link_queue_seconds / std::chrono::duration<double>(horizon).count();
     return p;
   }
 

@@ -39,6 +39,7 @@ struct scheduler_state {
   cluster_view view;
   std::set<std::string> link_down; ///< links ("cluster|peer") a monitor reports down
   std::optional<role_controller> roles; ///< long-term P/D conversion (convert_interval > 0)
+  double last_queue_seconds = 0; ///< the PrfaaS egress drain time of the last link report
 };
 
 std::vector<std::string> split_names(const std::string& text) {
@@ -272,6 +273,14 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
           v.link_capacity_bps = st.capacity_bps();
           v.link_throughput_bps = st.throughput_bps();
           v.link_backlog_bytes = st.backlog_bytes();
+          // Drain time at the measured rate (a link delivering nothing with a backlog
+          // is as backed up as it gets); the smaller of this report's and the last
+          // one's, so it takes two reports in a row.
+          const double q = st.backlog_bytes() == 0 ? 0.0
+                                                   : static_cast<double>(st.backlog_bytes()) * 8.0 /
+                                                       std::max(st.throughput_bps(), 1e3);
+          v.link_queue_seconds = std::min(q, self->state.last_queue_seconds);
+          self->state.last_queue_seconds = q;
         }
         link_up->Set(links.empty() ? 1 : 0);
         if (was_up != links.empty())
@@ -347,7 +356,7 @@ void register_types(actor_registry& r) {
                     {"retune_interval", param_kind::duration, "2s",
                      "prfaas policy: least time between two re-searches while scarce"},
                     {"backlog_horizon", param_kind::duration, "1s",
-                     "prfaas policy: a link backlog worth this much link time counts as full utilisation"},
+                     "prfaas policy: a link backlog needing this long to drain at the measured rate counts as full utilisation"},
                     {"load_weight", param_kind::number, "1.0",
                      "cache-aware placement: cost of one pending token against one uncached token"},
                     {"directory", param_kind::string, "\"\"",

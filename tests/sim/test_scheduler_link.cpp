@@ -198,8 +198,12 @@ TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next deci
   CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 0);
 
   // The link is cut far below its rate (a `tbf` change): it delivers 1 kbit/s and a
-  // backlog piles up. The very next decision is scarce with a higher t, within the
-  // configured bound, and the 20000-token prompts stay in the PD cluster.
+  // backlog piles up. Once two reports in a row show it, the next decision is scarce
+  // with a higher t, within the configured bound, and the 20000-token prompts stay in
+  // the PD cluster.
+  publish(f, prfaas::link::LINK_DEGRADED, 1000, 1u << 30);
+  CHECK(route(f, 20000) == "prfaas:p0"); // one report of a backlog is not yet a backed-up link
+  f.advance(1s);
   publish(f, prfaas::link::LINK_DEGRADED, 1000, 1u << 30);
   CHECK(route(f, 20000) == "pd:d0");
   const double raised = gauge(f, "prfaas_scheduler_threshold_tokens");

@@ -149,14 +149,15 @@ TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; 
   }
   auto short_one = p->decide(prompt(500), v);
   CHECK(short_one.route == "pd");
-  // The link is cut below its rate: it delivers 300000 bits/s and 1 s of backlog
-  // builds up (pressure = 0.3 + 1.0 ≥ 0.8): scarce. 90000 tokens of long prompts
+  // The link is cut below its rate: it delivers 300000 bits/s and a backlog that
+  // needs 1 s to drain builds up (pressure = 0.3 + 1.0 ≥ 0.8): scarce. 90000 tokens of long prompts
   // in the 1 s span need 720000 bits/s; the 30000-token class does not fit, so t
   // rises to 30000 and those prompts now prefill in the PD cluster.
   v.now = t0 + 1s;
   v.link_utilisation = 0.3;
   v.link_throughput_bps = 300000;
-  v.link_backlog_bytes = 125000;
+  v.link_backlog_bytes = 37500;
+  v.link_queue_seconds = 1.0;
   auto c = p->decide(prompt(30000), v);
   CHECK(c.mode == "scarce");
   CHECK(c.threshold == 30000);
@@ -167,6 +168,7 @@ TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; 
   v.now = t0 + 20s;
   v.link_utilisation = 0.2;
   v.link_backlog_bytes = 0;
+  v.link_queue_seconds = 0;
   auto back = p->decide(prompt(30000), v);
   CHECK(back.mode == "abundant");
   CHECK(back.threshold == 1000);
