@@ -5,7 +5,7 @@
 //   1. link down (veth down): the link monitors report it, new offloads stop, and the
 //      offloaded requests in flight complete through local prefill;
 //   2. link up: offload resumes;
-//   3. `tbf` rate cut to a few Mbit/s: the scheduler turns bandwidth-scarce and raises
+//   3. `tbf` rate cut to 8 Mbit/s: the scheduler turns bandwidth-scarce and raises
 //      t (within max_threshold), so long prompts stay in the PD cluster;
 //   4. rate restored: abundant again, t back to the planned 256.
 // Every request must end with 200 and all its tokens (none lost). Detection times are
@@ -260,7 +260,7 @@ int main() {
           "offload resumes once the link is back");
 
     // 3. Rate cut: scarce bandwidth, t raised within its bound.
-    check(tbf("3mbit"), "tbf rate cut to 3 Mbit/s");
+    check(tbf("8mbit"), "tbf rate cut to 8 Mbit/s");
     double t_raised = 0;
     auto scarce = seconds_until(ip_b, [&](const std::string& m) {
       t_raised = metric(m, "prfaas_scheduler_threshold_tokens");
