@@ -23,8 +23,7 @@ uint8_t fastest(uint8_t mask) {
 
 static_assert(tier_count <= 3, "a ref has three tier bits");
 
-prefix_index::prefix_index(size_t capacity)
-  : capacity_(capacity), table_(0, slot_hash{this}, slot_eq{this}) {
+prefix_index::prefix_index(size_t capacity) : capacity_(capacity) {
   if (capacity_ == 0)
     throw std::invalid_argument("prefix_index: capacity must be at least 1");
   if (capacity_ >= no_node)
@@ -34,8 +33,7 @@ prefix_index::prefix_index(size_t capacity)
 // -- entries ------------------------------------------------------------------------
 
 prefix_index::node_idx prefix_index::find(block_id id) const {
-  auto it = table_.find(id_key{id});
-  return it == table_.end() ? no_node : *it;
+  return table_.find(id, block_table::tag_of(id), [this](node_idx i) { return at(i).id; });
 }
 
 std::span<prefix_index::ref> prefix_index::refs_of(node& n) {
@@ -136,10 +134,10 @@ prefix_index::node_idx prefix_index::new_node(block_id id) {
 }
 
 prefix_index::node_idx prefix_index::ensure(block_id id, std::optional<block_id> parent) {
-  node_idx i = no_node;
-  table_.lazy_emplace(id_key{id}, [&](const auto& construct) { construct(i = new_node(id)); });
-  if (i == no_node)
-    i = find(id);
+  const auto i = table_
+                    .find_or_insert(id, block_table::tag_of(id), [this](node_idx k) { return at(k).id; },
+                                    [&] { return new_node(id); })
+                    .first;
   auto& e = at(i); // nodes never move: stays valid through the recursion below
   if (e.parent != no_node || !parent || *parent == id)
     return i;
@@ -181,7 +179,7 @@ void prefix_index::erase_node(node_idx i) {
     spills_[n.holders.spill] = {};
     free_spills_.push_back(n.holders.spill);
   }
-  table_.erase(table_.find(id_key{n.id}));
+  table_.erase(block_table::tag_of(n.id), i);
   if (n.parent != no_node) {
     auto& p = at(n.parent);
     if (--p.children == 0 && !p.listed)
@@ -391,6 +389,32 @@ size_t prefix_index::drop_node(const std::string& node) {
   return dropped;
 }
 
+void prefix_index::visit(node_idx ni, size_t i) {
+  const auto stamp = ++step_;
+  const auto refs = refs_of(at(ni));
+  for (auto r : refs) {
+    seen_at_[holder_of(r)] = stamp;
+    tier_here_[holder_of(r)] = fastest(r & tier_mask);
+  }
+  if (i == 0) {
+    for (auto r : refs) {
+      alive_.push_back(holder_of(r));
+      slowest_[holder_of(r)] = tier_here_[holder_of(r)];
+    }
+    return;
+  }
+  next_.clear();
+  for (auto h : alive_) {
+    if (seen_at_[h] == stamp) {
+      next_.push_back(h);
+      slowest_[h] = std::max(slowest_[h], tier_here_[h]);
+    } else {
+      ended_.emplace_back(h, static_cast<uint32_t>(i));
+    }
+  }
+  alive_.swap(next_);
+}
+
 match_result prefix_index::match(std::span<const block_id> ids) {
   ++queries_;
   match_result out;
@@ -405,36 +429,33 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   }
   alive_.clear();
   ended_.clear();
+  // Staged lookups (a chain's walk is a series of dependent steps, its lookups are
+  // not): the table slots of block i + 2·ahead are prefetched, block i + ahead is
+  // probed and its node prefetched, block i is confirmed against its node.
+  constexpr size_t ahead = 8;
+  node_idx candidate[ahead];
+  auto probe = [&](size_t k) {
+    const auto c = table_.candidate(block_table::tag_of(ids[k]));
+    if (c != no_node)
+      __builtin_prefetch(&at(c));
+    candidate[k % ahead] = c;
+  };
+  for (size_t k = 0; k < std::min(ahead, ids.size()); ++k)
+    probe(k);
+  for (size_t k = ahead; k < std::min(2 * ahead, ids.size()); ++k)
+    table_.prefetch(block_table::tag_of(ids[k]));
   size_t i = 0;
   for (; i < ids.size(); ++i) {
-    if (i + 1 < ids.size())
-      table_.prefetch(id_key{ids[i + 1]});
-    const auto ni = find(ids[i]);
+    auto ni = candidate[i % ahead];
+    if (ni != no_node && at(ni).id != ids[i])
+      ni = find(ids[i]); // another id with the same tag came first
     if (ni == no_node)
       break;
-    const auto stamp = ++step_;
-    const auto refs = refs_of(at(ni));
-    for (auto r : refs) {
-      seen_at_[holder_of(r)] = stamp;
-      tier_here_[holder_of(r)] = fastest(r & tier_mask);
-    }
-    if (i == 0) {
-      for (auto r : refs) {
-        alive_.push_back(holder_of(r));
-        slowest_[holder_of(r)] = tier_here_[holder_of(r)];
-      }
-    } else {
-      next_.clear();
-      for (auto h : alive_) {
-        if (seen_at_[h] == stamp) {
-          next_.push_back(h);
-          slowest_[h] = std::max(slowest_[h], tier_here_[h]);
-        } else {
-          ended_.emplace_back(h, static_cast<uint32_t>(i));
-        }
-      }
-      alive_.swap(next_);
-    }
+    if (i + 2 * ahead < ids.size())
+      table_.prefetch(block_table::tag_of(ids[i + 2 * ahead]));
+    if (i + ahead < ids.size())
+      probe(i + ahead);
+    visit(ni, i);
     if (alive_.empty())
       break;
     touch(ni);

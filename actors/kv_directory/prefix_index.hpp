@@ -25,8 +25,7 @@
 //
 // Layout (for >= 10M blocks at <= 64 B each): entries are 40-byte
 // nodes in fixed pages (indices never move: parents and the recency list are 32-bit
-// indices), found through an absl::flat_hash_set of node indices keyed by block id
-// (~5 B per slot). Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot,
+// indices), found through a block_table of 8-byte slots (11-21 B per entry). Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot,
 // 3 tier bits); more spill to a side vector. Which blocks a holder has is not kept
 // per holder: replacing or dropping a holder with blocks scans every node once
 // (rare: a worker restart or a node down), everything else is O(chain).
@@ -41,8 +40,9 @@
 #include <utility>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
+#include <unordered_map>
+
+#include "kv_directory/block_table.hpp"
 
 namespace prfaas::directory {
 
@@ -104,8 +104,6 @@ class prefix_index {
 public:
   /// `capacity` counts entries (distinct block ids); at least 1.
   explicit prefix_index(size_t capacity);
-  prefix_index(const prefix_index&) = delete; // the table's hasher points at this
-  prefix_index& operator=(const prefix_index&) = delete;
 
   /// The holder stored `chains` in tier `t` at `epoch`.
   apply_outcome store(const holder_ref& h, uint64_t epoch, tier t, std::span<const chain> chains);
@@ -124,7 +122,7 @@ public:
   size_t blocks_of(const std::string& node, const std::string& actor) const;
   /// Holders known on `node` (node, actor, cluster).
   std::vector<holder_ref> holders_on(const std::string& node) const;
-  bool contains(block_id id) const { return table_.contains(id_key{id}); }
+  bool contains(block_id id) const { return find(id) != no_node; }
 
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
@@ -161,24 +159,6 @@ private:
     } holders{};
   };
   static_assert(sizeof(node) == 40, "the per-block budget counts on 40-byte nodes");
-
-  /// Heterogeneous key: the table holds node indices and is searched by block id.
-  struct id_key {
-    block_id id;
-  };
-  struct slot_hash {
-    using is_transparent = void;
-    const prefix_index* ix;
-    size_t operator()(node_idx i) const { return (*this)(id_key{ix->at(i).id}); }
-    size_t operator()(id_key k) const { return absl::Hash<block_id>{}(k.id); }
-  };
-  struct slot_eq {
-    using is_transparent = void;
-    const prefix_index* ix;
-    bool operator()(node_idx a, node_idx b) const { return ix->at(a).id == ix->at(b).id; }
-    bool operator()(node_idx a, id_key k) const { return ix->at(a).id == k.id; }
-    bool operator()(id_key k, node_idx a) const { return ix->at(a).id == k.id; }
-  };
 
   struct holder {
     holder_ref ref;
@@ -218,6 +198,8 @@ private:
   void unlink(node_idx i);
   void touch(node_idx i);
   void enforce_capacity();
+  /// One step of match(): entry `ni` is block `i` of the query; narrows alive_.
+  void visit(node_idx ni, size_t i);
   std::string key_of(const std::string& node, const std::string& actor) const;
 
   size_t capacity_;
@@ -226,12 +208,12 @@ private:
   node_idx allocated_ = 0;   ///< nodes ever handed out (high-water mark)
   node_idx free_ = no_node;  ///< free nodes, chained through `next`
   node_idx head_ = no_node, tail_ = no_node; ///< recency list: least recent first
-  absl::flat_hash_set<node_idx, slot_hash, slot_eq> table_;
+  block_table table_;
   std::vector<std::vector<ref>> spills_;
   std::vector<uint32_t> free_spills_;
   std::vector<holder> holders_;
   std::vector<holder_idx> free_holders_;
-  absl::flat_hash_map<std::string, holder_idx> holder_by_name_; ///< key_of(node, actor)
+  std::unordered_map<std::string, holder_idx> holder_by_name_; ///< key_of(node, actor)
   uint64_t references_ = 0;
   uint64_t evictions_ = 0, queries_ = 0, hit_blocks_ = 0, stale_ = 0;
   // scratch for match(), per holder slot; `seen_at_` holds steps, which never repeat
