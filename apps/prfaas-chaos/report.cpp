@@ -1,0 +1,165 @@
+#include "report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+namespace prfaas::chaos {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string secs(std::optional<double> s) {
+  if (!s)
+    return "never";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", *s);
+  return buf;
+}
+
+std::string bound(const std::optional<seconds>& b) {
+  return b ? " (bound " + secs(b->count()) + ")" : "";
+}
+
+json opt(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
+
+} // namespace
+
+tally classify(const std::vector<request_record>& records, double deadline_s) {
+  tally t;
+  for (auto& rec : records) {
+    const auto& r = rec.r;
+    const std::string status = r.value("status", "");
+    if (status == "client_saturated") {
+      ++t.not_sent;
+      continue;
+    }
+    ++t.sent;
+    auto lose = [&](const std::string& why) {
+      ++t.lost;
+      ++t.lost_by[why];
+      auto x = r;
+      x["stream"] = rec.stream;
+      x["lost_because"] = why;
+      t.lost_requests.push_back(x);
+    };
+    if (status == "ok") {
+      auto got = r.value("output_tokens", 0u), want = r.value("requested_output_tokens", 0u);
+      if (got > want) {
+        ++t.duplicated;
+        auto x = r;
+        x["stream"] = rec.stream;
+        x["lost_because"] = "duplicated_tokens";
+        t.lost_requests.push_back(x);
+      } else if (got < want) {
+        lose("missing_tokens");
+      } else if (r.value("e2e_ms", 0.0) > deadline_s * 1000) {
+        lose("after_deadline");
+      } else {
+        ++t.completed;
+      }
+    } else if (status.rfind("http_", 0) == 0 || status == "stream_error") {
+      ++t.failed;
+      ++t.failed_by[status];
+    } else {
+      lose(status); // timeout, connection_error, bad_response (truncated), cancelled
+    }
+  }
+  return t;
+}
+
+fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double> undone_s,
+                    const detection& seen) {
+  fault_outcome o{f, applied_s, undone_s, seen};
+  if (f.detect_within)
+    o.detect_ok = seen.detected_s && *seen.detected_s <= f.detect_within->count();
+  if (f.recover_within && undone_s)
+    o.recover_ok = seen.recovered_s && *seen.recovered_s <= f.recover_within->count();
+  return o;
+}
+
+bool report::passed() const {
+  if (requests.lost || requests.duplicated || requests.sent == 0)
+    return false;
+  for (auto& f : faults)
+    if (!f.detect_ok || !f.recover_ok)
+      return false;
+  return true;
+}
+
+json report::to_json() const {
+  json j = {{"scenario", scenario},
+            {"topology", topology},
+            {"seed", seed},
+            {"passed", passed()},
+            {"requests",
+             {{"sent", requests.sent},
+              {"completed", requests.completed},
+              {"failed_with_error", requests.failed},
+              {"lost", requests.lost},
+              {"duplicated", requests.duplicated},
+              {"not_sent", requests.not_sent},
+              {"failed_by", requests.failed_by},
+              {"lost_by", requests.lost_by},
+              {"lost_requests", requests.lost_requests}}},
+            {"gateway", gateway}};
+  if (!note.empty())
+    j["note"] = note;
+  j["faults"] = json::array();
+  for (auto& f : faults)
+    j["faults"].push_back(
+        {{"fault", to_string(f.fault.kind)},
+         {"what", f.fault.describe()},
+         {"applied_s", f.applied_s},
+         {"undone_s", opt(f.undone_s)},
+         {"detected_s", opt(f.seen.detected_s)},
+         {"detected_by", f.seen.detected_by},
+         {"detect_within_s", f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
+         {"recovered_s", opt(f.seen.recovered_s)},
+         {"recover_within_s", f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
+         {"detect_ok", f.detect_ok},
+         {"recover_ok", f.recover_ok}});
+  return j;
+}
+
+std::string report::text() const {
+  std::ostringstream o;
+  o << "prfaas-chaos: " << scenario << " (" << topology << ", seed " << seed << ")\n";
+  if (!note.empty())
+    o << "  note: " << note << "\n";
+  o << "  requests: sent " << requests.sent << ", completed " << requests.completed
+    << ", failed-with-error " << requests.failed << ", lost " << requests.lost << ", duplicated "
+    << requests.duplicated << ", not sent (client busy) " << requests.not_sent << "\n";
+  auto kinds = [&](const char* what, const std::map<std::string, size_t>& m) {
+    if (m.empty())
+      return;
+    o << "  " << what << ":";
+    for (auto& [k, n] : m)
+      o << " " << k << " " << n;
+    o << "\n";
+  };
+  kinds("failed by", requests.failed_by);
+  kinds("lost by", requests.lost_by);
+  for (size_t i = 0; i < requests.lost_requests.size() && i < 10; ++i)
+    o << "    " << requests.lost_requests[i].dump() << "\n";
+  for (auto& f : faults) {
+    o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n"
+      << "    detected after " << secs(f.seen.detected_s)
+      << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by) << bound(f.fault.detect_within)
+      << (f.detect_ok ? "" : "  MISSED") << "\n";
+    if (f.undone_s)
+      o << "    undone at " << secs(f.undone_s) << ", healthy again after "
+        << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
+        << (f.recover_ok ? "" : "  MISSED") << "\n";
+  }
+  if (!gateway.empty()) {
+    o << "  gateway:";
+    for (auto& [k, v] : gateway)
+      o << " " << k << "=" << v;
+    o << "\n";
+  }
+  o << "  " << (passed() ? "PASS" : "FAIL") << "\n";
+  return o.str();
+}
+
+} // namespace prfaas::chaos

@@ -1,0 +1,57 @@
+#pragma once
+
+// What a chaos run found: every request sorted into exactly one outcome, and each
+// fault's detection and recovery against its bounds.
+//   completed  200 with every requested token, within the deadline
+//   failed     a clean failure: an HTTP error status or an SSE error event
+//   lost       no answer, a dropped connection, a truncated stream, missing tokens, or
+//              an answer after the deadline: the failure model (DESIGN.md §7) allows none
+//   duplicated more tokens than requested (ignore_eos makes the count exact)
+// Requests the generator never sent (all its slots busy) are counted apart.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "load.hpp"
+#include "scenario.hpp"
+#include "watcher.hpp"
+
+namespace prfaas::chaos {
+
+struct tally {
+  size_t sent = 0, completed = 0, failed = 0, lost = 0, duplicated = 0, not_sent = 0;
+  std::map<std::string, size_t> failed_by, lost_by; ///< by the generator's status kind
+  std::vector<nlohmann::json> lost_requests;        ///< each lost or duplicated request
+};
+
+tally classify(const std::vector<request_record>& records, double deadline_s);
+
+struct fault_outcome {
+  fault_spec fault;
+  double applied_s = 0;               ///< after the load started
+  std::optional<double> undone_s;
+  detection seen;
+  bool detect_ok = true, recover_ok = true;
+};
+
+/// Judges `seen` against the fault's bounds.
+fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double> undone_s,
+                    const detection& seen);
+
+struct report {
+  std::string scenario, topology, note; ///< note: a fallback taken
+  uint64_t seed = 0;
+  tally requests;
+  std::vector<fault_outcome> faults;
+  std::map<std::string, double> gateway; ///< counters read from the gateway at the end
+
+  bool passed() const;
+  nlohmann::json to_json() const;
+  std::string text() const;
+};
+
+} // namespace prfaas::chaos

@@ -1,0 +1,118 @@
+#include "run.hpp"
+
+#include <algorithm>
+#include <iostream>
+
+#include "faults.hpp"
+#include "load.hpp"
+#include "probe.hpp"
+#include "support/http_probe.hpp"
+#include "watcher.hpp"
+
+namespace prfaas::chaos {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct event {
+  double at_s;
+  size_t fault;
+  bool apply; ///< else undo
+};
+
+std::vector<event> timeline(const scenario& s) {
+  std::vector<event> ev;
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    ev.push_back({s.faults[i].at.count(), i, true});
+    if (auto end = s.faults[i].ends())
+      ev.push_back({end->count(), i, false});
+  }
+  // Undo before apply at the same instant, then file order.
+  std::stable_sort(ev.begin(), ev.end(), [](const event& a, const event& b) {
+    return a.at_s != b.at_s ? a.at_s < b.at_s : (!a.apply && b.apply);
+  });
+  return ev;
+}
+
+/// The gateway's own accounting, for the report.
+std::map<std::string, double> gateway_counters(const topology& t) {
+  std::map<std::string, double> out;
+  auto m = get_metrics(t.place(t.gateway().node));
+  if (!m)
+    return out;
+  out["failovers"] = test::metric(*m, "prfaas_gateway_failovers_total");
+  for (auto o : {"completed", "failed", "prefill_failed", "decode_failed", "lost_tokens", "deadline",
+                 "cancelled", "internal"})
+    if (double v = test::metric(*m, "prfaas_gateway_requests_total", {"outcome=\"" + std::string{o} + "\""}))
+      out[std::string{"requests_"} + o] = v;
+  return out;
+}
+
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+} // namespace
+
+report run_scenario(const scenario& s, const environment& env) {
+  topology topo{s, env};
+  check_nodes(s, topo.nodes());
+  for (auto& f : s.faults)
+    if (auto why = unsupported(f, topo); !why.empty())
+      throw skipped(why);
+
+  report rep;
+  rep.scenario = s.name;
+  rep.topology = to_string(topo.kind());
+  rep.note = topo.fallback_reason();
+  rep.seed = s.load.seed;
+
+  topo.start_all();
+  std::string why;
+  if (!topo.wait_healthy(90s, why))
+    throw std::runtime_error("the deployment did not come up within 90 s: " + why);
+  std::cerr << "prfaas-chaos: " << s.name << ": deployment up (" << rep.topology
+            << "), load and faults starting" << std::endl;
+
+  load_driver load{topo, s.load, env};
+  injector inject{topo};
+  std::vector<std::unique_ptr<watcher>> watchers(s.faults.size());
+  std::vector<double> applied_s(s.faults.size());
+  std::vector<std::optional<double>> undone_s(s.faults.size());
+
+  load.start();
+  const auto t0 = clock_type::now();
+  for (auto& e : timeline(s)) {
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
+    auto& f = s.faults[e.fault];
+    if (e.apply) {
+      watchers[e.fault] = std::make_unique<watcher>(topo, f);
+      inject.apply(e.fault, f);
+      watchers[e.fault]->applied(clock_type::now());
+      applied_s[e.fault] = since(t0);
+    } else {
+      inject.undo(e.fault);
+      watchers[e.fault]->undone(clock_type::now());
+      undone_s[e.fault] = since(t0);
+    }
+    std::cerr << "prfaas-chaos: " << (e.apply ? "applied " : "undone  ") << f.describe() << " at "
+              << since(t0) << " s" << std::endl;
+  }
+
+  // Every request ends within its deadline of being sent, the last sent at `duration`.
+  const auto limit = s.load.duration + s.load.deadline + seconds{30} - seconds{since(t0)};
+  if (!load.wait(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(limit, seconds{1}))))
+    std::cerr << "prfaas-chaos: a load generator outlived every deadline and was interrupted" << std::endl;
+  for (auto& w : watchers)
+    if (w)
+      w->finish(30s);
+
+  rep.requests = classify(load.results(), s.load.deadline.count());
+  for (size_t i = 0; i < s.faults.size(); ++i)
+    rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result()));
+  rep.gateway = gateway_counters(topo);
+  return rep;
+}
+
+} // namespace prfaas::chaos

@@ -1,0 +1,75 @@
+#pragma once
+
+// Measures how long the deployment takes to notice one fault and to recover from it,
+// polling the nodes' admin endpoints every 50 ms from a thread of its own:
+//   kill, pause      the first peer whose /health shows the node suspect or down; back
+//                    when every peer shows it up (after a kill: a new incarnation)
+//   blackhole        the first `to` node that sees `from` suspect or down (and, both
+//                    ways, `from` seeing a `to` node); back when all see each other up
+//   link_down        prfaas_scheduler_link_up 0 on a scheduler node; back at 1
+//   rate             prfaas_scheduler_bandwidth_scarce 1; back at 0
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scenario.hpp"
+#include "topology.hpp"
+
+namespace prfaas::chaos {
+
+using clock_type = std::chrono::steady_clock;
+
+struct detection {
+  std::optional<double> detected_s; ///< after the fault was applied
+  std::string detected_by;          ///< the observing node
+  std::optional<double> recovered_s; ///< after the fault was undone
+};
+
+class watcher {
+public:
+  /// Reads the baseline (incarnations) at once, then starts polling in the background;
+  /// construct it just before applying the fault.
+  watcher(const topology& t, const fault_spec& f);
+  ~watcher();
+  watcher(const watcher&) = delete;
+  watcher& operator=(const watcher&) = delete;
+
+  /// The fault was applied / undone at `at`.
+  void applied(clock_type::time_point at);
+  void undone(clock_type::time_point at);
+  /// Waits up to `limit` for the watch to finish (recovered, or nothing left to see),
+  /// then stops it.
+  void finish(std::chrono::milliseconds limit);
+  detection result() const;
+
+private:
+  struct pair_watch {
+    std::string observer, watched;
+    uint64_t baseline = 0; ///< the watched node's incarnation before the fault
+  };
+  enum class verdict { unknown, healthy, faulty };
+
+  void run();
+  verdict poll_pair(const pair_watch& p) const;
+  verdict poll_gauge(const std::string& node) const;
+
+  const topology& topo_;
+  fault_spec f_;
+  std::vector<pair_watch> pairs_;    ///< kill, pause, blackhole
+  std::vector<std::string> gauges_;  ///< link_down, rate: scheduler nodes
+  std::string metric_;
+  double faulty_value_ = 0, healthy_value_ = 1;
+
+  mutable std::mutex mu_;
+  std::optional<clock_type::time_point> applied_, undone_; ///< by mu_
+  detection result_;                                       ///< by mu_
+  std::atomic<bool> stop_{false}, done_{false};
+  std::thread thread_;
+};
+
+} // namespace prfaas::chaos

@@ -1,0 +1,93 @@
+// Judging a run: each request lands in exactly one outcome, and the run passes only
+// with nothing lost or duplicated and every bound held.
+
+#include <catch2/catch.hpp>
+
+#include "report.hpp"
+
+using namespace prfaas::chaos;
+using json = nlohmann::json;
+
+namespace {
+
+request_record rec(const std::string& status, unsigned got = 8, double e2e_ms = 100, bool stream = true) {
+  return {stream, json{{"index", 0},
+                       {"status", status},
+                       {"requested_output_tokens", 8},
+                       {"output_tokens", got},
+                       {"e2e_ms", e2e_ms}}};
+}
+
+} // namespace
+
+TEST_CASE("every request has exactly one outcome") {
+  std::vector<request_record> rs{
+    rec("ok"),                      // completed
+    rec("ok", 8, 100, false),       // completed (whole response)
+    rec("http_503"),                // clean failure: a status
+    rec("stream_error"),            // clean failure: an SSE error event
+    rec("timeout"),                 // lost: no answer in time
+    rec("connection_error"),        // lost: dropped without an error
+    rec("bad_response"),            // lost: truncated stream
+    rec("ok", 5),                   // lost: tokens missing
+    rec("ok", 8, 20'000),           // lost: answered after the 10 s deadline
+    rec("ok", 9),                   // duplicated
+    rec("client_saturated"),        // never sent
+  };
+  auto t = classify(rs, 10);
+  CHECK(t.sent == 10);
+  CHECK(t.not_sent == 1);
+  CHECK(t.completed == 2);
+  CHECK(t.failed == 2);
+  CHECK(t.failed_by == std::map<std::string, size_t>{{"http_503", 1}, {"stream_error", 1}});
+  CHECK(t.lost == 5);
+  CHECK(t.lost_by == std::map<std::string, size_t>{{"timeout", 1}, {"connection_error", 1},
+                                                   {"bad_response", 1}, {"missing_tokens", 1},
+                                                   {"after_deadline", 1}});
+  CHECK(t.duplicated == 1);
+  CHECK(t.completed + t.failed + t.lost + t.duplicated == t.sent);
+  CHECK(t.lost_requests.size() == 6);
+}
+
+TEST_CASE("a run passes only without losses and within every bound") {
+  fault_spec f;
+  f.kind = fault_kind::kill;
+  f.node = "n";
+  f.restart_after = seconds{3};
+  f.detect_within = seconds{2};
+  f.recover_within = seconds{5};
+
+  report r;
+  r.requests = classify({rec("ok"), rec("http_429")}, 10);
+  r.faults.push_back(judge(f, 5, 8, detection{1.5, "m", 4.0}));
+  CHECK(r.passed());
+
+  SECTION("detected too late") {
+    r.faults[0] = judge(f, 5, 8, detection{2.5, "m", 4.0});
+    CHECK_FALSE(r.faults[0].detect_ok);
+    CHECK_FALSE(r.passed());
+  }
+  SECTION("never detected") {
+    r.faults[0] = judge(f, 5, 8, detection{});
+    CHECK_FALSE(r.passed());
+  }
+  SECTION("not healthy again in time") {
+    r.faults[0] = judge(f, 5, 8, detection{1.0, "m", std::nullopt});
+    CHECK_FALSE(r.faults[0].recover_ok);
+    CHECK_FALSE(r.passed());
+  }
+  SECTION("a lost request") {
+    r.requests = classify({rec("ok"), rec("timeout")}, 10);
+    CHECK_FALSE(r.passed());
+  }
+  SECTION("nothing sent proves nothing") {
+    r.requests = classify({rec("client_saturated")}, 10);
+    CHECK_FALSE(r.passed());
+  }
+  SECTION("the JSON report carries the figures") {
+    auto j = r.to_json();
+    CHECK(j["passed"] == true);
+    CHECK(j["requests"]["failed_with_error"] == 1);
+    CHECK(j["faults"][0]["detected_s"] == 1.5);
+  }
+}
