@@ -132,8 +132,10 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
   json body;
   try {
     body = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() names the byte offset and the reason (e.g. ill-formed UTF-8)
+  } catch (const json::exception& e) {
+    // e.what() names the byte offset and the reason (ill-formed UTF-8, or a number
+    // too large for a double: that one is an out_of_range, not a parse_error; found
+    // by fuzz/fuzz_http_request)
     return bad(std::string{"request body is not valid JSON: "} + e.what());
   }
   if (!body.is_object())
