@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include <caf/actor_cast.hpp>
@@ -19,10 +20,11 @@
 #include <caf/weak_intrusive_ptr.hpp>
 
 #include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/sim_time.hpp"
 
 namespace prfaas::serving {
 
-class actor_inbox {
+class actor_inbox : public std::enable_shared_from_this<actor_inbox> {
 public:
   /// Holds `self` weakly: an inbox kept alive by another thread never keeps the
   /// actor alive, and posts after the actor ended are dropped.
@@ -30,7 +32,17 @@ public:
   explicit actor_inbox(Handle self) : target_(caf::actor_cast<caf::weak_actor_ptr>(self)) {}
 
   /// Thread-safe; never blocks on the actor. Returns false when the actor is gone.
+  /// Inside a simulated engine job the post happens at the job's virtual instant
+  /// (engine_runner.hpp).
   bool post(std::function<void()> fn) {
+    if (auto* d = effect_deferral::current()) {
+      // Always made with make_shared (see above), so weak_from_this() is set.
+      d->defer([w = weak_from_this(), fn = std::move(fn)]() mutable {
+        if (auto inbox = w.lock())
+          inbox->post(std::move(fn));
+      });
+      return true;
+    }
     auto strong = target_.lock();
     if (!strong)
       return false;

@@ -2,10 +2,37 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 namespace prfaas::serving {
 
-engine_runner::engine_runner(std::unique_ptr<engine::engine> e, const std::string& name)
-  : engine_(std::move(e)) {
+/// State of the simulated runner (see the header).
+struct engine_runner::virtual_mode final : effect_deferral {
+  explicit virtual_mode(caf::actor_system& sys) : timer(sys) {}
+
+  void defer(std::function<void()> fn) override {
+    effects.emplace_back(clock.now() - job_clock0, std::move(fn));
+  }
+
+  engine::manual_clock clock;
+  sim_timer timer;
+  time_point busy_until{};
+  time_point job_start{};
+  engine::nanos job_clock0{0};
+  bool in_job = false;
+  std::deque<time_point> ends; ///< end of every job not yet over (for pending())
+  std::vector<std::pair<engine::nanos, std::function<void()>>> effects;
+};
+
+engine_runner::engine_runner(caf::actor_system& sys, const engine_factory& make,
+                             const std::string& name) {
+  if (virtual_time(sys)) {
+    virtual_ = std::make_unique<virtual_mode>(sys);
+    engine_ = make(virtual_->clock);
+    return;
+  }
+  wall_ = std::make_unique<engine::real_clock>();
+  engine_ = make(*wall_);
   thread_ = std::thread([this] { run(); });
   pthread_setname_np(thread_.native_handle(), name.substr(0, 15).c_str());
 }
@@ -15,6 +42,11 @@ engine_runner::~engine_runner() {
 }
 
 void engine_runner::post(job j) {
+  if (virtual_) {
+    if (!stopping_)
+      run_virtual(j);
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (stopping_)
@@ -24,7 +56,42 @@ void engine_runner::post(job j) {
   cv_.notify_one();
 }
 
+void engine_runner::run_virtual(job& j) {
+  auto& v = *virtual_;
+  const auto now = v.timer.now();
+  v.job_start = std::max(now, v.busy_until);
+  v.job_clock0 = v.clock.now();
+  v.effects.clear();
+  v.in_job = true;
+  {
+    effect_deferral::scope scope{&v};
+    j(*engine_);
+  }
+  v.in_job = false;
+  v.busy_until = v.job_start + (v.clock.now() - v.job_clock0);
+  while (!v.ends.empty() && v.ends.front() <= now)
+    v.ends.pop_front();
+  v.ends.push_back(v.busy_until);
+  auto effects = std::move(v.effects);
+  v.effects.clear();
+  for (auto& [offset, fn] : effects)
+    v.timer.at(v.job_start + offset, std::move(fn));
+}
+
+engine_runner::time_point engine_runner::now() const {
+  if (!virtual_)
+    return std::chrono::steady_clock::now();
+  auto& v = *virtual_;
+  if (!v.in_job)
+    return v.timer.now();
+  return v.job_start + (v.clock.now() - v.job_clock0);
+}
+
 void engine_runner::stop() {
+  if (virtual_) {
+    stopping_ = true;
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (stopping_ && !thread_.joinable())
@@ -38,6 +105,11 @@ void engine_runner::stop() {
 }
 
 size_t engine_runner::pending() const {
+  if (virtual_) {
+    const auto now = virtual_->timer.now();
+    return static_cast<size_t>(std::count_if(virtual_->ends.begin(), virtual_->ends.end(),
+                                             [&](auto t) { return t > now; }));
+  }
   std::lock_guard<std::mutex> guard{mtx_};
   return jobs_.size() + running_;
 }

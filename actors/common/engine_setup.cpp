@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/engine/profile_engine.hpp"
 #include "prfaas/engine/reference_engine.hpp"
 
@@ -115,6 +116,12 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
 }
 
 std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where) {
+  static engine::real_clock wall; // engines keep a reference; it must outlive them all
+  return make_engine(m, where, wall);
+}
+
+std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where,
+                                            engine::clock& clk) {
   if (m.engine == "reference") {
     engine::reference_config rc;
     rc.weight_seed = m.weight_seed;
@@ -131,16 +138,27 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
   auto prof = engine::load_profile(m.profile);
   if (!prof)
     throw config_error(where, prof.message());
-  static engine::real_clock wall; // engines keep a reference; it must outlive them all
   engine::profile_engine_config pc;
   pc.kv_scale = m.kv_scale;
   pc.seed = m.seed;
-  pc.sleep = true;          // runs on its own engine_runner thread
+  pc.sleep = true;          // spends its time on `clk`: real sleep, or virtual time
   pc.verify_content = false; // imports are checked by chunk checksums; skip the regeneration
-  auto e = engine::profile_engine::create(std::move(prof.value()), pc, wall);
+  auto e = engine::profile_engine::create(std::move(prof.value()), pc, clk);
   if (!e)
     throw config_error(where, e.message());
   return std::move(e.value());
+}
+
+std::function<double(std::span<const std::byte>)> wire_size_of(const model_settings& m) {
+  const double scale = m.engine == "profile" ? 1.0 / m.kv_scale : 1.0;
+  return [scale](std::span<const std::byte> bytes) {
+    auto h = engine::parse_header(bytes);
+    const double size = static_cast<double>(bytes.size());
+    if (!h || h->kind == engine::layer_kind::meta)
+      return size; // not an engine chunk, or the sequence record: as it is
+    const double payload = static_cast<double>(h->payload_bytes);
+    return size - payload + payload * scale;
+  };
 }
 
 param_spec profile_param() {

@@ -16,7 +16,9 @@
 //     kv_scale: 0.001                 # profile engine: bytes moved per profiled byte
 //     seed: 1                         # profile engine: content seed
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "prfaas/engine/engine.hpp"
@@ -46,7 +48,16 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
                           const std::string& worker_path = {});
 
 /// The engine for these settings; throws config_error when a profile does not load.
+/// A profile engine spends its modeled time on `clk` (must outlive the engine).
+std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where,
+                                            engine::clock& clk);
+/// The same on the wall clock.
 std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where);
+
+/// Wire bytes of a serialized engine chunk under these settings: a profile engine's
+/// KV and state payloads stand for 1/kv_scale times their size, headers and the
+/// sequence record for themselves. For the simulated data plane's link model.
+std::function<double(std::span<const std::byte>)> wire_size_of(const model_settings& m);
 
 /// The worker parameter list shared by both worker types (profile override).
 param_spec profile_param();

@@ -7,7 +7,8 @@
 //  * the KV transfer (data plane, sink = this actor's name) may arrive before or
 //    after its order; the first complete transfer for a request wins (a failover's
 //    second attempt may race a late first one: the loser is dropped);
-//  * tokens go out as TokenEvents [index, index + n) as each batch step ends; the
+//  * tokens go out as TokenEvents [index, index + n) as each batch step ends (or
+//    every `event_steps` steps, and at once when a sequence finishes); the
 //    first event carries the first token (sampled by the prefill) and the timings,
 //    and is sent as soon as the transfer is complete, before the import;
 //  * Cancel (one-way) drops the request at the next step boundary;
@@ -69,6 +70,11 @@ struct decode_state {
   /// While a step's results are handled: events per gateway, sent as one TokenEvents.
   bool batching = false;
   std::map<std::string, std::pair<address, TokenEvents>> pending_events;
+  /// Token events of up to this many steps go out together (a sequence's first and
+  /// last tokens always at once): fewer messages for simulations at scale.
+  uint32_t event_steps = 1;
+  uint32_t steps_pending = 0; ///< steps whose events wait in pending_events
+  bool finish_pending = false; ///< a finished sequence's event waits there
   uint64_t next_seq = 1;
   size_t max_batch = 16;
   size_t max_queue = 256;
@@ -109,6 +115,7 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   q.sent += static_cast<uint32_t>(tokens.size());
   s.stats->tokens.Increment(static_cast<double>(tokens.size()));
   if (s.batching) {
+    s.finish_pending = s.finish_pending || finished;
     auto& [addr, batch] = s.pending_events[q.gateway.to_string()];
     addr = q.gateway;
     *batch.add_events() = std::move(ev);
@@ -117,13 +124,17 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), q.gateway, ev));
 }
 
-/// Sends what a step produced: one message per gateway.
+/// Sends what the steps since the last flush produced: one message per gateway.
 void flush_events(self_ptr self) {
   auto& s = self->state;
   s.batching = false;
+  if (++s.steps_pending < s.event_steps && !s.finish_pending)
+    return; // more steps join these events
   for (auto& [_, entry] : s.pending_events)
     send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), entry.first, entry.second));
   s.pending_events.clear();
+  s.steps_pending = 0;
+  s.finish_pending = false;
 }
 
 /// Removes `q` everywhere and frees its engine sequence.
@@ -284,7 +295,7 @@ void on_transfer(self_ptr self, received_transfer rt) {
   auto it = s.by_request.find(head.request_id());
   if (it == s.by_request.end()) {
     // The order may still be on its way (different sender, different path).
-    s.early.insert_or_assign(head.request_id(), std::pair{std::move(rt), clock_type::now()});
+    s.early.insert_or_assign(head.request_id(), std::pair{std::move(rt), self->clock().now()});
     return;
   }
   if (it->second->at != phase::waiting_kv)
@@ -294,7 +305,7 @@ void on_transfer(self_ptr self, received_transfer rt) {
 
 void sweep(self_ptr self) {
   auto& s = self->state;
-  auto now = clock_type::now();
+  auto now = self->clock().now();
   std::vector<sequence_ptr> late;
   for (auto& [id, q] : s.by_request)
     if (q->at == phase::waiting_kv && now >= q->deadline)
@@ -305,14 +316,17 @@ void sweep(self_ptr self) {
 }
 
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
-                            model_settings model, size_t max_batch, size_t max_queue) {
+                            model_settings model, size_t max_batch, size_t max_queue,
+                            uint32_t event_steps) {
   auto& s = self->state;
+  s.event_steps = event_steps;
   s.ctx = ctx;
   s.self_name = name;
   s.max_batch = max_batch;
   s.max_queue = max_queue;
   s.inbox = std::make_shared<actor_inbox>(self);
-  s.runner = std::make_unique<engine_runner>(make_engine(model, name), "dc." + name);
+  s.runner = std::make_unique<engine_runner>(
+    ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "dc." + name);
   s.eos = s.runner->info().eos_token;
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "decode");
   if (!ctx->data())
@@ -349,7 +363,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         }
         auto q = std::make_shared<sequence>();
         q->gateway = {o.gateway_node(), o.gateway_actor()};
-        q->deadline = clock_type::now() +
+        q->deadline = self->clock().now() +
                       std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
         std::vector<std::vector<engine::token>> stops;
         for (auto& st : o.stop())
@@ -402,16 +416,21 @@ void register_types(actor_registry& r) {
          .params = {profile_param(),
                     {"max_batch", param_kind::integer, "16", "sequences per decode step"},
                     {"max_queue", param_kind::integer, "256",
-                     "requests held at most (batch + waiting); more are refused"}},
+                     "requests held at most (batch + waiting); more are refused"},
+                    {"event_steps", param_kind::integer, "1",
+                     "decode steps whose tokens go out in one message (first and last token at once)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            return ctx.system().spawn(decode_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_batch")),
-                                     static_cast<size_t>(p.integer("max_queue")));
+                                     static_cast<size_t>(p.integer("max_queue")),
+                                     static_cast<uint32_t>(p.integer("event_steps")));
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_batch") < 1)
              throw config_error(path + ".max_batch", "must be at least 1");
+           if (p.integer("event_steps") < 1)
+             throw config_error(path + ".event_steps", "must be at least 1");
            if (p.integer("max_queue") < p.integer("max_batch"))
              throw config_error(path + ".max_queue", "must be at least max_batch");
          },

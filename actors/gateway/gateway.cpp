@@ -24,9 +24,11 @@
 #include "common/engine_setup.hpp"
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "prfaas/runtime/sim_time.hpp"
 #include "prfaas/wire/serving.pb.h"
 
 namespace prfaas::serving {
@@ -103,7 +105,7 @@ struct gateway_env {
   }
 
   duration remaining(const entry& e) const {
-    auto left = e.deadline - clock_type::now();
+    auto left = e.deadline - self->clock().now();
     return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
   }
 
@@ -154,7 +156,7 @@ struct gateway_env {
                 {"cached_tokens", e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens,
                                                                             e->a->req.prompt.size())},
                 {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
-                {"e2e_ms", ms_between(e->a->accepted, clock_type::now())}};
+                {"e2e_ms", ms_between(e->a->accepted, self->clock().now())}};
     count("ok");
     end(e);
     e->a->channel->finish(std::move(s));
@@ -325,7 +327,7 @@ struct gateway_env {
                       .type = "server_error"}, "decode_failed");
     if (ev.tokens_size() > 0) {
       if (e->received == 0) {
-        e->first_token_at = clock_type::now();
+        e->first_token_at = self->clock().now();
         e->engine_prefill_ns = ev.engine_prefill_ns();
         e->exposed_wire_ns = ev.exposed_wire_ns();
         e->decode_node = ev.decode_node();
@@ -345,7 +347,7 @@ struct gateway_env {
   }
 
   void sweep() const {
-    auto now = clock_type::now();
+    auto now = self->clock().now();
     std::vector<entry_ptr> late, gone;
     for (auto& [id, e] : self->state.live) {
       if (e->a->channel->abandoned())
@@ -369,14 +371,15 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   s.inbox = std::make_shared<actor_inbox>(self);
   gateway_env env{self, ctx, name, cfg};
   http_frontend::hooks hooks;
-  hooks.submit = [inbox = s.inbox, self, env](std::shared_ptr<accepted_request> a) {
-    return inbox->post([self, env, a] {
-      auto e = std::make_shared<entry>();
-      e->a = a;
-      e->deadline = a->accepted + env.cfg.http.deadline;
-      self->state.live.emplace(a->id, e);
-      env.route(e, false);
-    });
+  auto accept = [self, env](std::shared_ptr<accepted_request> a) {
+    auto e = std::make_shared<entry>();
+    e->a = a;
+    e->deadline = a->accepted + env.cfg.http.deadline;
+    self->state.live.emplace(a->id, e);
+    env.route(e, false);
+  };
+  hooks.submit = [inbox = s.inbox, accept](std::shared_ptr<accepted_request> a) {
+    return inbox->post([accept, a] { accept(a); });
   };
   hooks.metrics_text = [ctx] { return ctx->node_metrics().serialize(); };
   hooks.health_json = [ctx, inflight = s.inflight] {
@@ -394,13 +397,20 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   for (const char* outcome : {"ok", "overloaded", "unavailable", "no_route", "prefill_failed",
                               "decode_failed", "lost_tokens", "deadline", "cancelled", "internal"})
     env.count_zero(outcome);
-  s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight);
-  s.http->start();
-  ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
-                            {{"gateway", name}}).Set(s.http->port());
+  // In virtual time there is no HTTP (sockets and threads): clients use sim_ingress.hpp.
+  if (!virtual_time(ctx->system())) {
+    s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight);
+    s.http->start();
+    ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
+                              {{"gateway", name}}).Set(s.http->port());
+  }
   self->send(self, caf::tick_atom_v);
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
+    [=](sim_submit& m) {
+      self->state.inflight->fetch_add(1);
+      accept(std::move(m.request));
+    },
     [=](caf::tick_atom) {
       env.sweep();
       self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);

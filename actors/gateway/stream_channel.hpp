@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -35,24 +36,36 @@ public:
   }
   /// Ends the stream successfully; returns false if it had already ended.
   bool finish(completion_summary s) {
-    std::lock_guard<std::mutex> g{mtx_};
-    if (ended_)
-      return false;
-    ended_ = true;
-    pending_.finished = std::move(s);
-    cv_.notify_one();
+    {
+      std::lock_guard<std::mutex> g{mtx_};
+      if (ended_)
+        return false;
+      ended_ = true;
+      pending_.finished = std::move(s);
+      cv_.notify_one();
+    }
+    if (on_end_)
+      on_end_();
     return true;
   }
   /// Ends the stream with an error; returns false if it had already ended.
   bool fail(api_error e) {
-    std::lock_guard<std::mutex> g{mtx_};
-    if (ended_)
-      return false;
-    ended_ = true;
-    pending_.error = std::move(e);
-    cv_.notify_one();
+    {
+      std::lock_guard<std::mutex> g{mtx_};
+      if (ended_)
+        return false;
+      ended_ = true;
+      pending_.error = std::move(e);
+      cv_.notify_one();
+    }
+    if (on_end_)
+      on_end_();
     return true;
   }
+  /// Called once, in the actor's context, right after the stream ended (simulated
+  /// clients, which have no thread waiting in next()). Set before the request is
+  /// handed to the gateway.
+  void on_end(std::function<void()> fn) { on_end_ = std::move(fn); }
 
   /// HTTP side: waits up to `timeout` for something new; returns what arrived (maybe
   /// nothing). After the last update (finished or error) returns nullopt.
@@ -83,6 +96,7 @@ private:
   bool ended_ = false;
   bool delivered_end_ = false;
   std::atomic<bool> abandoned_{false};
+  std::function<void()> on_end_;
 };
 
 } // namespace prfaas::serving

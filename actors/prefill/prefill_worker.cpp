@@ -26,6 +26,7 @@
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "prfaas/runtime/sim_data_plane.hpp"
 #include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/serving.pb.h"
 
@@ -153,7 +154,7 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
 void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o) {
   auto* dp = ctx->data();
   const uint64_t tid = o->po.transfer_id();
-  const auto started = clock_type::now();
+  const auto started = self->clock().now();
   const uint64_t queue_ns =
     static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
   TransferMeta head;
@@ -175,7 +176,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
              });
            });
   const uint64_t seq = self->state.next_seq++;
-  self->state.runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head,
+  auto* runner = self->state.runner.get();
+  runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
                             engine_ns, cache = self->state.cache,
                             cache_events = self->state.cache_events](engine::engine& e) mutable {
     std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
@@ -183,7 +185,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     req.id = seq;
     req.prompt = prompt;
     req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed()};
-    const auto t0 = clock_type::now();
+    const auto t0 = runner->now(); // the engine's time: virtual in simulation
     prefix_cache::lookup hit;
     if (cache) {
       hit = cache->acquire(prompt);
@@ -198,7 +200,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     }
     auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
     const auto ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
     std::string error;
     if (r) {
       head.set_first_token(r->first_token);
@@ -250,7 +252,7 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
       s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
       continue;
     }
-    if (clock_type::now() >= o->deadline) {
+    if (self->clock().now() >= o->deadline) {
       s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
       answer(self, o, make_error(errc::request_timeout,
                                  "prefill of " + o->po.request_id() + " not started before its deadline"));
@@ -277,11 +279,14 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
     std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count());
   s.inbox = std::make_shared<actor_inbox>(self);
-  s.runner = std::make_unique<engine_runner>(make_engine(model, name), "pf." + name);
+  s.runner = std::make_unique<engine_runner>(
+    ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "pf." + name);
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "prefill");
   if (!ctx->data())
     throw std::runtime_error("prefill_worker " + name + ": node " + ctx->node() +
                              " has no data endpoint (nodes[].data) for the KV data plane");
+  if (auto* fabric = sim_fabric_of(ctx->data())) // simulated link: count the profiled bytes
+    fabric->set_wire_size(wire_size_of(model));
   update_gauges(self);
   ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, model.engine,
                    s.runner->info().model);
@@ -300,7 +305,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         }
         auto o = std::make_shared<order>();
         o->promise = self->make_response_promise<remote_message>();
-        o->enqueued = clock_type::now();
+        o->enqueued = self->clock().now();
         o->deadline = o->enqueued + std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
         s.queued_tokens += po.prompt_size();
         o->po = std::move(po);

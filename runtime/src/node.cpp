@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/sim_data_plane.hpp"
 #include "prfaas/runtime/supervisor.hpp"
 #include "prfaas/runtime/zmq_wire.hpp"
 
@@ -101,6 +102,12 @@ void node::start_data_plane() {
     else if (entry.substr(0, arrow) == cfg_.name)
       dc.faults.blackhole_peers.push_back(entry.substr(arrow + 2));
   }
+  if (opts_.sim) {
+    data_ = attach_sim_data_plane(std::move(dc));
+    data_->start();
+    ctx_->set_data_plane(data_);
+    return;
+  }
   data_ = make_zmq_data_plane(std::move(dc), *metrics_, log_);
   try {
     data_->start();
@@ -108,6 +115,19 @@ void node::start_data_plane() {
     throw std::runtime_error("node " + cfg_.name + ": cannot start the data plane: " + e.what());
   }
   ctx_->set_data_plane(data_);
+}
+
+data_plane_ptr node::attach_sim_data_plane(data_plane_config dc) {
+  // The fabric models the links (shared capacity, latency, partitions) from the
+  // deployment: every node's cluster, every link's rate. Idempotent across nodes.
+  auto fabric = opts_.sim->data_fabric();
+  for (auto& n : dep_.nodes)
+    fabric->set_cluster(n.name, n.cluster);
+  for (auto& l : dep_.link_list) {
+    fabric->set_link_rate(l.a, l.b, static_cast<double>(l.rate_bps));
+    fabric->set_link_rate(l.b, l.a, static_cast<double>(l.rate_bps));
+  }
+  return fabric->attach(std::move(dc), *metrics_, log_);
 }
 
 std::string node::escalation_reason() const {
@@ -154,7 +174,7 @@ void node::start() {
   messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
   ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
                                         metrics_, log_);
-  if (!opts_.sim && !cfg_.data.empty())
+  if (!cfg_.data.empty())
     start_data_plane();
   if (opts_.serve_admin && !cfg_.admin.empty())
     start_admin();
@@ -206,6 +226,8 @@ void node::stop() {
   if (opts_.sim) {
     if (supervisor_)
       caf::anon_send_exit(supervisor_, caf::exit_reason::user_shutdown);
+    if (data_)
+      data_->stop();
     if (transport_)
       caf::anon_send_exit(transport_, caf::exit_reason::user_shutdown);
     if (messenger_)

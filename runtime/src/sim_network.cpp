@@ -98,13 +98,19 @@ void sim_network::set_latency(const std::string& a, const std::string& b,
 }
 
 void sim_network::block(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  blocked_.emplace(from, to);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    blocked_.emplace(from, to);
+  }
+  changed();
 }
 
 void sim_network::unblock(const std::string& from, const std::string& to) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  blocked_.erase({from, to});
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    blocked_.erase({from, to});
+  }
+  changed();
 }
 
 void sim_network::partition(const std::string& a, const std::string& b) {
@@ -118,13 +124,45 @@ void sim_network::heal(const std::string& a, const std::string& b) {
 }
 
 void sim_network::isolate(const std::string& node) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  isolated_.insert(node);
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    isolated_.insert(node);
+  }
+  changed();
 }
 
 void sim_network::rejoin(const std::string& node) {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    isolated_.erase(node);
+  }
+  changed();
+}
+
+std::chrono::nanoseconds sim_network::latency(const std::string& a, const std::string& b) const {
   std::lock_guard<std::mutex> guard{mtx_};
-  isolated_.erase(node);
+  auto l = latency_.find(ordered(a, b));
+  return l == latency_.end() ? default_latency_ : l->second;
+}
+
+bool sim_network::reachable(const std::string& from, const std::string& to) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return !blocked_.count({from, to}) && !isolated_.count(from) && !isolated_.count(to);
+}
+
+void sim_network::on_change(std::function<void()> fn) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  listeners_.push_back(std::move(fn));
+}
+
+void sim_network::changed() {
+  std::vector<std::function<void()>> copy;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    copy = listeners_;
+  }
+  for (auto& fn : copy)
+    fn();
 }
 
 uint64_t sim_network::delivered() const {

@@ -92,6 +92,7 @@ private:
 
   void start_admin();
   void start_data_plane();
+  data_plane_ptr attach_sim_data_plane(data_plane_config dc);
   std::string health_json();
 
   caf::actor_system& sys_;

@@ -3,16 +3,19 @@
 // The simulated network: an in-process wire driven by the actor clock. Frames are
 // delivered as delayed messages, so under CAF's test coordinator delivery happens
 // in virtual time, in a deterministic order. Per-pair latency, one-way and two-way
-// partitions and crashed (detached) nodes are supported; the simulation issue adds
-// bandwidth, loss and reordering on top of the same seam.
+// partitions and crashed (detached) nodes are supported. Bulk KV transfers run on the
+// simulated data plane (sim_data_plane.hpp), which shares this network's latency and
+// reachability and is reached through data_fabric().
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -20,6 +23,8 @@
 #include "prfaas/runtime/wire.hpp"
 
 namespace prfaas {
+
+class sim_data_fabric;
 
 class sim_network : public std::enable_shared_from_this<sim_network> {
 public:
@@ -41,6 +46,15 @@ public:
   void isolate(const std::string& node);
   void rejoin(const std::string& node);
 
+  std::chrono::nanoseconds latency(const std::string& a, const std::string& b) const;
+  /// False while `from → to` is blocked or either side is isolated.
+  bool reachable(const std::string& from, const std::string& to) const;
+  /// Called after every block/unblock/isolate/rejoin (the data plane re-plans its links).
+  void on_change(std::function<void()> fn);
+
+  /// The simulated data plane of this network (created on first use; lives as long).
+  std::shared_ptr<sim_data_fabric> data_fabric();
+
   uint64_t delivered() const;
   uint64_t dropped() const;
 
@@ -60,6 +74,9 @@ private:
   std::set<std::string> isolated_;
   uint64_t delivered_ = 0;
   uint64_t dropped_ = 0;
+  std::vector<std::function<void()>> listeners_;
+  std::shared_ptr<sim_data_fabric> fabric_;
+  void changed();
 };
 
 using sim_network_ptr = std::shared_ptr<sim_network>;

@@ -1,0 +1,121 @@
+#pragma once
+
+// The simulated KV data plane: the data_plane interface over a fluid model of the
+// links, in virtual time (sim_time.hpp). Same contract as the ZeroMQ data plane —
+// per-transfer ordering, delivery all at once when every chunk is there, `done`
+// exactly once — without sockets or threads.
+//
+// The model (sim_data_fabric, one per simulation):
+//  * every node belongs to a cluster; a transfer between clusters A and B runs on the
+//    directed link A→B, whose capacity (bit/s, a schedule over virtual time) is shared
+//    max-min fairly by the transfers that have bytes waiting on it: with no other
+//    constraint that is an equal split among them, recomputed whenever a transfer
+//    starts, gets bytes, drains or ends, or the capacity changes;
+//  * a transfer within a cluster gets `local_rate` on its own (RDMA, not shared);
+//  * bytes become sendable when pushed (layer-wise streaming: a prefill's pushes are
+//    spread over its modeled time), and count as many wire bytes as `wire_size` says
+//    (the profile engine moves kv_scale of the profiled KV bytes; the wire carries all
+//    of them — the prefill worker installs the rule, engine_setup.hpp);
+//  * loss p on a link leaves (1 − p) of its capacity for goodput and counts re-sends;
+//  * a partition, an isolated node or a stopped (crashed) receiver stops a transfer
+//    where it is; it fails through `done` when transfer_timeout passes;
+//  * delivery to the sink and the acknowledgement each take the pair's latency
+//    (sim_network's latency table).
+
+#include <functional>
+#include <map>
+#include <span>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "prfaas/runtime/data_plane.hpp"
+#include "prfaas/runtime/sim_network.hpp"
+#include "prfaas/runtime/sim_time.hpp"
+
+namespace prfaas {
+
+class sim_data_plane;
+
+/// Totals of one directed cluster link, for utilisation over time.
+struct sim_link_totals {
+  double bytes_delivered = 0; ///< wire bytes that left the link (goodput)
+  double capacity_bps = 0;    ///< now
+  double backlog_bytes = 0;   ///< pushed, not yet sent
+  uint32_t active = 0;        ///< transfers with bytes waiting
+  uint32_t open = 0;          ///< transfers not yet complete
+};
+
+class sim_data_fabric : public std::enable_shared_from_this<sim_data_fabric> {
+public:
+  using time_point = sim_timer::time_point;
+
+  /// Made by sim_network::data_fabric(); `net` owns it.
+  sim_data_fabric(caf::actor_system& sys, sim_network* net);
+  ~sim_data_fabric();
+
+  void set_cluster(const std::string& node, const std::string& cluster);
+  /// Capacity of the link from cluster `from` to `to` (bit/s); 0 = unlimited.
+  void set_link_rate(const std::string& from, const std::string& to, double bps);
+  /// The link's capacity becomes `bps` at virtual time `at` (both directions when
+  /// `both`): fluctuating bandwidth.
+  void schedule_link_rate(const std::string& a, const std::string& b, time_point at, double bps,
+                          bool both = true);
+  void set_loss(const std::string& from, const std::string& to, double p);
+  /// Per-transfer rate inside a cluster (bit/s).
+  void set_local_rate(double bps) { local_rate_ = bps; }
+  /// How many wire bytes a pushed chunk stands for; default: its size.
+  using wire_size_fn = std::function<double(std::span<const std::byte>)>;
+  void set_wire_size(wire_size_fn fn) { wire_size_ = std::move(fn); }
+
+  /// A node's data plane (replaces an earlier one of the same node).
+  data_plane_ptr attach(data_plane_config cfg, metrics& m, logger_ptr log);
+
+  sim_link_totals totals(const std::string& from, const std::string& to) const;
+  /// Every directed link that carried or carries a transfer.
+  std::vector<std::pair<std::string, std::string>> links() const;
+
+  // -- used by sim_data_plane ---------------------------------------------------
+  struct flow;
+  struct link;
+  void open(sim_data_plane* src, uint64_t id, const std::string& peer, const std::string& sink,
+            std::string meta, data_plane::done_handler done, duration timeout);
+  void push(const std::string& src, uint64_t id, std::vector<std::byte> chunk);
+  void finish(const std::string& src, uint64_t id);
+  void cancel(const std::string& src, uint64_t id, const std::string& why);
+  void detach(sim_data_plane* p);
+  void fill_backlog(const std::string& node, std::vector<data_link_report>& out) const;
+  void start_listening();
+  sim_timer& timer() { return *timer_; }
+
+private:
+  link& link_of(const std::string& src_node, const std::string& dst_node);
+  link& link_between(const std::string& from_cluster, const std::string& to_cluster);
+  void advance(link& l);
+  void reschedule(link& l);
+  void on_drain(link& l, uint64_t gen);
+  void complete(flow& f);
+  void fail(flow& f, const std::string& why);
+  void reachability_changed();
+  std::string cluster_of(const std::string& node) const;
+
+  caf::actor_system& sys_;
+  sim_network* net_;
+  std::unique_ptr<sim_timer> timer_;
+  std::map<std::string, std::string> cluster_;
+  std::map<std::string, sim_data_plane*> planes_;
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<link>> links_;
+  std::map<std::pair<std::string, uint64_t>, std::shared_ptr<flow>> flows_;
+  double local_rate_ = 800e9;
+  wire_size_fn wire_size_;
+};
+
+using sim_data_fabric_ptr = std::shared_ptr<sim_data_fabric>;
+
+/// The fabric behind `dp` when it is a simulated data plane, else null.
+sim_data_fabric* sim_fabric_of(data_plane* dp);
+
+} // namespace prfaas
