@@ -338,6 +338,14 @@ void prefix_index::drop_ref(holder_idx hi, block_id id, uint8_t mask) {
   collect(i);
 }
 
+void prefix_index::prefetch_ahead(std::span<const block_id> ids, size_t k) const {
+  if (k + 2 * lookahead < ids.size())
+    table_.prefetch(block_table::tag_of(ids[k + 2 * lookahead]));
+  if (k + lookahead < ids.size())
+    if (auto c = table_.candidate(block_table::tag_of(ids[k + lookahead])); c != no_node)
+      __builtin_prefetch(&at(c));
+}
+
 // -- public -------------------------------------------------------------------------
 
 apply_outcome prefix_index::store(const holder_ref& h, uint64_t epoch, tier t,
@@ -348,9 +356,10 @@ apply_outcome prefix_index::store(const holder_ref& h, uint64_t epoch, tier t,
     return out;
   for (auto& c : chains) {
     auto prev = c.parent;
-    for (auto id : c.ids) {
-      add(hi, t, id, prev);
-      prev = id;
+    for (size_t k = 0; k < c.ids.size(); ++k) {
+      prefetch_ahead(c.ids, k);
+      add(hi, t, c.ids[k], prev);
+      prev = c.ids[k];
     }
   }
   enforce_capacity();
@@ -363,8 +372,10 @@ apply_outcome prefix_index::evict(const holder_ref& h, uint64_t epoch, tier t,
   auto out = admit(hi, epoch);
   if (out == apply_outcome::stale)
     return out;
-  for (auto id : ids)
-    drop_ref(hi, id, bit(t));
+  for (size_t k = 0; k < ids.size(); ++k) {
+    prefetch_ahead(ids, k);
+    drop_ref(hi, ids[k], bit(t));
+  }
   return out;
 }
 
@@ -432,7 +443,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   // Staged lookups (a chain's walk is a series of dependent steps, its lookups are
   // not): the table slots of block i + 2·ahead are prefetched, block i + ahead is
   // probed and its node prefetched, block i is confirmed against its node.
-  constexpr size_t ahead = 8;
+  constexpr size_t ahead = lookahead;
   node_idx candidate[ahead];
   auto probe = [&](size_t k) {
     const auto c = table_.candidate(block_table::tag_of(ids[k]));

@@ -198,6 +198,10 @@ private:
   void unlink(node_idx i);
   void touch(node_idx i);
   void enforce_capacity();
+  /// Hints for block ids[k] coming up: the table slots of ids[k + 2·lookahead] and the
+  /// node ids[k + lookahead] probably is are prefetched (lookups then hit the cache).
+  static constexpr size_t lookahead = 8;
+  void prefetch_ahead(std::span<const block_id> ids, size_t k) const;
   /// One step of match(): entry `ni` is block `i` of the query; narrows alive_.
   void visit(node_idx ni, size_t i);
   std::string key_of(const std::string& node, const std::string& actor) const;
