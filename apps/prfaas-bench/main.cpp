@@ -2,9 +2,11 @@
 //   prfaas-bench transport [--round-trips N] [--pipelined N] [--bulk N] [--repeat R] [--json]
 //   prfaas-bench transfer [--bytes N] [--chunk N] [--connections N] [--link-rate R] [--json]
 //   prfaas-bench serve [--url URL] [--workload lognormal|fixed|trace] [--rate R] ... [--json FILE]
+//   prfaas-bench directory [--trace FILE] [--workers N] [--duplicate D] ... [--json]
 
 #include <CLI/CLI.hpp>
 
+#include "directory_bench.hpp"
 #include "serve_bench.hpp"
 #include "transfer_bench.hpp"
 #include "transport_bench.hpp"
@@ -27,6 +29,8 @@ int main(int argc, char** argv) {
   prfaas::bench::add_serve_options(*serve, serve_opts);
   prfaas::bench::transfer_options transfer_opts;
   prfaas::bench::add_transfer_options(app, transfer_opts);
+  prfaas::bench::directory_options directory_opts;
+  prfaas::bench::add_directory_options(app, directory_opts);
   CLI11_PARSE(app, argc, argv);
   if (*transport)
     return prfaas::bench::run_transport_bench(t);
@@ -34,5 +38,7 @@ int main(int argc, char** argv) {
     return prfaas::bench::run_serve_bench(serve_opts);
   if (*app.get_subcommand("transfer"))
     return prfaas::bench::run_transfer_bench(transfer_opts);
+  if (*app.get_subcommand("directory"))
+    return prfaas::bench::run_directory_bench(directory_opts);
   return 0;
 }
