@@ -100,7 +100,7 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   auto& s = self->state;
   TokenEvent ev;
   ev.set_request_id(q.order.request_id());
-  ev.set_index(q.sent);
+  ev.set_index(q.order.first_index() + q.sent); // a resumed request continues its numbering
   for (auto t : tokens)
     ev.add_tokens(t);
   ev.set_finished(finished);

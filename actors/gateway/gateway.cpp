@@ -15,6 +15,13 @@
 // `max_attempts` attempts. Every request has a deadline (`request_timeout`); a
 // periodic sweep fails the late ones with 504 and cancels their work.
 // The client going away cancels the request (outcome "cancelled").
+//
+// Resume: when the failure detector reports the node of a request's decode worker
+// down, the request continues on another decode worker (up to `max_resumes` times):
+// a new route that excludes the dead node, a prefill of the prompt plus the tokens
+// already delivered, sampling from the next token index, and token numbering that
+// continues where the client's stream stands — no repeats, no gaps. Token events from
+// a decode worker the request has left are dropped.
 
 #include <unordered_map>
 
@@ -57,6 +64,9 @@ struct entry {
   uint32_t retransmits = 0;
   std::string decode_node;
   uint32_t computed_tokens = 0; ///< prompt tokens the prefill computed (rest: prefix cache)
+  std::vector<std::string> failed_decode; ///< decode nodes lost while serving it
+  uint32_t resumes = 0;
+  std::vector<token> resumed_after; ///< tokens delivered before the last resume
 };
 using entry_ptr = std::shared_ptr<entry>;
 
@@ -64,6 +74,7 @@ struct gateway_settings {
   address scheduler;
   duration control_timeout;
   uint32_t max_attempts;
+  uint32_t max_resumes = 2;
   http_settings http;
   api_limits limits;
   uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids
@@ -166,14 +177,24 @@ struct gateway_env {
     return {.status = 503, .message = why, .type = "server_error", .retry_after_s = 1};
   }
 
-  /// The first step, and every failover: ask the scheduler for a route.
+  /// What the prefill computes: the prompt, plus the tokens delivered before a resume.
+  static std::vector<token> prefill_prompt(const entry& e) {
+    auto p = e.a->req.prompt;
+    p.insert(p.end(), e.resumed_after.begin(), e.resumed_after.end());
+    return p;
+  }
+
+  /// The first step, every failover and every resume: ask the scheduler for a route.
   void route(const entry_ptr& e, bool failover) const {
     RouteQuery q;
+    const auto prompt = prefill_prompt(*e);
     q.set_request_id(e->a->id);
-    q.set_prompt_tokens(static_cast<uint32_t>(e->a->req.prompt.size()));
+    q.set_prompt_tokens(static_cast<uint32_t>(prompt.size()));
     // The prompt's chained block ids, for cache-aware routing (the KV directory).
-    for (auto id : engine::block_hasher{cfg.block_tokens}.hash(e->a->req.prompt))
+    for (auto id : engine::block_hasher{cfg.block_tokens}.hash(prompt))
       q.add_block_ids(id);
+    for (auto& n : e->failed_decode)
+      q.add_exclude_decode_nodes(n);
     if (failover) {
       q.set_local_only(true);
       for (auto& n : e->failed_prefill)
@@ -214,11 +235,13 @@ struct gateway_env {
   void reserve_decode(const entry_ptr& e) const {
     DecodeOrder o;
     const auto& r = e->a->req;
+    const auto delivered = static_cast<uint32_t>(e->resumed_after.size());
     o.set_request_id(e->a->id);
-    o.set_prompt_tokens(static_cast<uint32_t>(r.prompt.size()));
+    o.set_prompt_tokens(static_cast<uint32_t>(r.prompt.size()) + delivered);
     o.mutable_sampling()->set_temperature(r.temperature);
     o.mutable_sampling()->set_seed(r.seed);
-    o.set_max_tokens(r.max_tokens);
+    o.set_max_tokens(r.max_tokens - delivered);
+    o.set_first_index(delivered);
     for (auto& st : r.stop) {
       std::string bytes(st.size(), '\0');
       for (size_t i = 0; i < st.size(); ++i)
@@ -254,11 +277,13 @@ struct gateway_env {
     e->transfer_id = std::hash<std::string>{}(ctx->node() + "/" + e->a->id + "#" +
                                               std::to_string(o.attempt()));
     o.set_transfer_id(e->transfer_id);
-    o.mutable_prompt()->Reserve(static_cast<int>(r.prompt.size()));
-    for (auto t : r.prompt)
+    const auto prompt = prefill_prompt(*e);
+    o.mutable_prompt()->Reserve(static_cast<int>(prompt.size()));
+    for (auto t : prompt)
       o.add_prompt(t);
     o.mutable_sampling()->set_temperature(r.temperature);
     o.mutable_sampling()->set_seed(r.seed);
+    o.mutable_sampling()->set_first_index(static_cast<uint32_t>(e->resumed_after.size()));
     o.set_decode_node(e->route.decode_node());
     o.set_decode_sink(e->route.decode_actor());
     o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
@@ -299,7 +324,7 @@ struct gateway_env {
     c.set_transfer_id(e->transfer_id);
     c.set_reason("failover");
     send_remote(*ctx, make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, c));
-    if (e->lc.attempts() >= cfg.max_attempts) {
+    if (e->lc.attempts() - e->resumes >= cfg.max_attempts) { // a resume's prefill is not a failover
       auto code = error_code(err);
       if (code == errc::overloaded)
         return fail(e, {.status = 429, .message = "prefill capacity exhausted: " + describe(err),
@@ -311,11 +336,51 @@ struct gateway_env {
     route(e, true);
   }
 
+  /// The node of `e`'s decode worker is gone: continue on another one.
+  void resume(const entry_ptr& e, const std::string& why) const {
+    const std::string dead = e->route.decode_node();
+    e->failed_decode.push_back(dead);
+    if (e->resumes >= cfg.max_resumes)
+      return fail(e, unavailable("decode worker on " + dead + " lost (" + why + "), after " +
+                                 std::to_string(e->resumes) + " resumes"), "decode_failed");
+    ++e->resumes;
+    ctx->node_metrics()
+      .counter("prfaas_gateway_decode_resumes_total",
+               "Requests moved to another decode worker after theirs was lost")
+      .Increment();
+    ctx->log()->warn("decode_resume request={} failed_node={} delivered={} resume={} reason=\"{}\"",
+                     e->a->id, dead, e->received, e->resumes, why);
+    if (e->lc.state() == request_state::prefilling || e->lc.state() == request_state::transferring) {
+      Cancel c; // its KV was going to the dead node
+      c.set_request_id(e->a->id);
+      c.set_transfer_id(e->transfer_id);
+      c.set_reason("decode_lost");
+      send_remote(*ctx, make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, c));
+    }
+    e->transfer_id = 0; // late replies of the old attempt are ignored
+    e->resumed_after = e->tokens;
+    e->route.clear_decode_node(); // events of the old worker are dropped from now on
+    e->route.clear_decode_actor();
+    e->lc.advance(request_state::routed);
+    route(e, false);
+  }
+
+  void on_peer_down(const std::string& node) const {
+    std::vector<entry_ptr> hit;
+    for (auto& [id, e] : self->state.live)
+      if (e->route.decode_node() == node && !e->lc.terminal())
+        hit.push_back(e);
+    for (auto& e : hit)
+      resume(e, "node " + node + " is down");
+  }
+
   void on_tokens(const TokenEvent& ev) const {
     auto it = self->state.live.find(ev.request_id());
     if (it == self->state.live.end())
       return; // ended already (deadline, cancel): late events are dropped
     auto e = it->second;
+    if (!ev.decode_node().empty() && ev.decode_node() != e->route.decode_node())
+      return; // a decode worker the request has left (resumed elsewhere)
     if (ev.index() < e->received)
       return; // a duplicate
     if (ev.index() > e->received)
@@ -405,8 +470,13 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
                               {{"gateway", name}}).Set(s.http->port());
   }
   self->send(self, caf::tick_atom_v);
+  self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
+    [=](const membership_event& e) {
+      if (e.state == peer_state::down)
+        env.on_peer_down(e.peer);
+    },
     [=](sim_submit& m) {
       self->state.inflight->fetch_add(1);
       accept(std::move(m.request));
@@ -477,6 +547,7 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
     g.scheduler = ctx.local(target);
   g.control_timeout = p.dur("control_timeout");
   g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
+  g.max_resumes = static_cast<uint32_t>(p.integer("max_resumes"));
   auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
   g.http.host = host;
   g.http.port = port;
@@ -506,6 +577,8 @@ void register_types(actor_registry& r) {
                     {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
                     {"control_timeout", param_kind::duration, "2s", "deadline of each routing / reservation step"},
                     {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
+                    {"max_resumes", param_kind::integer, "2",
+                     "times a request moves to another decode worker when its decode node dies"},
                     {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
                     {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
                     {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},

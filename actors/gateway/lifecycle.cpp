@@ -26,7 +26,7 @@ bool lifecycle::allowed(request_state from, request_state to) {
     case s::routed: return to == s::prefilling || to == s::decoding; // late KV of an earlier attempt
     case s::prefilling: return to == s::transferring || to == s::decoding || to == s::routed;
     case s::transferring: return to == s::decoding || to == s::routed;
-    case s::decoding: return to == s::done;
+    case s::decoding: return to == s::done || to == s::routed; // resume: the decode node died
     default: return false;
   }
 }

@@ -6,7 +6,9 @@
 //        \________\__________\____________\____________\____→ failed
 //
 // plus the failover edge prefilling/transferring → routed (another prefill worker,
-// attempt + 1). `done` and `failed` are terminal and reached exactly once: that is
+// attempt + 1) and the resume edge decoding → routed (the decode worker's node died:
+// the request continues on another decode worker from its prompt plus the tokens
+// already delivered). `done` and `failed` are terminal and reached exactly once: that is
 // the gateway's "every accepted request ends in exactly one outcome".
 // A TokenEvent may overtake the prefill worker's reply (different senders), so
 // decoding is reachable straight from prefilling, and from routed (during a

@@ -184,7 +184,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     engine::prefill_request req;
     req.id = seq;
     req.prompt = prompt;
-    req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed()};
+    req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed(),
+                    o->po.sampling().first_index()};
     const auto t0 = runner->now(); // the engine's time: virtual in simulation
     prefix_cache::lookup hit;
     if (cache) {

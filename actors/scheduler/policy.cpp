@@ -49,7 +49,8 @@ int least_loaded_prefill(const cluster_view& v, bool prfaas_side,
   return best;
 }
 
-int least_loaded_decode(const cluster_view& v, const std::string& node, const std::string& actor) {
+int least_loaded_decode(const cluster_view& v, const std::string& node, const std::string& actor,
+                        const std::vector<std::string>& exclude) {
   int best = -1;
   double best_load = 0;
   for (size_t i = 0; i < v.decode.size(); ++i) {
@@ -59,6 +60,8 @@ int least_loaded_decode(const cluster_view& v, const std::string& node, const st
     if (!w.up || (node.empty() && !w.enabled))
       continue;
     if (!node.empty() && (w.addr.node != node || w.addr.actor != actor))
+      continue;
+    if (std::find(exclude.begin(), exclude.end(), w.addr.node) != exclude.end())
       continue;
     double load = static_cast<double>(w.occupancy()) / std::max<uint32_t>(1, w.capacity);
     if (best < 0 || load < best_load) {
@@ -85,7 +88,7 @@ public:
     route_choice c;
     c.threshold = threshold_;
     c.uncached_tokens = in.prompt_tokens;
-    c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor);
+    c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
     if (c.decode < 0) {
       c.why_not = in.decode_node.empty() ? "no decode worker is up"
                                          : "decode worker " + in.decode_node + "/" +

@@ -98,6 +98,7 @@ struct route_input {
   std::vector<std::string> exclude_nodes; ///< prefill nodes that failed this request
   bool local_only = false;                ///< prefill in the PD cluster only
   std::string decode_node, decode_actor;  ///< keep this decode worker (failover)
+  std::vector<std::string> exclude_decode_nodes; ///< decode nodes that failed it (resume)
 };
 
 /// The cached prefix a worker holds (0 if none): looked up by its address
@@ -146,7 +147,9 @@ private:
 /// Helpers shared by policies: the least-loaded eligible worker, or -1.
 int least_loaded_prefill(const cluster_view& v, bool prfaas_side,
                          const std::vector<std::string>& exclude);
-int least_loaded_decode(const cluster_view& v, const std::string& node, const std::string& actor);
+/// `node`/`actor` non-empty: that worker only; workers on `exclude` nodes never.
+int least_loaded_decode(const cluster_view& v, const std::string& node, const std::string& actor,
+                        const std::vector<std::string>& exclude = {});
 
 } // namespace prfaas::serving
 

@@ -39,7 +39,7 @@ int64_t integer_or(const actor_params& p, const char* key, int64_t fallback) {
 
 /// Fills decode, or says why there is none; false when there is none.
 bool pick_decode(route_choice& c, const route_input& in, const cluster_view& v) {
-  c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor);
+  c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
   if (c.decode < 0)
     c.why_not = in.decode_node.empty() ? "no decode worker is up"
                                        : "decode worker " + in.decode_node + "/" + in.decode_actor +

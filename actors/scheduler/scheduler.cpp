@@ -179,6 +179,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     in.local_only = q.local_only();
     in.decode_node = q.decode_node();
     in.decode_actor = q.decode_actor();
+    in.exclude_decode_nodes.assign(q.exclude_decode_nodes().begin(), q.exclude_decode_nodes().end());
     auto& v = self->state.view;
     v.now = self->clock().now();
     auto c = self->state.policy->decide(in, v);

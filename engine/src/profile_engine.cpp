@@ -174,9 +174,9 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
       sink(info_.layers[l] == layer_kind::full ? kv_chunk_of(*s, l, r, n)
                                                : state_chunk_of(*s, l, n));
   }
-  const uint64_t draw = mix64(s->digest.back() ^ mix64(req.sampling.seed + 0));
+  const uint64_t draw = mix64(s->digest.back() ^ mix64(req.sampling.seed + req.sampling.first_index));
   s->rec.pending = static_cast<token>(draw % vocab);
-  s->rec.sampled = 1;
+  s->rec.sampled = req.sampling.first_index + 1;
   prefill_result out;
   out.first_token = s->rec.pending;
   out.computed_tokens = n - r;

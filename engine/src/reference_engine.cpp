@@ -148,6 +148,7 @@ result<prefill_result> reference_engine::prefill(const prefill_request& req,
   s->rec.tokens.assign(req.prompt.begin(), req.prompt.end());
   s->rec.prompt_tokens = n;
   s->rec.sampling = req.sampling;
+  s->rec.sampled = req.sampling.first_index;
   s->logits.resize(model_->vocab());
 
   auto on_checkpoint = [&](uint32_t layer, uint32_t len, const std::vector<float>& st) {

@@ -10,10 +10,12 @@
 #include <map>
 #include <set>
 #include <regex>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "prfaas/engine/profile_engine.hpp"
 #include "prfaas/engine/reference_engine.hpp"
 #include "support/http_probe.hpp"
 #include "support/process.hpp"
@@ -428,4 +430,146 @@ TEST_CASE("a KV transfer that cannot complete fails over to local prefill with o
   REQUIRE(m);
   CHECK(metric_sum(*m, "prfaas_gateway_failovers_total") == 2);
   CHECK(metric_sum(*m, "prfaas_gateway_requests_total") == 2);
+}
+
+namespace {
+
+/// What one profile engine (kimi-linear-1t on H20, content seed 1) produces in one
+/// process, in virtual time: prefill's first token, then decode steps.
+std::vector<int> single_profile_engine(const std::string& prompt, size_t n, float temperature,
+                                       uint64_t seed) {
+  auto prof = eng::load_profile(src + "/configs/profiles/kimi-linear-1t-h20.yaml");
+  REQUIRE(prof.ok());
+  eng::manual_clock clk;
+  auto e = eng::profile_engine::create(std::move(prof.value()), {.kv_scale = 1.0 / 1024, .seed = 1},
+                                       clk);
+  REQUIRE(e.ok());
+  auto tokens = eng::reference_engine::tokenize(prompt);
+  eng::prefill_request req;
+  req.id = 1;
+  req.prompt = tokens;
+  req.sampling = {temperature, seed};
+  auto r = (*e)->prefill(req, {});
+  REQUIRE(r.ok());
+  std::vector<int> out{r->first_token};
+  eng::seq_id id = 1;
+  while (out.size() < n) {
+    auto step = (*e)->decode_step({&id, 1});
+    REQUIRE(step.ok());
+    out.push_back((*step)[0]);
+  }
+  return out;
+}
+
+/// One gateway node (gateway, scheduler, prefill worker) and two decode nodes, each
+/// its own process, on free loopback ports; profile engines that take their profiled
+/// time (a decode step of tens of milliseconds, so a stream lasts long enough to
+/// lose its decode worker in the middle).
+std::string resume_deployment(const std::vector<uint16_t>& p) {
+  auto port = [&](size_t i) { return std::to_string(p.at(i)); };
+  std::string y = R"(
+deployment: resume
+log_level: info
+model:
+  name: kimi-linear-1t
+  engine: profile
+  profile: )" + src + R"(/configs/profiles/kimi-linear-1t-h20.yaml
+  kv_scale: 0.0009765625
+  block_tokens: 512
+  max_context: 131072
+clusters:
+  pd: { kind: pd }
+failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }
+nodes:
+  - name: gw
+    cluster: pd
+    control: tcp://127.0.0.1:)" + port(0) + R"(
+    data: tcp://127.0.0.1:)" + port(1) + R"(
+    admin: 127.0.0.1:)" + port(2) + R"(
+    actors:
+      - { type: scheduler, name: sched, policy: threshold, threshold: 1000000 }
+      - { type: gateway, name: gw, listen: 127.0.0.1:)" + port(3) + R"( }
+      - { type: prefill_worker, name: pdp, cache_blocks: 0 }
+)";
+  for (int d = 0; d < 2; ++d)
+    y += "  - name: d" + std::to_string(d) + R"(
+    cluster: pd
+    control: tcp://127.0.0.1:)" + port(4 + 3 * d) + R"(
+    data: tcp://127.0.0.1:)" + port(5 + 3 * d) + R"(
+    admin: 127.0.0.1:)" + port(6 + 3 * d) + R"(
+    actors:
+      - { type: decode_worker, name: dec, max_batch: 8 }
+)";
+  return y;
+}
+
+} // namespace
+
+TEST_CASE("a decode node killed mid-stream: the stream continues on the other decode node, "
+          "no token repeated or missing", "[serving][e2e][faults]") {
+  t::temp_dir dir;
+  const auto p = t::free_ports(10);
+  auto cfg = dir.file("resume.yaml", resume_deployment(p));
+  std::map<std::string, std::unique_ptr<t::child_process>> nodes;
+  for (const char* n : {"d0", "d1", "gw"})
+    nodes[n] = std::make_unique<t::child_process>(
+      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                 .out_file = dir.path() / (std::string{n} + ".log")});
+  auto logs = [&] {
+    std::string s;
+    for (auto& [_, n] : nodes)
+      s += n->output() + "\n";
+    return s;
+  };
+  const int http = p[3];
+  REQUIRE(serving(http));
+  REQUIRE(peers_up(p[2], {"d0", "d1"}));
+
+  const std::string prompt = "Resume me on another decode worker, please.";
+  const size_t n = 120;
+  const auto expected = single_profile_engine(prompt, n, 0.8f, 21);
+  // Stream in a thread; kill the decode node that serves it once tokens flow.
+  std::vector<json> events;
+  completion s;
+  auto body = request_body(prompt, n, 0.8f, 21, true);
+  body["model"] = "kimi-linear-1t";
+  std::thread client{[&] { s = stream(http, body, events); }};
+  std::string victim;
+  const bool busy = t::eventually(
+    [&] {
+      for (int d = 0; d < 2; ++d) {
+        auto m = t::http_get(p[6 + 3 * d], "/metrics");
+        if (m && metric_sum(*m, "prfaas_worker_tokens_total") >= 20) {
+          victim = "d" + std::to_string(d);
+          return true;
+        }
+      }
+      return false;
+    },
+    30s, 20ms);
+  if (busy)
+    nodes.at(victim)->signal(SIGKILL);
+  client.join();
+  INFO(logs());
+  INFO("stream status " << s.status << ", " << s.tokens.size() << " tokens; d0 metrics:\n"
+                        << t::http_get(p[6], "/metrics").value_or("?"));
+  REQUIRE(busy);
+  REQUIRE(s.status == 200);
+  CHECK(s.finish_reason == "length");
+  CHECK(s.tokens.size() == n);
+  CHECK(s.tokens == expected); // the same tokens as one engine: no repeats, no gaps
+  auto m = t::http_get(p[2], "/metrics");
+  REQUIRE(m);
+  CHECK(metric_sum(*m, "prfaas_gateway_decode_resumes_total") == 1);
+  // The survivor served the rest.
+  const std::string survivor = victim == "d0" ? "d1" : "d0";
+  auto sm = t::http_get(p[survivor == "d0" ? 6 : 9], "/metrics");
+  REQUIRE(sm);
+  CHECK(metric_sum(*sm, "prfaas_worker_tokens_total") > 0);
+  for (auto& [name, node] : nodes)
+    if (name != victim)
+      node->signal(SIGTERM);
+  for (auto& [name, node] : nodes)
+    if (name != victim)
+      CHECK(node->wait(20s) == 0);
 }

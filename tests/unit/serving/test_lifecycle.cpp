@@ -23,7 +23,7 @@ const std::set<std::pair<s, s>> edges = {
   {s::prefilling, s::transferring}, {s::prefilling, s::decoding},  {s::prefilling, s::routed},
   {s::prefilling, s::failed},
   {s::transferring, s::decoding},   {s::transferring, s::routed},  {s::transferring, s::failed},
-  {s::decoding, s::done},           {s::decoding, s::failed},
+  {s::decoding, s::done},           {s::decoding, s::failed},      {s::decoding, s::routed},
 };
 
 /// A lifecycle driven to `target` along allowed edges.
@@ -72,8 +72,8 @@ TEST_CASE("a sample of forbidden edges") {
   CHECK_FALSE(l.advance(s::accepted));   // no self-loops
   CHECK(l.state() == s::accepted);
   auto d = at(s::decoding);
-  CHECK_FALSE(d.advance(s::routed)); // no failover once decoding
-  CHECK_FALSE(d.advance(s::prefilling));
+  CHECK_FALSE(d.advance(s::prefilling)); // a resume goes back through routing
+  CHECK_FALSE(d.advance(s::transferring));
   CHECK_FALSE(d.advance(s::decoding));
   CHECK(d.state() == s::decoding);
 }

@@ -30,6 +30,10 @@ const char* to_string(layer_kind kind) noexcept;
 struct sampling_params {
   float temperature = 0.0f;
   uint64_t seed = 0;
+  /// k of the first token this prefill samples: 0 for a new request; the number of
+  /// tokens already delivered when a request resumes on another decode worker from its
+  /// prompt plus those tokens, so it samples exactly what the first worker would have.
+  uint32_t first_index = 0;
 };
 
 /// Static description of the model an engine instance runs.
