@@ -1,0 +1,90 @@
+#include "sim_world.hpp"
+
+#include <caf/all.hpp>
+#include <caf/detail/test_actor_clock.hpp>
+
+#include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/log.hpp"
+
+namespace prfaas::sim {
+
+namespace {
+
+/// Reads the test clock's schedule (a protected member) to see the next timer's time:
+/// how far virtual time may jump without passing a horizon.
+struct clock_peek : caf::detail::test_actor_clock {
+  static auto schedule_ptr() { return &clock_peek::schedule_; }
+};
+
+} // namespace
+
+sim_world::sim_world(const std::string& deployment_file)
+  : registry_(actor_registry::with_builtins()) {
+  dep_ = load_deployment(deployment_file);
+  registry_.validate(dep_);
+  cfg_.set("scheduler.policy", caf::atom("testing"));
+  cfg_.add_message_types<caf::id_block::prfaas>();
+  sys_ = std::make_unique<caf::actor_system>(cfg_);
+  sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+  net_ = std::make_shared<sim_network>(*sys_);
+  timer_ = std::make_unique<sim_timer>(*sys_);
+}
+
+sim_world::~sim_world() {
+  for (auto& [_, n] : nodes_)
+    n->stop();
+  timer_.reset();
+  // Drain what the stopped actors left (bounded): ~actor_system waits for them.
+  for (int i = 0; i < 1000000 && (sched_->has_job() || sched_->has_pending_timeout()); ++i) {
+    sched_->run();
+    if (sched_->has_pending_timeout())
+      sched_->trigger_timeout();
+  }
+  sched_->run();
+  nodes_.clear();
+  sched_->run();
+}
+
+void sim_world::start() {
+  uint64_t incarnation = 0;
+  for (auto& n : dep_.nodes) {
+    node_options opts;
+    opts.sim = net_;
+    opts.incarnation = ++incarnation;
+    opts.log = make_null_logger();
+    opts.serve_admin = false;
+    auto nd = std::make_unique<node>(*sys_, dep_, n.name, registry_, opts);
+    nd->start();
+    nodes_[n.name] = std::move(nd);
+    sched_->run();
+  }
+  started_ = now();
+}
+
+bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {
+  auto& clock = sched_->clock();
+  auto& schedule = clock.*clock_peek::schedule_ptr();
+  for (;;) {
+    sched_->run();
+    if (stop && stop())
+      return true;
+    if (schedule.empty())
+      return false;
+    if (schedule.begin()->first > until) {
+      clock.current_time = std::max(clock.current_time, until);
+      return true;
+    }
+    clock.trigger_timeout();
+    ++events_;
+  }
+}
+
+sim_world::time_point sim_world::now() const {
+  return sched_->clock().current_time;
+}
+
+double sim_world::elapsed_s() const {
+  return std::chrono::duration<double>(now() - started_).count();
+}
+
+} // namespace prfaas::sim

@@ -1,0 +1,67 @@
+#pragma once
+
+// A whole deployment in virtual time: every node of a deployment file, with the real
+// actors, on CAF's test coordinator, joined by the simulated network and data plane.
+// One thread; nothing reads the wall clock, so a run is a function of the deployment
+// and the driver's inputs alone.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/node.hpp"
+#include "prfaas/runtime/sim_data_plane.hpp"
+#include "prfaas/runtime/sim_network.hpp"
+#include "prfaas/runtime/sim_time.hpp"
+
+namespace prfaas::sim {
+
+class sim_world {
+public:
+  using time_point = sim_timer::time_point;
+
+  /// Parses and validates the deployment (config_error names the key).
+  explicit sim_world(const std::string& deployment_file);
+  ~sim_world();
+
+  /// Starts every node (deterministic incarnations 1, 2, ... in file order).
+  void start();
+  /// Runs the simulation until `stop()` holds, virtual time passes `until`, or
+  /// nothing is left to happen. Returns false when it stopped for lack of events.
+  bool run_until(time_point until, const std::function<bool()>& stop = {});
+
+  time_point now() const;
+  /// Virtual seconds since start().
+  double elapsed_s() const;
+  caf::actor_system& system() { return *sys_; }
+  const deployment_config& deployment() const { return dep_; }
+  sim_network& net() { return *net_; }
+  sim_data_fabric& fabric() { return *net_->data_fabric(); }
+  sim_timer& timer() { return *timer_; }
+  node& at(const std::string& name) { return *nodes_.at(name); }
+  const std::map<std::string, std::unique_ptr<node>>& nodes() const { return nodes_; }
+  /// Timer and delivery events fired so far (the simulation's unit of work).
+  uint64_t events() const { return events_; }
+
+private:
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::scheduler::test_coordinator* sched_ = nullptr;
+  sim_network_ptr net_;
+  deployment_config dep_;
+  actor_registry registry_;
+  std::map<std::string, std::unique_ptr<node>> nodes_;
+  std::unique_ptr<sim_timer> timer_;
+  time_point started_{};
+  uint64_t events_ = 0;
+};
+
+} // namespace prfaas::sim

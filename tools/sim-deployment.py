@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes a simulation deployment (the prfaas-node schema) for `prfaas-sim run`.
+
+One node per instance — N_prfaas PrfaaS prefill instances (H200), N_p PD prefill
+instances and N_d decode instances (H20) — plus one gateway node with the gateway and
+the scheduler, joined by one cross-cluster link. The case-study files in configs/sim/
+are made by this script; the header of each says with which arguments.
+
+  tools/sim-deployment.py --prfaas 4 --pd-prefill 3 --decode 5 --policy prfaas \
+      --threshold 19400 > configs/sim/prfaas-pd.yaml
+"""
+import argparse
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", default="sim")
+    ap.add_argument("--prfaas", type=int, default=4, help="PrfaaS prefill instances (H200)")
+    ap.add_argument("--pd-prefill", type=int, default=3, help="PD-P instances (H20)")
+    ap.add_argument("--decode", type=int, default=5, help="PD-D instances (H20)")
+    ap.add_argument("--gateways", type=int, default=1, help="gateway + scheduler nodes")
+    ap.add_argument("--policy", default="prfaas")
+    ap.add_argument("--threshold", type=int, default=19400)
+    ap.add_argument("--link-gbit", type=float, default=100)
+    ap.add_argument("--max-batch", type=int, default=20)
+    ap.add_argument("--kv-scale", default="0.0001")
+    ap.add_argument("--cache-blocks", type=int, default=0)
+    ap.add_argument("--load-interval", default="100ms")
+    ap.add_argument("--heartbeat", default="1s")
+    ap.add_argument("--link-monitors", action="store_true",
+                    help="a link monitor at each end feeding the scheduler")
+    a = ap.parse_args()
+    if a.prfaas + a.pd_prefill == 0 or a.decode == 0:
+        sys.exit("sim-deployment: needs at least one prefill and one decode instance")
+
+    out = []
+    w = out.append
+    w(f"# Made by: tools/sim-deployment.py {' '.join(sys.argv[1:])}")
+    w(f"deployment: {a.name}")
+    w(f"failure_detector: {{ interval: {a.heartbeat}, misses: 10, suspect_misses: 5 }}")
+    w("transport: { retry_interval: 500ms, request_timeout: 10s }")
+    w("model:")
+    w("  name: kimi-linear-1t")
+    w("  engine: profile")
+    w("  profile: ../profiles/kimi-linear-1t-h20.yaml")
+    w(f"  kv_scale: {a.kv_scale}")
+    w("  block_tokens: 512")
+    w("  max_context: 140000")
+    w("clusters:")
+    if a.prfaas:
+        w("  prfaas: { kind: prefill-only }")
+    w("  pd: { kind: pd }")
+    if a.prfaas:
+        w("links:")
+        w(f"  - {{ between: [prfaas, pd], rate: {a.link_gbit:g}gbit, connections: 4 }}")
+    w("nodes:")
+    port = [7000]
+
+    def node(name, cluster, actors):
+        port[0] += 1
+        w(f"  - name: {name}")
+        w(f"    cluster: {cluster}")
+        w(f'    control: "tcp://127.0.0.1:{port[0]}"')
+        w(f'    data: "tcp://127.0.0.1:{port[0] + 30000}"')
+        w("    actors:")
+        for actor in actors:
+            w(f"      - {actor}")
+
+    monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
+               "publish_interval: 1s%s }")
+    for g in range(a.gateways):
+        actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
+                  f"max_output_tokens: 16384 }}",
+                  f"{{ type: scheduler, name: sched, policy: {a.policy}, threshold: {a.threshold}, "
+                  f"load_interval: {a.load_interval} }}"]
+        if a.link_monitors and a.prfaas:
+            actors.append(monitor % ("prfaas", ", subscribers: gw%d/sched" % g))
+        node(f"gw{g}", "pd", actors)
+    for i in range(a.prfaas):
+        actors = ["{ type: prefill_worker, name: pf, max_queue: 1000000, "
+                  f"cache_blocks: {a.cache_blocks}, profile: ../profiles/kimi-linear-1t-h200.yaml }}"]
+        if a.link_monitors and i == 0:
+            actors.append(monitor % ("pd", ""))
+        node(f"prfaas{i}", "prfaas", actors)
+    for i in range(a.pd_prefill):
+        node(f"pdp{i}", "pd", ["{ type: prefill_worker, name: pf, max_queue: 1000000, "
+                               f"cache_blocks: {a.cache_blocks} }}"])
+    for i in range(a.decode):
+        node(f"dec{i}", "pd", [f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
+                               "max_queue: 1000000 }"])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
