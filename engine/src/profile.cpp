@@ -59,7 +59,10 @@ struct reader {
 } // namespace
 
 double profile::kv_bytes(uint64_t tokens) const {
-  std::vector<std::pair<double, double>> xy;
+  // Reused, not reallocated: the profile engine asks once per token and full layer
+  // when it cuts KV chunks, so this is the engine's hot path.
+  thread_local std::vector<std::pair<double, double>> xy;
+  xy.clear();
   for (const auto& p : points)
     if (p.has_kv)
       xy.emplace_back(static_cast<double>(p.tokens), p.kv_mib * mib);
