@@ -20,6 +20,9 @@ def main():
     ap.add_argument("--pd-prefill", type=int, default=3, help="PD-P instances (H20)")
     ap.add_argument("--decode", type=int, default=5, help="PD-D instances (H20)")
     ap.add_argument("--gateways", type=int, default=1, help="gateway + scheduler nodes")
+    ap.add_argument("--prfaas-nodes", type=int, default=0,
+                    help="nodes the PrfaaS instances share (0 = one node each); a link monitor "
+                         "sees only its own node's transfers")
     ap.add_argument("--policy", default="prfaas")
     ap.add_argument("--threshold", type=int, default=19400)
     ap.add_argument("--link-gbit", type=float, default=100)
@@ -30,6 +33,10 @@ def main():
     ap.add_argument("--heartbeat", default="1s")
     ap.add_argument("--link-monitors", action="store_true",
                     help="a link monitor at each end feeding the scheduler")
+    ap.add_argument("--directory", action="store_true",
+                    help="a KV directory on the gateway node; workers announce, the scheduler asks")
+    ap.add_argument("--event-steps", type=int, default=1,
+                    help="decode steps whose tokens go out in one message")
     a = ap.parse_args()
     if a.prfaas + a.pd_prefill == 0 or a.decode == 0:
         sys.exit("sim-deployment: needs at least one prefill and one decode instance")
@@ -67,28 +74,37 @@ def main():
         for actor in actors:
             w(f"      - {actor}")
 
+    def directory(where):
+        return f", directory: {where}" if a.directory else ""
+
     monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
                "publish_interval: 1s%s }")
     for g in range(a.gateways):
         actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
                   f"max_output_tokens: 16384 }}",
                   f"{{ type: scheduler, name: sched, policy: {a.policy}, threshold: {a.threshold}, "
-                  f"load_interval: {a.load_interval} }}"]
+                  f"load_interval: {a.load_interval}{directory('dir')} }}"]
+        if a.directory:
+            actors.append("{ type: kv_directory, name: dir }")
         if a.link_monitors and a.prfaas:
-            actors.append(monitor % ("prfaas", ", subscribers: gw%d/sched" % g))
+            actors.append(monitor % ("prfaas", ""))
         node(f"gw{g}", "pd", actors)
-    for i in range(a.prfaas):
-        actors = ["{ type: prefill_worker, name: pf, max_queue: 1000000, "
-                  f"cache_blocks: {a.cache_blocks}, profile: ../profiles/kimi-linear-1t-h200.yaml }}"]
-        if a.link_monitors and i == 0:
-            actors.append(monitor % ("pd", ""))
-        node(f"prfaas{i}", "prfaas", actors)
+    nodes = a.prfaas_nodes or a.prfaas
+    for k in range(nodes if a.prfaas else 0):
+        actors = []
+        for i in range(k, a.prfaas, nodes):
+            actors.append(f"{{ type: prefill_worker, name: pf{i}, max_queue: 1000000, "
+                          f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')}, "
+                          "profile: ../profiles/kimi-linear-1t-h200.yaml }")
+        if a.link_monitors and k == 0:
+            actors.append(monitor % ("pd", ", subscribers: gw0/sched"))
+        node(f"prfaas{k}", "prfaas", actors)
     for i in range(a.pd_prefill):
         node(f"pdp{i}", "pd", ["{ type: prefill_worker, name: pf, max_queue: 1000000, "
-                               f"cache_blocks: {a.cache_blocks} }}"])
+                               f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')} }}"])
     for i in range(a.decode):
         node(f"dec{i}", "pd", [f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
-                               "max_queue: 1000000 }"])
+                               f"max_queue: 1000000, event_steps: {a.event_steps} }}"])
     print("\n".join(out))
 
 
