@@ -22,6 +22,8 @@
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"
+#include "prefill/cache_move.hpp"
+#include "prfaas/engine/block_hash.hpp"
 #include "prefill/prefix_cache.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
@@ -64,8 +66,16 @@ struct prefill_state {
   uint64_t next_seq = 1;
   uint64_t queued_tokens = 0;
   size_t max_queue = 64;
+  /// Orders waiting for a cache move into this worker's cache, by its transfer id.
+  std::map<uint64_t, order_ptr> pulling;
+  duration pull_timeout = std::chrono::seconds(2);
+
+  node_context* ctx = nullptr;
+  std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
 
   ~prefill_state() {
+    if (ctx && !cache_sink.empty() && ctx->data())
+      ctx->data()->remove_sink(cache_sink);
     if (runner)
       runner->stop();
   }
@@ -244,6 +254,121 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   });
 }
 
+/// Queues an order for the engine (after its cache move, if it had one).
+void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
+  if (o->answered) // cancelled meanwhile
+    return;
+  self->state.queue.push_back(o);
+  start_next(self, ctx, name);
+}
+
+/// Stops waiting for the cache move of transfer `tid` and computes without it.
+void end_pull(self_ptr self, node_context* ctx, const std::string& name, uint64_t tid,
+              const std::string& why) {
+  auto& s = self->state;
+  auto it = s.pulling.find(tid);
+  if (it == s.pulling.end())
+    return;
+  auto o = it->second;
+  s.pulling.erase(it);
+  if (!why.empty()) {
+    ctx->node_metrics()
+      .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
+               {{"outcome", "skipped"}})
+      .Increment();
+    ctx->log()->info("cache_move_skipped request={} from={}/{} reason=\"{}\"", o->po.request_id(),
+                     o->po.cache_from_node(), o->po.cache_from_actor(), why);
+  }
+  enqueue(self, ctx, name, o);
+}
+
+/// Asks the holder named in the order for the prompt's cached blocks; the order waits
+/// (at most `pull_timeout`) for them, then runs with or without them.
+void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
+  auto& s = self->state;
+  std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
+  auto ids = engine::block_hasher{s.cache->block_tokens()}.hash(prompt);
+  ids.resize(std::min<size_t>(ids.size(), o->po.cache_blocks()));
+  CachePull q;
+  q.set_request_id(o->po.request_id());
+  for (auto id : ids)
+    q.add_block_ids(id);
+  const uint64_t tid = std::hash<std::string>{}(ctx->node() + "/" + name + "/cache/" +
+                                                std::to_string(o->po.transfer_id()));
+  q.set_transfer_id(tid);
+  q.set_node(ctx->node());
+  q.set_sink(name + ".cache");
+  s.pulling[tid] = o;
+  const auto wait = std::max<duration>(std::chrono::milliseconds(1),
+                                       std::min<duration>(s.pull_timeout, o->deadline - self->clock().now()));
+  request_remote(self, *ctx,
+                 make_remote(ctx->local(name), {o->po.cache_from_node(), o->po.cache_from_actor()}, q),
+                 wait)
+    .then(
+      [self, ctx, name, tid](remote_message& r) {
+        CachePullAccepted a;
+        if (!parse_remote(r, a) || a.blocks() == 0)
+          end_pull(self, ctx, name, tid, "the holder has none of the blocks now");
+      },
+      [self, ctx, name, tid](caf::error& e) { end_pull(self, ctx, name, tid, describe(e)); });
+  self->delayed_send(self, wait, caf::timeout_atom_v, tid);
+}
+
+/// A cache move arrived: into the prefix cache (engine thread), then the order runs.
+void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt) {
+  auto& s = self->state;
+  if (!s.pulling.count(rt.id))
+    return; // gave up on it already
+  std::string error;
+  auto x = unpack(rt, error);
+  if (!x)
+    return end_pull(self, ctx, name, rt.id, error);
+  s.runner->post([inbox = s.inbox, self, ctx, name, tid = rt.id, cache = s.cache,
+                  x = std::move(*x)](engine::engine&) {
+    const uint32_t held = cache->import_prefix(x);
+    inbox->post([self, ctx, name, tid, held, blocks = x.ids.size()] {
+      ctx->node_metrics()
+        .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
+                 {{"outcome", held == blocks ? "moved" : "skipped"}})
+        .Increment();
+      ctx->node_metrics()
+        .counter("prfaas_prefill_cache_moved_blocks_total", "Blocks received by cache moves")
+        .Increment(static_cast<double>(held));
+      end_pull(self, ctx, name, tid, held == blocks ? "" : "the cache had no room for them");
+    });
+  });
+}
+
+/// A peer pulls cached blocks from this worker: export them on the engine thread and
+/// send them over the data plane; the reply says how many are on their way.
+caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
+                                       const CachePull& q) {
+  auto& s = self->state;
+  if (!s.cache)
+    return make_error(errc::bad_request, "CachePull " + q.request_id() + ": this worker has no prefix cache");
+  auto rp = self->make_response_promise<remote_message>();
+  std::vector<engine::block_id> ids(q.block_ids().begin(), q.block_ids().end());
+  s.runner->post([inbox = s.inbox, cache = s.cache, ids, q, msg, rp, dp = ctx->data(),
+                  log = ctx->log()](engine::engine&) mutable {
+    auto x = cache->export_prefix(ids);
+    if (!x.ids.empty()) {
+      auto stream = pack(x);
+      dp->open(q.transfer_id(), q.node(), q.sink(), std::move(stream.meta),
+               [log, id = q.request_id(), to = q.node()](transfer_outcome out) {
+                 if (!out.ok)
+                   log->warn("cache_move_send_failed request={} to={} error=\"{}\"", id, to, out.error);
+               });
+      for (auto& c : stream.chunks)
+        dp->push(q.transfer_id(), std::move(c));
+      dp->finish(q.transfer_id());
+    }
+    CachePullAccepted a;
+    a.set_blocks(static_cast<uint32_t>(x.ids.size()));
+    inbox->post([rp, reply = make_reply(msg, a)]() mutable { rp.deliver(std::move(reply)); });
+  });
+  return rp;
+}
+
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   auto& s = self->state;
   while (!s.running && !s.queue.empty()) {
@@ -266,9 +391,10 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
-                             address directory_addr) {
+                             address directory_addr, duration pull_timeout) {
   auto& s = self->state;
   s.max_queue = max_queue;
+  s.pull_timeout = pull_timeout;
   if (cache_blocks > 0) {
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
@@ -288,11 +414,21 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              " has no data endpoint (nodes[].data) for the KV data plane");
   if (auto* fabric = sim_fabric_of(ctx->data())) // simulated link: count the profiled bytes
     fabric->set_wire_size(wire_size_of(model));
+  s.ctx = ctx;
+  if (s.cache) { // cache moves from other workers land here
+    s.cache_sink = name + ".cache";
+    ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
+      inbox->post([self, ctx, name, rt = std::move(rt)]() mutable {
+        cache_arrived(self, ctx, name, std::move(rt));
+      });
+    });
+  }
   update_gauges(self);
   ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, model.engine,
                    s.runner->info().model);
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
+    [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
       if (PrefillOrder po; parse_remote(msg, po)) {
@@ -312,9 +448,11 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         o->po = std::move(po);
         o->request = msg;
         o->request.payload.clear();
-        s.queue.push_back(o);
         auto promise = o->promise;
-        start_next(self, ctx, name);
+        if (s.cache && !o->po.cache_from_node().empty() && o->po.cache_blocks() > 0)
+          pull_cache(self, ctx, name, o);
+        else
+          enqueue(self, ctx, name, o);
         return promise;
       }
       if (directory::Reannounce ra; parse_remote(msg, ra)) {
@@ -355,7 +493,13 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
         return make_reply(msg, l);
       }
+      if (CachePull q; parse_remote(msg, q))
+        return serve_pull(self, ctx, msg, q);
       if (Cancel c; parse_remote(msg, c)) {
+        for (auto& [tid, o] : s.pulling)
+          if (o->po.request_id() == c.request_id() &&
+              (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))
+            answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
         for (auto& o : s.queue)
           if (o->po.request_id() == c.request_id() &&
               (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))
@@ -386,6 +530,8 @@ void register_types(actor_registry& r) {
                     {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
                     {"cache_blocks", param_kind::integer, "1024",
                      "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
+                    {"pull_timeout", param_kind::duration, "2s",
+                     "how long an order waits for a cache move from another worker before computing all"},
                     {"directory", param_kind::string, "\"\"",
                      "KV directory (node/actor or a local name) told what the cache holds"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
@@ -393,7 +539,7 @@ void register_types(actor_registry& r) {
            return ctx.system().spawn(prefill_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_queue")),
                                      static_cast<uint64_t>(p.integer("cache_blocks")),
-                                     directory_of(ctx, p.str("directory")));
+                                     directory_of(ctx, p.str("directory")), p.dur("pull_timeout"));
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_queue") < 1)

@@ -74,4 +74,41 @@ void prefix_cache::publish(const engine::engine& e, seq_id seq, const lookup& l)
   }
 }
 
+prefix_cache::exported prefix_cache::export_prefix(std::span<const block_id> ids) {
+  exported x;
+  uint32_t blocks = pool_.match(ids).reuse_blocks; // ends at a block with a checkpoint
+  if (blocks == 0)
+    return x;
+  for (uint32_t i = 0; i < blocks; ++i) {
+    auto kv = pool_.payload({ids[i], entry_kind::kv});
+    if (!kv)
+      return {}; // an entry without its bytes cannot be moved
+    x.kv.push_back(std::move(kv));
+  }
+  x.checkpoint = pool_.payload({ids[blocks - 1], entry_kind::checkpoint});
+  if (!x.checkpoint)
+    return {};
+  x.ids.assign(ids.begin(), ids.begin() + blocks);
+  return x;
+}
+
+uint32_t prefix_cache::import_prefix(const exported& x) {
+  if (x.ids.empty() || x.kv.size() != x.ids.size() || !x.checkpoint)
+    return 0;
+  uint32_t held = 0;
+  for (uint32_t i = 0; i < x.ids.size(); ++i, ++held) {
+    if (pool_.contains({x.ids[i], entry_kind::kv}))
+      continue;
+    std::optional<block_id> parent;
+    if (i > 0)
+      parent = x.ids[i - 1];
+    if (!pool_.insert_kv(x.ids[i], parent, x.kv[i]).ok())
+      return 0; // full: without the state after the last block none of it is reusable
+  }
+  if (!pool_.contains({x.ids.back(), entry_kind::checkpoint}) &&
+      !pool_.insert_checkpoint(x.ids.back(), x.checkpoint).ok())
+    return 0;
+  return held;
+}
+
 } // namespace prfaas::serving

@@ -40,6 +40,20 @@ public:
   /// checkpoint_interval = block_tokens()). Blocks that do not fit are skipped.
   void publish(const engine::engine& e, engine::seq_id seq, const lookup& l);
 
+  /// A cached prefix as it leaves for another worker (a cache move): each block's KV
+  /// and the linear-attention state after the last one.
+  struct exported {
+    std::vector<engine::block_id> ids;
+    std::vector<engine::payload_ptr> kv; ///< one per block
+    engine::payload_ptr checkpoint;      ///< after ids.back()
+  };
+  /// The longest run of `ids` held with a checkpoint at its end (empty: none). The
+  /// payloads are shared, so a later eviction does not change what was exported.
+  exported export_prefix(std::span<const engine::block_id> ids);
+  /// Caches blocks another worker exported, as if this worker had computed them; how
+  /// many blocks it now holds of them (fewer when the pool is full).
+  uint32_t import_prefix(const exported& x);
+
   std::vector<engine::pool_key> snapshot() const { return pool_.snapshot(); }
   /// Every cached KV block with its parent (nullopt for a prompt's first block).
   std::vector<std::pair<engine::block_id, std::optional<engine::block_id>>> kv_blocks() const;

@@ -120,6 +120,7 @@ struct route_choice {
   /// The best cache sits in the other cluster and bandwidth allows moving it there
   /// (abundant mode): the prefill node should pull it first.
   bool move_cache = false;
+  int cache_source = -1;       ///< with move_cache: the worker (index into prefill) to pull from
   std::string why_not;         ///< when no route: what was missing
 };
 

@@ -102,8 +102,21 @@ public:
     if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
       c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
     finish(c, in, v);
-    if (c.prefill >= 0 && c.move_cache && !scarce)
-      c.uncached_tokens = l - std::max(l_pd, l_prfaas);
+    if (c.prefill >= 0 && c.move_cache && !scarce) {
+      // The holder of the best cache on the other side of the chosen worker.
+      const bool other = !v.prefill[c.prefill].prfaas;
+      uint32_t best = cached_on(in, v.prefill[c.prefill]);
+      for (size_t i = 0; i < v.prefill.size(); ++i) {
+        auto& w = v.prefill[i];
+        if (w.routable() && w.prfaas == other && cached_on(in, w) > best) {
+          best = cached_on(in, w);
+          c.cache_source = static_cast<int>(i);
+        }
+      }
+      c.move_cache = c.cache_source >= 0;
+      if (c.move_cache)
+        c.uncached_tokens = l - best;
+    }
     return c;
   }
 
@@ -207,7 +220,10 @@ bandwidth_mode::bounds bounds_of(const actor_params& p) {
 threshold_controller::settings control_of(const actor_params& p) {
   threshold_controller::settings t;
   t.planned = static_cast<uint64_t>(integer_or(p, "threshold", 4096));
-  t.max = static_cast<uint64_t>(integer_or(p, "max_threshold", static_cast<int64_t>(t.max)));
+  if (auto m = integer_or(p, "max_threshold", 0); m > 0)
+    t.max = static_cast<uint64_t>(m);
+  else
+    t.max = std::numeric_limits<uint64_t>::max(); // no bound but the prompts themselves
   t.target_utilisation = number_or(p, "target_utilisation", t.target_utilisation);
   if (p.has("control_window"))
     t.window = p.dur("control_window");
@@ -221,8 +237,7 @@ PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<ro
     control_of(p), bounds_of(p),
     p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
     number_or(p, "load_weight", 1.0),
-    // not a scheduler parameter until workers move caches
-    p.has("move_caches") && p.boolean("move_caches"));
+    !p.has("move_caches") || p.boolean("move_caches"));
 });
 PRFAAS_REGISTER_POLICY("homogeneous_pd", [](const actor_params&) -> std::unique_ptr<routing_policy> {
   return std::make_unique<homogeneous_policy>();

@@ -214,6 +214,12 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     out.set_uncached_tokens(c.uncached_tokens);
     out.set_threshold(c.threshold);
     out.set_policy(self->state.policy->name());
+    if (c.move_cache && c.cache_source >= 0) {
+      auto& src = v.prefill[c.cache_source];
+      out.set_cache_from_node(src.addr.node);
+      out.set_cache_from_actor(src.addr.actor);
+      out.set_cache_blocks(cached_on(in, src) / std::max<uint32_t>(1, block_tokens));
+    }
     return make_reply(msg, out);
   };
 
@@ -348,8 +354,8 @@ void register_types(actor_registry& r) {
                      "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
                     {"abundant_queue_tokens", param_kind::integer, "131072",
                      "prfaas policy: ... and abundant again"},
-                    {"max_threshold", param_kind::integer, "1048576",
-                     "prfaas policy: the short-term controller never raises t above this"},
+                    {"max_threshold", param_kind::integer, "0",
+                     "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
                     {"target_utilisation", param_kind::number, "0.8",
                      "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
                     {"control_window", param_kind::duration, "30s",
@@ -358,6 +364,9 @@ void register_types(actor_registry& r) {
                      "prfaas policy: least time between two re-searches while scarce"},
                     {"backlog_horizon", param_kind::duration, "1s",
                      "prfaas policy: a link backlog needing this long to drain at the measured rate counts as full utilisation"},
+                    {"move_caches", param_kind::boolean, "true",
+                     "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
+                     "cluster is moved to the prefill worker chosen for it"},
                     {"load_weight", param_kind::number, "1.0",
                      "cache-aware placement: cost of one pending token against one uncached token"},
                     {"directory", param_kind::string, "\"\"",
@@ -397,7 +406,7 @@ void register_types(actor_registry& r) {
            }
            if (p.integer("threshold") < 0)
              throw config_error(path + ".threshold", "must not be negative");
-           if (p.integer("max_threshold") < p.integer("threshold"))
+           if (p.integer("max_threshold") != 0 && p.integer("max_threshold") < p.integer("threshold"))
              throw config_error(path + ".max_threshold", "must not be below threshold (" +
                                                              std::to_string(p.integer("threshold")) + ")");
            if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))

@@ -573,3 +573,39 @@ TEST_CASE("a decode node killed mid-stream: the stream continues on the other de
     if (name != victim)
       CHECK(node->wait(20s) == 0);
 }
+
+TEST_CASE("cache move: a prompt whose cached prefix sits in the PrfaaS cluster prefills locally "
+          "after pulling that prefix, with a single engine's tokens", "[serving][e2e]") {
+  local_deployment d{256};
+  const int http = d.http();
+  const auto lp = long_prompt();
+  // The long prompt is offloaded: its blocks end up in prfaas-0's prefix cache, and the
+  // KV directory hears of them.
+  auto first = complete(http, request_body(lp, 8, 0.0f, 0, false));
+  INFO(first.body.dump() << "\n" << d.output());
+  REQUIRE(first.status == 200);
+  REQUIRE(first.route == "prfaas");
+  REQUIRE(t::eventually(
+    [&] {
+      auto m = t::http_get(d.ports.at(9101), "/metrics");
+      return m && metric_sum(*m, "prfaas_kv_directory_entries") > 0;
+    },
+    10s, 20ms));
+  // The same prompt and a short question: uncached in the PD cluster it is far above the
+  // threshold, but with the PrfaaS cluster's cache only the question is left — within
+  // the threshold. Bandwidth is abundant (an idle link), so the cache comes to the PD
+  // prefill worker and the question is computed there.
+  const auto q = lp + " So what does that mean for me?";
+  const size_t full_blocks = (lp.size() / 64) * 64;
+  auto expected = single_engine(q, 16, 0.8f, 3);
+  auto c = complete(http, request_body(q, 16, 0.8f, 3, false));
+  INFO(c.body.dump() << "\n" << d.output());
+  REQUIRE(c.status == 200);
+  CHECK(c.route == "pd");
+  CHECK(c.body["prfaas"]["cached_tokens"] == full_blocks);
+  CHECK(c.tokens == expected);
+  auto m = t::http_get(d.ports.at(9101), "/metrics");
+  REQUIRE(m);
+  CHECK(t::metric(*m, "prfaas_prefill_cache_moves_total", {"outcome=\"moved\""}) == 1);
+  CHECK(t::metric(*m, "prfaas_prefill_cache_moved_blocks_total") == full_blocks / 64);
+}
