@@ -41,7 +41,6 @@ void load_driver::start() {
                                   "--arrival", "poisson",
                                   "--rate", num(g.rate),
                                   "--duration", num(load_.duration.count()),
-                                  "--requests", "1000000",
                                   "--seed", std::to_string(g.seed),
                                   "--output-len", std::to_string(load_.output_tokens),
                                   "--timeout", num(load_.deadline.count()),

@@ -18,10 +18,13 @@ int home_fd() {
   return fd;
 }
 
-std::optional<std::string> get(const node_place& n, const char* path) {
-  if (!enter_namespace(n.ns))
+} // namespace
+
+std::optional<std::string> http_get(const std::string& ns, const std::string& host, int port,
+                                    const char* path) {
+  if (!enter_namespace(ns))
     return std::nullopt;
-  httplib::Client cli{n.ip, n.admin_port};
+  httplib::Client cli{host, port};
   cli.set_connection_timeout(0, 500'000);
   cli.set_read_timeout(1, 0);
   auto res = cli.Get(path);
@@ -29,8 +32,6 @@ std::optional<std::string> get(const node_place& n, const char* path) {
     return std::nullopt;
   return res->body;
 }
-
-} // namespace
 
 bool enter_namespace(const std::string& ns) {
   thread_local std::string current;
@@ -48,7 +49,7 @@ bool enter_namespace(const std::string& ns) {
 }
 
 std::optional<nlohmann::json> get_health(const node_place& n) {
-  auto body = get(n, "/health");
+  auto body = http_get(n.ns, n.ip, n.admin_port, "/health");
   if (!body)
     return std::nullopt;
   auto j = nlohmann::json::parse(*body, nullptr, false);
@@ -57,7 +58,9 @@ std::optional<nlohmann::json> get_health(const node_place& n) {
   return j;
 }
 
-std::optional<std::string> get_metrics(const node_place& n) { return get(n, "/metrics"); }
+std::optional<std::string> get_metrics(const node_place& n) {
+  return http_get(n.ns, n.ip, n.admin_port, "/metrics");
+}
 
 std::optional<peer_view> peer_in(const nlohmann::json& health, const std::string& peer) {
   auto peers = health.find("peers");

@@ -19,6 +19,10 @@ struct node_place;
 /// in); a no-op when it is there already. False when the kernel refuses.
 bool enter_namespace(const std::string& ns);
 
+/// GET `path` from host:port inside `ns`: the body of a 200 answer within ~1 s.
+std::optional<std::string> http_get(const std::string& ns, const std::string& host, int port,
+                                    const char* path);
+
 /// The node's /health, or nullopt when it does not answer within ~1 s.
 std::optional<nlohmann::json> get_health(const node_place& n);
 /// The node's /metrics, or nullopt.

@@ -238,6 +238,14 @@ bool topology::wait_healthy(std::chrono::milliseconds limit, std::string& why) {
         }
       }
     }
+    // The gateway serves only once its actor runs, a moment after the node is up.
+    auto gw = gateway();
+    auto colon = gw.listen.rfind(':');
+    if (!http_get(gw.ns, gw.listen.substr(0, colon), std::stoi(gw.listen.substr(colon + 1)),
+                  "/v1/models")) {
+      why = "the gateway does not answer GET /v1/models";
+      return false;
+    }
     why.clear();
     return true;
   };
