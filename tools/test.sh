@@ -30,8 +30,8 @@ fuzz_runtime=$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_6
 if [ "${PRFAAS_SKIP_FUZZ:-0}" != 1 ] && command -v clang++ >/dev/null && [ -n "$fuzz_runtime" ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
     -DPRFAAS_FUZZ=ON -DPRFAAS_BUILD_TESTS=OFF >/dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_wire fuzz_http_request
-  for target in wire http_request; do
+  cmake --build build-fuzz -j"$jobs" --target fuzz_wire fuzz_http_request fuzz_http_server
+  for target in wire http_request http_server; do
     # New inputs go to a scratch folder; the seed corpus in the repository is only read.
     scratch=$(mktemp -d)
     build-fuzz/bin/fuzz_$target -max_total_time="${PRFAAS_FUZZ_SECONDS:-20}" -max_len=4096 \

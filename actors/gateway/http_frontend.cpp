@@ -36,11 +36,10 @@ void http_frontend::start() {
   server_ = std::make_unique<httplib::Server>();
   auto threads = s_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(s_.max_body);
   server_->set_tcp_nodelay(true); // small SSE chunks must not wait for Nagle + delayed ACK (40 ms)
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
-  routes();
+  install_routes(*server_);
   // cpp-httplib listens with a backlog of 5 (a compile-time constant of the Debian
   // library): a burst of connections overflows the accept queue and clients stall
   // for a SYN-ACK retransmit, or fail. Remember the listening socket and widen its
@@ -84,8 +83,8 @@ std::optional<api_error> http_frontend::refuse_unauthenticated(const httplib::Re
   return e ? std::optional<api_error>{*e} : std::nullopt;
 }
 
-void http_frontend::routes() {
-  auto& srv = *server_;
+void http_frontend::install_routes(httplib::Server& srv) {
+  srv.set_payload_max_length(s_.max_body); // beyond: 413, from the error handler below
   // Authentication comes before routing, so an unauthenticated client cannot make the
   // gateway read (up to max_body of) its body. The body is left unread: close.
   srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

@@ -75,8 +75,11 @@ public:
   void stop();
   int port() const { return port_; }
 
+  /// Puts the API's routes and error handling on `srv`. start() does it on the server
+  /// it binds; fuzz/fuzz_http_server drives them through httplib without a socket.
+  void install_routes(httplib::Server& srv);
+
 private:
-  void routes();
   /// The 401 for a /v1/* request without a configured key; nullopt lets it through.
   std::optional<api_error> refuse_unauthenticated(const httplib::Request& req) const;
 

@@ -2,8 +2,6 @@
 // whole serving path, reference engine): 401 without or with a wrong key, /health and
 // /metrics open, the size limits with a key, and one request in flight per key.
 
-#include <csignal>
-
 #include <catch2/catch.hpp>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -18,16 +16,16 @@ namespace {
 
 const std::string model = "prfaas-ref-hybrid";
 
-/// One node with the serving path and a gateway that wants keys.
+/// One node with the serving path and a gateway that wants keys. The node process is
+/// killed and reaped with the fixture (child_process does that).
 struct secured_gateway {
   temp_dir dir{"prfaas-api-keys"};
-  int http_port = 0;
+  std::vector<uint16_t> ports = free_ports(3);
+  int http_port = ports[2];
   std::filesystem::path log = dir.path() / "node.log";
   std::unique_ptr<child_process> proc;
 
   secured_gateway() {
-    auto ports = free_ports(3);
-    http_port = ports[2];
     auto p = [&](size_t i) { return std::to_string(ports[i]); };
     auto keys_file = dir.file("more-keys", "# one per line\nsk-file\n");
     std::string yaml =
@@ -61,13 +59,6 @@ struct secured_gateway {
     auto config = dir.file("deployment.yaml", yaml);
     proc = std::make_unique<child_process>(
       command{{PRFAAS_BIN_DIR "/prfaas-node", "--config", config.string(), "--node", "pd-0"}, {}, log});
-  }
-
-  ~secured_gateway() {
-    if (proc && proc->running()) {
-      proc->signal(SIGTERM);
-      proc->wait(10s);
-    }
   }
 
   httplib::Client client(const std::string& key = {}) const {

@@ -76,6 +76,17 @@ bool transfer(prfaas::node& from, uint64_t id) {
   return done.get_future().get();
 }
 
+/// Options for a node that plays `client` from elsewhere: its own ZeroMQ context (as in
+/// another process) and endpoints of its own.
+prfaas::node_options outsider(zmq::context_t& ctx) {
+  prfaas::node_options o;
+  o.zmq = &ctx;
+  o.log = prfaas::make_null_logger();
+  o.control_override = "tcp://127.0.0.1:*";
+  o.data_override = "tcp://127.0.0.1:*";
+  return o;
+}
+
 double refused(prfaas::node& n, const char* plane) {
   return n.node_metrics()->counter_value("prfaas_auth_refused_total", {{"plane", plane}});
 }
@@ -134,13 +145,8 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
       deployment(ports, "security:\n  nodes:\n" + keys_of("target", target_keys.public_key, "") +
                           keys_of("client", intruder_keys.public_key, intruder_keys.secret_key)),
       "<intruder>");
-    zmq::context_t intruder_ctx{1}; // as another process would
-    prfaas::node_options iopts;
-    iopts.zmq = &intruder_ctx;
-    iopts.log = prfaas::make_null_logger();
-    iopts.control_override = "tcp://127.0.0.1:*";
-    iopts.data_override = "tcp://127.0.0.1:*";
-    prfaas::node intruder{sys, intruder_dep, "client", registry, iopts};
+    zmq::context_t intruder_ctx{1};
+    prfaas::node intruder{sys, intruder_dep, "client", registry, outsider(intruder_ctx)};
     const auto delivered_before = delivered.load();
     intruder.start();
     REQUIRE(eventually([&] { return refused(target, "control") >= 1; }, 10s, 50ms));
@@ -160,12 +166,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
   SECTION("a node without CURVE") {
     auto plain_dep = prfaas::parse_deployment(deployment(ports, ""), "<plaintext>");
     zmq::context_t plain_ctx{1};
-    prfaas::node_options popts;
-    popts.zmq = &plain_ctx;
-    popts.log = prfaas::make_null_logger();
-    popts.control_override = "tcp://127.0.0.1:*";
-    popts.data_override = "tcp://127.0.0.1:*";
-    prfaas::node plain{sys, plain_dep, "client", registry, popts};
+    prfaas::node plain{sys, plain_dep, "client", registry, outsider(plain_ctx)};
     const auto delivered_before = delivered.load();
     plain.start();
     CHECK_FALSE(ping(sys, plain, 5).has_value());
