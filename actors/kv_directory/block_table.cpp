@@ -1,8 +1,17 @@
 #include "kv_directory/block_table.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace prfaas::directory {
+
+block_table::block_table() : slots_(empty_slots(16)), bits_(4) {}
+
+big_array<block_table::slot> block_table::empty_slots(size_t n) {
+  auto a = allocate_big<slot>(n);
+  std::uninitialized_fill_n(a.get(), n, slot{});
+  return a;
+}
 
 void block_table::erase(uint32_t tag, uint32_t idx) {
   size_t i = home(tag);
@@ -24,10 +33,11 @@ void block_table::erase(uint32_t tag, uint32_t idx) {
 }
 
 void block_table::grow() {
-  std::vector<slot> old(slots_.size() * 2);
+  auto old = empty_slots(capacity() * 2);
   old.swap(slots_);
   ++bits_;
-  for (auto& s : old) {
+  for (size_t k = 0; k < capacity() / 2; ++k) {
+    const auto& s = old[k];
     if (s.idx == none)
       continue;
     size_t i = home(s.tag);

@@ -17,7 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
-#include <vector>
+
+#include "kv_directory/huge_pages.hpp"
 
 namespace prfaas::directory {
 
@@ -35,7 +36,7 @@ public:
     return static_cast<uint32_t>(id >> 32);
   }
 
-  block_table() : slots_(16), bits_(4) {}
+  block_table();
 
   size_t size() const { return size_; }
 
@@ -67,7 +68,7 @@ public:
   /// The node index for `id`, or the one `make()` returns, inserted; true if inserted.
   template <class IdOf, class Make>
   std::pair<uint32_t, bool> find_or_insert(uint64_t id, uint32_t tag, IdOf&& id_of, Make&& make) {
-    if ((size_ + 1) * 4 > slots_.size() * 3)
+    if ((size_ + 1) * 4 > capacity() * 3)
       grow();
     for (size_t i = home(tag);; i = next(i)) {
       auto& s = slots_[i];
@@ -91,11 +92,14 @@ private:
   };
 
   size_t home(uint32_t tag) const { return tag >> (32 - bits_); }
-  size_t next(size_t i) const { return (i + 1) & (slots_.size() - 1); }
+  size_t capacity() const { return size_t{1} << bits_; }
+  size_t next(size_t i) const { return (i + 1) & (capacity() - 1); }
   void grow();
 
-  std::vector<slot> slots_; ///< a power of two of them
-  unsigned bits_;           ///< log2 of slots_.size()
+  static big_array<slot> empty_slots(size_t n);
+
+  big_array<slot> slots_; ///< capacity() of them
+  unsigned bits_;         ///< log2 of capacity()
   size_t size_ = 0;
 };
 

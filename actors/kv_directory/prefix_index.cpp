@@ -122,10 +122,9 @@ prefix_index::node_idx prefix_index::new_node(block_id id) {
   } else {
     i = allocated_++;
     if ((i >> page_bits) == pages_.size())
-      pages_.push_back(std::make_unique<node[]>(size_t{1} << page_bits));
+      pages_.push_back(allocate_big<node>(size_t{1} << page_bits));
   }
-  auto& n = at(i);
-  n = node{};
+  auto& n = *new (&at(i)) node{};
   n.id = id;
   n.live = 1;
   ++size_;

@@ -23,12 +23,13 @@
 //  * stats().references is the number of (entry, holder) pairs, and each holder's
 //    blocks_of() its share of them.
 //
-// Layout (for >= 10M blocks at <= 64 B each): entries are 40-byte
-// nodes in fixed pages (indices never move: parents and the recency list are 32-bit
-// indices), found through a block_table of 8-byte slots (11-21 B per entry). Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot,
-// 3 tier bits); more spill to a side vector. Which blocks a holder has is not kept
-// per holder: replacing or dropping a holder with blocks scans every node once
-// (rare: a worker restart or a node down), everything else is O(chain).
+// Layout (for >= 10M blocks at <= 64 B each): entries are 40-byte nodes in fixed
+// 10 MiB pages on huge pages (indices never move: parents and the recency list are
+// 32-bit indices), found through a block_table of 8-byte slots (11-21 B per entry).
+// Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot, 3 tier bits);
+// more spill to a side vector. Which blocks a holder has is not kept per holder:
+// replacing or dropping a holder with blocks scans every node once (rare: a worker
+// restart or a node down), everything else is O(chain).
 // At most 8192 holders (workers) at once; another is a std::length_error.
 // Not thread-safe.
 
@@ -143,7 +144,7 @@ private:
   static holder_idx holder_of(ref r) { return r >> tier_bits; }
   static constexpr node_idx no_node = UINT32_MAX;
   static constexpr unsigned inline_refs = 8;
-  static constexpr unsigned page_bits = 14;
+  static constexpr unsigned page_bits = 18; ///< 10 MiB: five whole huge pages
 
   struct node {
     block_id id = 0;
@@ -208,7 +209,7 @@ private:
 
   size_t capacity_;
   size_t size_ = 0;
-  std::vector<std::unique_ptr<node[]>> pages_;
+  std::vector<big_array<node>> pages_; ///< nodes [0, allocated_) initialised
   node_idx allocated_ = 0;   ///< nodes ever handed out (high-water mark)
   node_idx free_ = no_node;  ///< free nodes, chained through `next`
   node_idx head_ = no_node, tail_ = no_node; ///< recency list: least recent first
