@@ -33,7 +33,7 @@ constexpr uint64_t report_epoch = 1;
 struct sim_worker {
   struct job {
     double finish_s;
-    uint32_t prompt_tokens;
+    uint32_t load_tokens; ///< what the worker's load report counts for it
   };
 
   directory::holder_ref holder;
@@ -41,7 +41,7 @@ struct sim_worker {
   std::unique_ptr<serving::prefix_cache> cache; ///< null when cache_blocks is 0
   std::vector<pool_event> changes;              ///< the cache's, since the last prefill
   std::deque<job> jobs;
-  uint64_t queued_tokens = 0; ///< prompt tokens of `jobs`, as the worker reports them
+  uint64_t queued_tokens = 0; ///< load_tokens of `jobs`, as the worker reports them
   double free_at_s = 0;
 };
 
@@ -75,7 +75,7 @@ void announce(directory::prefix_index& index, const directory::holder_ref& h,
 /// LoadQuery answered at `now` would (queue = waiting, active = running).
 void report_load(sim_worker& w, serving::worker_view& v, double now) {
   while (!w.jobs.empty() && w.jobs.front().finish_s <= now) {
-    w.queued_tokens -= w.jobs.front().prompt_tokens;
+    w.queued_tokens -= w.jobs.front().load_tokens;
     w.jobs.pop_front();
   }
   v.active = w.jobs.empty() ? 0 : 1;
@@ -211,27 +211,47 @@ replay_result replay(const std::vector<loadgen::request_spec>& requests,
       continue;
     }
     auto& w = *sim.workers[choice.prefill];
+    // A cache move: the best prefix of the other side is imported before computing.
+    uint32_t held_before_move = 0;
+    const bool move = choice.move_cache && choice.cache_source >= 0 && w.cache &&
+                      sim.workers[choice.cache_source]->cache;
+    if (move) {
+      const auto before = w.cache->acquire(prompt);
+      w.cache->release(before);
+      held_before_move = before.reuse_blocks;
+      w.cache->import_prefix(sim.workers[choice.cache_source]->cache->export_prefix(ids));
+      ++out.cache_moves;
+    }
     const uint32_t said = serving::cached_on(in, view.prefill[choice.prefill]);
-    uint32_t best = 0;
-    for (auto& v : view.prefill)
+    uint32_t best_same = 0, best_other = 0;
+    for (auto& v : view.prefill) {
+      auto& best = v.prfaas == view.prefill[choice.prefill].prfaas ? best_same : best_other;
       best = std::max(best, serving::cached_on(in, v));
-    if (best > said)
+    }
+    const uint32_t got = move ? std::max(said, best_other) : said; // a move brings it over
+    if (best_same > got)
       ++out.missed_affinity;
+    else if (best_other > got)
+      ++out.missed_other_side;
+    out.missed_tokens += std::max({got, best_same, best_other}) - got;
 
     const auto run = run_prefill(w, prompt, ++seq, o.block_tokens);
     count_request(out.hits, prompt.size(), run.reuse_blocks, o.block_tokens);
-    if (said > run.reuse_tokens)
-      out.directory_overstated_tokens += said - run.reuse_tokens;
+    if (move && run.reuse_blocks > held_before_move)
+      out.moved_tokens += uint64_t{run.reuse_blocks - held_before_move} * o.block_tokens;
+    if (got > run.reuse_tokens)
+      out.directory_overstated_tokens += got - run.reuse_tokens;
     else
-      out.directory_understated_tokens += run.reuse_tokens - said;
+      out.directory_understated_tokens += run.reuse_tokens - got;
     if (view.prefill[choice.prefill].prfaas)
       ++out.offloaded;
 
     // FIFO service in virtual time; the directory hears of the new blocks at the end.
     const double finish = std::max(now, w.free_at_s) + run.seconds;
     w.free_at_s = finish;
-    w.jobs.push_back({finish, in.prompt_tokens});
-    w.queued_tokens += in.prompt_tokens;
+    const uint32_t load = o.load_counts_computed ? in.prompt_tokens - run.reuse_tokens : in.prompt_tokens;
+    w.jobs.push_back({finish, load});
+    w.queued_tokens += load;
     out.busy_s += run.seconds;
     out.makespan_s = std::max(out.makespan_s, finish);
     for (auto& ev : w.changes)

@@ -20,8 +20,12 @@
 // cache operations at routing time gives the same cache contents as doing them at
 // service time; only the directory lags (it hears at the prefill's end).
 //
+// A cache move the policy asks for (move_cache, cache_source) happens at routing time
+// and costs nothing: the moved blocks are imported into the chosen worker's cache.
+//
 // Not modelled: decode (workers always have room), the cross-cluster link (always
-// up, utilisation 0), queue limits (max_queue), cache moves across clusters, failures.
+// up, idle: bandwidth stays abundant unless the PrfaaS queue says otherwise, and moves
+// take no time), queue limits (max_queue), failures.
 
 #include <cstdint>
 #include <string>
@@ -53,6 +57,11 @@ struct replay_deployment {
 struct replay_options {
   uint32_t block_tokens = 512;             ///< model.block_tokens: how prompts are cut
   size_t index_capacity = size_t{1} << 22; ///< KV directory entries
+  /// What a worker's load report counts as its queued tokens: false = the prompt
+  /// tokens of its unfinished prefills, as prefill_worker reports today; true = only
+  /// the tokens it computes for them (cached prefixes left out), an alternative to
+  /// compare the policies' placement under.
+  bool load_counts_computed = false;
 };
 
 /// Hit counts of one replay (a policy's, or the oracle's).
@@ -77,8 +86,17 @@ struct replay_result {
   uint64_t directory_overstated_tokens = 0;
   /// Tokens the chosen worker reused beyond what the directory said (not yet heard).
   uint64_t directory_understated_tokens = 0;
-  /// Requests where some worker held a longer prefix than the chosen one (per directory).
+  /// Requests where, per the directory, a worker of the chosen worker's own cluster
+  /// side (PrfaaS or PD) held a longer prefix than the chosen one: load won over cache.
   uint64_t missed_affinity = 0;
+  /// Requests where only the other side held a longer prefix: the route (threshold),
+  /// not the placement, gave the cache up.
+  uint64_t missed_other_side = 0;
+  uint64_t missed_tokens = 0; ///< cached tokens given up by both kinds of miss, per directory
+  /// Cache moves (the policy's move_cache): the chosen worker imports the best prefix
+  /// from `cache_source`'s cache before it computes, as prefill_worker pulls it.
+  uint64_t cache_moves = 0;
+  uint64_t moved_tokens = 0;    ///< tokens those moves brought in (they count as hits)
   uint64_t cache_evictions = 0; ///< KV blocks evicted from the workers' caches
   double busy_s = 0;            ///< summed prefill service time over all workers
   double makespan_s = 0;        ///< when the last prefill finished

@@ -118,6 +118,7 @@ nlohmann::json to_json(const replay_config& cfg, const hit_counts& best,
   nlohmann::json out{{"trace", cfg.trace},
                      {"block_tokens", cfg.options.block_tokens},
                      {"time_scale", cfg.time_scale},
+                     {"load_tokens", cfg.options.load_counts_computed ? "computed" : "prompt"},
                      {"oracle", counts_json(best)},
                      {"runs", nlohmann::json::array()}};
   for (auto& f : runs) {
@@ -131,8 +132,12 @@ nlohmann::json to_json(const replay_config& cfg, const hit_counts& best,
     j["offload_fraction"] = r.offload_fraction();
     j["no_route"] = r.no_route;
     j["missed_affinity"] = r.missed_affinity;
+    j["missed_other_side"] = r.missed_other_side;
+    j["missed_tokens"] = r.missed_tokens;
     j["directory_overstated_tokens"] = r.directory_overstated_tokens;
     j["directory_understated_tokens"] = r.directory_understated_tokens;
+    j["cache_moves"] = r.cache_moves;
+    j["moved_tokens"] = r.moved_tokens;
     j["cache_evictions"] = r.cache_evictions;
     j["prefill_busy_s"] = r.busy_s;
     j["makespan_s"] = r.makespan_s;
@@ -148,21 +153,27 @@ void print_table(const replay_config& cfg, const hit_counts& best,
               static_cast<unsigned long long>(best.prompt_tokens),
               static_cast<unsigned long long>(best.prompt_blocks), cfg.options.block_tokens,
               cfg.time_scale);
+  std::printf("load reports count %s tokens\n", cfg.options.load_counts_computed ? "computed" : "prompt");
   std::printf("oracle (unlimited cache, perfect affinity): token hit %.2f%%, block hit %.2f%%\n\n",
               100 * best.token_ratio(), 100 * best.block_ratio());
-  std::printf("%-20s %-14s %9s %9s %10s %10s %8s %9s %10s %10s\n", "policy", "deployment",
-              "tok hit", "blk hit", "tok/oracl", "blk/oracl", "offload", "miss aff", "evictions",
-              "makespan");
+  std::printf("%-20s %-11s %8s %8s %9s %9s %8s %8s %8s %9s %7s %9s %9s\n", "policy", "deployment",
+              "tok hit", "blk hit", "tok/orcl", "blk/orcl", "offload", "miss aff", "miss oth",
+              "miss tok", "moved", "evictions", "makespan");
   for (auto& f : runs) {
     auto& r = f.result;
-    std::printf("%-20s %-14s %8.2f%% %8.2f%% %10.3f %10.3f %7.1f%% %9llu %10llu %9.0fs\n",
+    std::printf("%-20s %-11s %7.2f%% %7.2f%% %9.3f %9.3f %7.1f%% %8llu %8llu %8.1fM %6.1fM %9llu %8.0fs\n",
                 r.policy.c_str(), f.run->deployment.c_str(), 100 * r.hits.token_ratio(),
                 100 * r.hits.block_ratio(), ratio(r.hits.hit_tokens, best.hit_tokens),
                 ratio(r.hits.hit_blocks, best.hit_blocks), 100 * r.offload_fraction(),
                 static_cast<unsigned long long>(r.missed_affinity),
-                static_cast<unsigned long long>(r.cache_evictions), r.makespan_s);
+                static_cast<unsigned long long>(r.missed_other_side), r.missed_tokens / 1e6,
+                r.moved_tokens / 1e6, static_cast<unsigned long long>(r.cache_evictions), r.makespan_s);
   }
-  std::printf("\nmiss aff: requests placed where the directory knew a longer prefix elsewhere.\n");
+  std::printf("\nmiss aff / miss oth: requests placed where the directory knew a longer prefix on\n"
+              "another worker of the same side / only on the other side (PrfaaS vs PD); miss tok:\n"
+              "the cached tokens those placements gave up; moved: tokens brought in by cache moves\n"
+              "(counted as hits); evictions: KV blocks; makespan: when\n"
+              "the last prefill ended (virtual time).\n");
 }
 
 std::vector<loadgen::request_spec> requests_of(const replay_config& cfg) {
@@ -197,17 +208,23 @@ replay_config load_replay_config(const std::string& file) {
   } catch (const YAML::Exception& e) {
     throw config_error(file, "", std::string("cannot be read: ") + e.what());
   }
-  const auto base = std::filesystem::path(file).parent_path();
+  const auto base = std::filesystem::absolute(file).parent_path();
   const yaml_map top{root, "", file};
   if (!root.IsMap())
     top.fail("", "must be a mapping");
-  top.only({"trace", "block_tokens", "index_capacity", "time_scale", "max_requests", "deployments",
-            "runs"});
+  top.only({"trace", "block_tokens", "index_capacity", "load_tokens", "time_scale", "max_requests",
+            "deployments", "runs"});
   replay_config cfg;
   cfg.trace = resolve(base, top.get<std::string>("trace"));
   cfg.options.block_tokens = static_cast<uint32_t>(top.count("block_tokens", 1, 512));
   cfg.options.index_capacity = top.count("index_capacity", 1, cfg.options.index_capacity);
   cfg.max_requests = top.count("max_requests", 0, 0);
+  if (top.has("load_tokens")) {
+    const auto load = top.get<std::string>("load_tokens");
+    if (load != "prompt" && load != "computed")
+      top.fail("load_tokens", "must be prompt or computed");
+    cfg.options.load_counts_computed = load == "computed";
+  }
   if (top.has("time_scale")) {
     cfg.time_scale = top.get<double>("time_scale");
     if (!(cfg.time_scale >= 0))
@@ -262,6 +279,10 @@ CLI::App* add_cache_replay_command(CLI::App& app, cache_replay_options& opts) {
                   "block costs 2: KV + checkpoint); overrides the config");
   cmd->add_option("--time-scale", opts.time_scale,
                   "arrival = trace timestamp x this (0.5 = twice the rate); overrides the config");
+  cmd->add_option("--load-tokens", opts.load_tokens,
+                  "what a prefill worker's load report counts: prompt (its unfinished prompts, as "
+                  "prefill_worker does) or computed (their uncached tokens); overrides the config")
+    ->check(CLI::IsMember({"prompt", "computed"}));
   cmd->add_flag("--json", opts.json, "print one JSON object instead of the table");
   return cmd;
 }
@@ -275,6 +296,8 @@ int run_cache_replay(const cache_replay_options& opts) {
       cfg.max_requests = opts.requests;
     if (opts.time_scale >= 0)
       cfg.time_scale = opts.time_scale;
+    if (!opts.load_tokens.empty())
+      cfg.options.load_counts_computed = opts.load_tokens == "computed";
     if (opts.cache_blocks >= 0)
       for (auto& [name, d] : cfg.deployments)
         for (auto& c : d.clusters)

@@ -46,6 +46,7 @@ struct cache_replay_options {
   size_t requests = 0;      ///< overrides max_requests when > 0
   int64_t cache_blocks = -1; ///< overrides every cluster's when >= 0
   double time_scale = -1;   ///< overrides the config's when >= 0
+  std::string load_tokens;  ///< "prompt" | "computed": overrides the config's when set
   bool json = false;
 };
 
