@@ -268,8 +268,9 @@ CLI::App* add_cache_replay_command(CLI::App& app, cache_replay_options& opts) {
     "profile engine) and the real KV-directory index, in trace order and virtual time: each "
     "prefill worker serves FIFO in T_prefill(uncached) of its cluster's profile; loads are "
     "exact at each arrival; the directory hears of stored/evicted blocks when a prefill "
-    "ends.\nNot modelled: decode (always room), the cross-cluster link (up, idle), queue "
-    "limits, cache moves between clusters, failures.");
+    "ends; a cache move the policy asks for imports the source's prefix at once.\nNot "
+    "modelled: decode (always room), the cross-cluster link (up, idle; moves take no time), "
+    "queue limits, failures.");
   cmd->add_option("--config", opts.config, "replay config (e.g. configs/trace-replay.yaml)")
     ->required();
   cmd->add_option("--trace", opts.trace, "Mooncake jsonl trace (overrides the config's)");
