@@ -287,6 +287,7 @@ struct gateway_env {
     o.set_decode_node(e->route.decode_node());
     o.set_decode_sink(e->route.decode_actor());
     o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
+    o.set_uncached_tokens(e->route.uncached_tokens());
     if (e->resumed_after.empty()) { // (a resume's prompt is longer than what was matched)
       o.set_cache_from_node(e->route.cache_from_node());
       o.set_cache_from_actor(e->route.cache_from_actor());

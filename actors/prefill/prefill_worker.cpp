@@ -83,6 +83,13 @@ struct prefill_state {
 
 using self_ptr = caf::stateful_actor<prefill_state>*;
 
+/// The load an order adds: the tokens the scheduler expects it to compute (cached
+/// prefixes are not work), or the whole prompt when the order does not say.
+uint64_t work_of(const PrefillOrder& po) {
+  const uint64_t n = static_cast<uint64_t>(po.prompt_size());
+  return po.uncached_tokens() > 0 && po.uncached_tokens() <= n ? po.uncached_tokens() : n;
+}
+
 void update_gauges(self_ptr self) {
   auto& s = self->state;
   s.stats->set(s.queue.size(), (s.running ? 1 : 0) + s.transferring.size(), s.max_queue);
@@ -237,12 +244,12 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       changes.swap(*cache_events); // engine thread: the only one touching it
     }
     e.release(seq);
-    inbox->post([self, ctx, name, o, error, n = prompt.size(),
-                 computed = r ? r->computed_tokens : 0u, changes = std::move(changes)] {
+    inbox->post([self, ctx, name, o, error, computed = r ? r->computed_tokens : 0u,
+                 changes = std::move(changes)] {
       announce(self, ctx, name, changes);
       self->state.running = nullptr;
       o->computed_tokens = computed;
-      self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, n);
+      self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, work_of(o->po));
       if (error.empty())
         self->state.stats->tokens.Increment(static_cast<double>(computed));
       else
@@ -375,11 +382,11 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
     auto o = s.queue.front();
     s.queue.pop_front();
     if (o->answered) { // cancelled while queued
-      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
+      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, work_of(o->po));
       continue;
     }
     if (self->clock().now() >= o->deadline) {
-      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, o->po.prompt_size());
+      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, work_of(o->po));
       answer(self, o, make_error(errc::request_timeout,
                                  "prefill of " + o->po.request_id() + " not started before its deadline"));
       continue;
@@ -444,7 +451,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         o->promise = self->make_response_promise<remote_message>();
         o->enqueued = self->clock().now();
         o->deadline = o->enqueued + std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
-        s.queued_tokens += po.prompt_size();
+        s.queued_tokens += work_of(po);
         o->po = std::move(po);
         o->request = msg;
         o->request.payload.clear();

@@ -200,7 +200,9 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     auto& p = v.prefill[c.prefill];
     auto& d = v.decode[c.decode];
     p.assigned += 1;
-    p.assigned_tokens += q.prompt_tokens();
+    // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
+    // session's prefix must not look busy with its own cache hits).
+    p.assigned_tokens += c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens();
     d.assigned += 1;
     ctx->node_metrics()
       .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})

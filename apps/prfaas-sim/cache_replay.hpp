@@ -57,11 +57,11 @@ struct replay_deployment {
 struct replay_options {
   uint32_t block_tokens = 512;             ///< model.block_tokens: how prompts are cut
   size_t index_capacity = size_t{1} << 22; ///< KV directory entries
-  /// What a worker's load report counts as its queued tokens: false = the prompt
-  /// tokens of its unfinished prefills, as prefill_worker reports today; true = only
-  /// the tokens it computes for them (cached prefixes left out), an alternative to
-  /// compare the policies' placement under.
-  bool load_counts_computed = false;
+  /// What a worker's load report counts as its queued tokens: true = only the tokens
+  /// it computes for its unfinished prefills (cached prefixes left out), as
+  /// prefill_worker and the scheduler count load; false = their prompt tokens (what
+  /// they counted before, which made a worker look busy with its own cache hits).
+  bool load_counts_computed = true;
 };
 
 /// Hit counts of one replay (a policy's, or the oracle's).
