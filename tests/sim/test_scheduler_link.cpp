@@ -76,26 +76,37 @@ prfaas::actor_registry registry_with_decode() {
   return r;
 }
 
-/// Where the scheduler sends a prompt of `tokens` tokens now.
-std::string route(sim_fixture& f, uint32_t tokens) {
+/// The scheduler `sched` on `node` decides for a prompt of `tokens` tokens now.
+sv::RouteDecision decide(sim_fixture& f, const std::string& node, uint32_t tokens) {
   sv::RouteQuery q;
   q.set_request_id("r" + std::to_string(tokens));
   q.set_prompt_tokens(tokens);
-  auto out = f.request("d0", prfaas::make_remote({"d0", "test"}, {"d0", "sched"}, q), 1s);
+  auto out = f.request(node, prfaas::make_remote({node, "test"}, {node, "sched"}, q), 1s);
   f.advance(5ms);
   REQUIRE(out->reply);
   sv::RouteDecision d;
   REQUIRE(prfaas::parse_remote(*out->reply, d));
+  return d;
+}
+
+/// Where the scheduler on d0 sends a prompt of `tokens` tokens now.
+std::string route(sim_fixture& f, uint32_t tokens) {
+  auto d = decide(f, "d0", tokens);
   return d.route() + ":" + d.prefill_node();
 }
 
-double link_up_gauge(sim_fixture& f) {
-  auto text = f.at("d0").node_metrics()->serialize();
-  auto at = text.find("\nprfaas_scheduler_link_up{");
-  REQUIRE(at != std::string::npos);
-  auto line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
+/// The sample of `name` on `node` carrying `labels` (as printed, e.g. `role="prefill"`);
+/// -1 if there is none.
+double metric_of(sim_fixture& f, const std::string& node, const std::string& name,
+                 const std::string& labels = {}) {
+  std::istringstream text{f.at(node).node_metrics()->serialize()};
+  for (std::string line; std::getline(text, line);)
+    if (line.rfind(name + "{", 0) == 0 && line.find(labels) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
 }
+
+double link_up_gauge(sim_fixture& f) { return metric_of(f, "d0", "prfaas_scheduler_link_up"); }
 
 } // namespace
 
@@ -173,13 +184,7 @@ void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bp
   REQUIRE(out->done);
 }
 
-double gauge(sim_fixture& f, const std::string& name) {
-  auto text = f.at("d0").node_metrics()->serialize();
-  auto at = text.find("\n" + name + "{");
-  REQUIRE(at != std::string::npos);
-  auto line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
+double gauge(sim_fixture& f, const std::string& name) { return metric_of(f, "d0", name); }
 
 } // namespace
 
@@ -289,24 +294,13 @@ sv::WorkerLoad load(uint32_t queue, uint32_t active, uint32_t capacity, uint64_t
   return l;
 }
 
-/// The sample of `name` carrying `labels` (as printed, e.g. `role="prefill"`); -1 if none.
 double scheduler_metric(sim_fixture& f, const std::string& name, const std::string& labels) {
-  std::istringstream text{f.at("a").node_metrics()->serialize()};
-  for (std::string line; std::getline(text, line);)
-    if (line.rfind(name + "{", 0) == 0 && line.find(labels) != std::string::npos)
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  return -1;
+  return metric_of(f, "a", name, labels);
 }
 
+/// The scheduler on `a`'s choice: "prefill node/actor+decode node".
 std::string route_pd(sim_fixture& f, uint32_t tokens) {
-  sv::RouteQuery q;
-  q.set_request_id("r" + std::to_string(tokens));
-  q.set_prompt_tokens(tokens);
-  auto out = f.request("a", prfaas::make_remote({"a", "test"}, {"a", "sched"}, q), 1s);
-  f.advance(5ms);
-  REQUIRE(out->reply);
-  sv::RouteDecision d;
-  REQUIRE(prfaas::parse_remote(*out->reply, d));
+  auto d = decide(f, "a", tokens);
   return d.prefill_node() + "/" + d.prefill_actor() + "+" + d.decode_node();
 }
 

@@ -56,28 +56,34 @@ std::string adapt(const std::string& file, uint64_t threshold, std::map<int, int
   return out;
 }
 
-/// What one engine in one process produces: prefill's first token, then decode steps.
+/// What engine `e` alone produces for `prompt`: prefill's first token, then decode steps.
+std::vector<int> generate(eng::engine& e, const std::string& prompt, size_t n, float temperature,
+                          uint64_t seed) {
+  auto tokens = eng::reference_engine::tokenize(prompt);
+  eng::prefill_request req;
+  req.id = 1;
+  req.prompt = tokens;
+  req.sampling = {temperature, seed};
+  auto r = e.prefill(req, {});
+  REQUIRE(r.ok());
+  std::vector<int> out{r->first_token};
+  eng::seq_id id = 1;
+  while (out.size() < n) {
+    auto step = e.decode_step({&id, 1});
+    REQUIRE(step.ok());
+    out.push_back((*step)[0]);
+  }
+  return out;
+}
+
+/// What one reference engine in one process produces.
 std::vector<int> single_engine(const std::string& prompt, size_t n, float temperature, uint64_t seed) {
   eng::reference_config rc;
   rc.weight_seed = 1;
   rc.layer_pattern = "LLLFLLLF";
   auto e = eng::reference_engine::create(rc);
   REQUIRE(e.ok());
-  auto tokens = eng::reference_engine::tokenize(prompt);
-  eng::prefill_request req;
-  req.id = 1;
-  req.prompt = tokens;
-  req.sampling = {temperature, seed};
-  auto r = (*e)->prefill(req, {});
-  REQUIRE(r.ok());
-  std::vector<int> out{r->first_token};
-  eng::seq_id id = 1;
-  while (out.size() < n) {
-    auto step = (*e)->decode_step({&id, 1});
-    REQUIRE(step.ok());
-    out.push_back((*step)[0]);
-  }
-  return out;
+  return generate(**e, prompt, n, temperature, seed);
 }
 
 struct completion {
@@ -444,21 +450,7 @@ std::vector<int> single_profile_engine(const std::string& prompt, size_t n, floa
   auto e = eng::profile_engine::create(std::move(prof.value()), {.kv_scale = 1.0 / 1024, .seed = 1},
                                        clk);
   REQUIRE(e.ok());
-  auto tokens = eng::reference_engine::tokenize(prompt);
-  eng::prefill_request req;
-  req.id = 1;
-  req.prompt = tokens;
-  req.sampling = {temperature, seed};
-  auto r = (*e)->prefill(req, {});
-  REQUIRE(r.ok());
-  std::vector<int> out{r->first_token};
-  eng::seq_id id = 1;
-  while (out.size() < n) {
-    auto step = (*e)->decode_step({&id, 1});
-    REQUIRE(step.ok());
-    out.push_back((*step)[0]);
-  }
-  return out;
+  return generate(**e, prompt, n, temperature, seed);
 }
 
 /// One gateway node (gateway, scheduler, prefill worker) and two decode nodes, each
