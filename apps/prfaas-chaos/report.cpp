@@ -81,6 +81,8 @@ fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double>
 bool report::passed() const {
   if (requests.lost || requests.duplicated || requests.sent == 0)
     return false;
+  if (!unhealthy_at_end.empty() || !unexpected_exits.empty())
+    return false;
   for (auto& f : faults)
     if (!f.detect_ok || !f.recover_ok)
       return false;
@@ -102,7 +104,9 @@ json report::to_json() const {
               {"failed_by", requests.failed_by},
               {"lost_by", requests.lost_by},
               {"lost_requests", requests.lost_requests}}},
-            {"gateway", gateway}};
+            {"gateway", gateway},
+            {"unhealthy_at_end", unhealthy_at_end},
+            {"unexpected_exits", unexpected_exits}};
   if (!note.empty())
     j["note"] = note;
   j["faults"] = json::array();
@@ -158,6 +162,9 @@ std::string report::text() const {
       o << " " << k << "=" << v;
     o << "\n";
   }
+  for (auto& [node, code] : unexpected_exits)
+    o << "  " << node << " exited on its own with code " << code << "\n";
+  o << "  deployment at the end: " << (unhealthy_at_end.empty() ? "whole" : unhealthy_at_end) << "\n";
   o << "  " << (passed() ? "PASS" : "FAIL") << "\n";
   return o.str();
 }

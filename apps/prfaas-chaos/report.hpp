@@ -48,6 +48,10 @@ struct report {
   tally requests;
   std::vector<fault_outcome> faults;
   std::map<std::string, double> gateway; ///< counters read from the gateway at the end
+  /// After the load: empty when every node is running and sees every peer up again,
+  /// else what is wrong (a node that died or hung on its own fails the run).
+  std::string unhealthy_at_end;
+  std::map<std::string, int> unexpected_exits; ///< node -> exit code
 
   bool passed() const;
   nlohmann::json to_json() const;

@@ -108,6 +108,12 @@ report run_scenario(const scenario& s, const environment& env) {
     if (w)
       w->finish(30s);
 
+  // The deployment must be whole again: every node running (none died on its own) and
+  // seeing all its peers up.
+  rep.unexpected_exits = topo.unexpected_exits();
+  std::string unhealthy;
+  if (!topo.wait_healthy(20s, unhealthy))
+    rep.unhealthy_at_end = unhealthy.empty() ? "not healthy within 20 s" : unhealthy;
   rep.requests = classify(load.results(), s.load.deadline.count());
   for (size_t i = 0; i < s.faults.size(); ++i)
     rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result()));

@@ -274,20 +274,6 @@ std::string fault_spec::describe() const {
   return "?";
 }
 
-bool scenario::needs_link() const {
-  for (auto& f : faults)
-    if (f.kind == fault_kind::link_down || f.kind == fault_kind::rate)
-      return true;
-  return false;
-}
-
-bool scenario::needs_nft() const {
-  for (auto& f : faults)
-    if (f.kind == fault_kind::blackhole)
-      return true;
-  return false;
-}
-
 scenario parse_scenario(const std::string& yaml_text, const std::string& source) {
   YAML::Node root;
   try {

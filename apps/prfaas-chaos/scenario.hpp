@@ -77,10 +77,6 @@ struct scenario {
   bool fallback_loopback = false; ///< else skip where namespaces are refused
   load_spec load;
   std::vector<fault_spec> faults; ///< in file order
-
-  /// True when a fault needs the two-namespace link (link_down, rate).
-  bool needs_link() const;
-  bool needs_nft() const;
 };
 
 /// Reads and validates a scenario: unknown keys, wrong types, bad durations, unknown

@@ -192,6 +192,7 @@ void topology::start(const std::string& node) {
   auto argv = in_ns(place(node).ns, {(env_.bin / "prfaas-node").string(), "--config",
                                      config_file_.string(), "--node", node});
   procs_[node] = std::make_unique<t::child_process>(t::command{.argv = argv, .out_file = log_of(node)});
+  killed_[node] = false;
 }
 
 void topology::start_all() {
@@ -213,14 +214,23 @@ void topology::kill(const std::string& node) {
   if (auto it = procs_.find(node); it != procs_.end() && it->second) {
     it->second->signal(SIGKILL);
     it->second->wait(5s);
+    killed_[node] = true;
   }
+}
+
+std::map<std::string, int> topology::unexpected_exits() {
+  std::map<std::string, int> out;
+  for (auto& [name, p] : procs_)
+    if (p && !killed_[name] && !p->running())
+      out[name] = p->wait(0ms).value_or(-1);
+  return out;
 }
 
 bool topology::wait_healthy(std::chrono::milliseconds limit, std::string& why) {
   auto all_up = [&] {
     for (auto& n : names_) {
       if (!running(n)) {
-        why = n + " exited";
+        why = n + " is not running";
         return true; // stop waiting: it will not come up
       }
       auto h = get_health(place(n));

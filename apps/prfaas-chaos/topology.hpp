@@ -83,6 +83,9 @@ public:
   /// True once every node's /health answers and lists all its peers up, within `limit`.
   bool wait_healthy(std::chrono::milliseconds limit, std::string& why);
   bool running(const std::string& node);
+  /// The nodes that ended without being killed by a fault, with their exit codes
+  /// (128 + signal when a signal ended them).
+  std::map<std::string, int> unexpected_exits();
   void signal(const std::string& node, int sig);
   /// SIGKILL and reap.
   void kill(const std::string& node);
@@ -110,6 +113,7 @@ private:
   std::unique_ptr<test::child_process> netns_script_; ///< holds the two namespaces
   std::string private_ns_;                            ///< loopback's own namespace
   std::map<std::string, std::unique_ptr<test::child_process>> procs_;
+  std::map<std::string, bool> killed_; ///< down by a kill fault, not restarted yet
 };
 
 } // namespace prfaas::chaos

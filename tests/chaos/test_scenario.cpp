@@ -57,8 +57,6 @@ faults:
   CHECK(s.faults[3].to == std::vector<std::string>{"pd-gw", "pd-d0"});
   CHECK(s.faults[3].both_ways);
   CHECK(s.faults[4].recover_within->count() == Approx(4));
-  CHECK(s.needs_link());
-  CHECK(s.needs_nft());
 }
 
 TEST_CASE("a kill without restart never ends, and lognormal lengths are read") {
