@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include <stdexcept>
+
 #include <caf/all.hpp>
 
 #include "kv_directory/prefix_index.hpp"
@@ -125,7 +127,11 @@ void apply_stored(self_ptr self, node_context* ctx, const BlocksStored& m, const
     chains.push_back(std::move(out));
   }
   auto h = holder_from(m.node(), m.actor(), m.cluster(), msg, ctx->deployment());
-  self->state.index->store(h, m.epoch(), static_cast<tier>(m.tier()), chains);
+  try {
+    self->state.index->store(h, m.epoch(), static_cast<tier>(m.tier()), chains);
+  } catch (const std::length_error& e) { // more holders than the index can name
+    ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(), m.actor(), e.what());
+  }
   sync_metrics(self);
 }
 
@@ -257,7 +263,12 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, a
       if (BlocksEvicted m; parse_remote(msg, m)) {
         std::vector<block_id> ids(m.block_ids().begin(), m.block_ids().end());
         auto h = holder_from(m.node(), m.actor(), m.cluster(), msg, ctx->deployment());
-        s.index->evict(h, m.epoch(), static_cast<tier>(m.tier()), ids);
+        try {
+          s.index->evict(h, m.epoch(), static_cast<tier>(m.tier()), ids);
+        } catch (const std::length_error& e) {
+          ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(), m.actor(),
+                           e.what());
+        }
         sync_metrics(self);
         return remote_message{};
       }
