@@ -324,6 +324,14 @@ scenario parse_scenario(const std::string& yaml_text, const std::string& source)
     if (f.at >= s.load.duration)
       top.fail(path + ".at", "the fault must start while the load runs (duration " +
                                  secs(s.load.duration) + ")");
+    // One process cannot be killed or paused twice at once: undoing one would undo both.
+    for (size_t j = 0; j + 1 < s.faults.size(); ++j) {
+      auto& g = s.faults[j];
+      bool on_process = !f.node.empty() && g.node == f.node;
+      bool overlap = f.at < g.ends().value_or(seconds::max()) && g.at < f.ends().value_or(seconds::max());
+      if (on_process && overlap)
+        top.fail(path, "overlaps " + g.path + " on node " + f.node);
+    }
   }
   return s;
 }

@@ -96,6 +96,10 @@ TEST_CASE("bad scenarios name the key at fault") {
     {faults("{ at: 1s, fault: blackhole, from: a, to: b, for: 1s, both_ways: maybe }"), "faults[0].both_ways: expected true or false"},
     {faults("{ at: 25s, fault: kill, node: a }"), "faults[0].at: the fault must start while the load runs"},
     {faults("{ at: 1s, fault: kill, node: a, detect_within: -1s }"), "faults[0].detect_within"},
+    {base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 5s }\n  - { at: 3s, fault: pause, node: a, for: 1s }\n",
+     "faults[1]: overlaps faults[0] on node a"},
+    {base + "faults:\n  - { at: 1s, fault: kill, node: a }\n  - { at: 9s, fault: kill, node: a }\n",
+     "faults[1]: overlaps faults[0] on node a"},
     {"name: t\ndeployment: d\nload: { rate: lots }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.rate: expected a number"},
     {"name: t\ndeployment: d\nload: { stream_fraction: 2 }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.stream_fraction: must be within [0, 1]"},
     {"name: t\ndeployment: d\nload: { input_tokens: { mu: 6, min: 100, max: 10 } }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.input_tokens.max: must not be below min"},
@@ -108,6 +112,13 @@ TEST_CASE("bad scenarios name the key at fault") {
     auto e = error_of(c.text);
     CHECK_THAT(e, Catch::Contains(c.expect));
   }
+}
+
+TEST_CASE("faults on one node may follow each other") {
+  auto s = parse_scenario(base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 2s }\n"
+                                 "  - { at: 3s, fault: pause, node: a, for: 1s }\n  - { at: 3s, fault: pause, node: b, for: 1s }\n",
+                          "s.yaml");
+  CHECK(s.faults.size() == 3);
 }
 
 TEST_CASE("fault nodes must exist in the deployment") {
