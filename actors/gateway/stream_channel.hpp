@@ -36,31 +36,11 @@ public:
   }
   /// Ends the stream successfully; returns false if it had already ended.
   bool finish(completion_summary s) {
-    {
-      std::lock_guard<std::mutex> g{mtx_};
-      if (ended_)
-        return false;
-      ended_ = true;
-      pending_.finished = std::move(s);
-      cv_.notify_one();
-    }
-    if (on_end_)
-      on_end_();
-    return true;
+    return end([&] { pending_.finished = std::move(s); });
   }
   /// Ends the stream with an error; returns false if it had already ended.
   bool fail(api_error e) {
-    {
-      std::lock_guard<std::mutex> g{mtx_};
-      if (ended_)
-        return false;
-      ended_ = true;
-      pending_.error = std::move(e);
-      cv_.notify_one();
-    }
-    if (on_end_)
-      on_end_();
-    return true;
+    return end([&] { pending_.error = std::move(e); });
   }
   /// Called once, in the actor's context, right after the stream ended (simulated
   /// clients, which have no thread waiting in next()). Set before the request is
@@ -90,6 +70,22 @@ public:
   bool abandoned() const { return abandoned_.load(); }
 
 private:
+  /// Records the last update (under the lock), wakes the reader, then tells on_end.
+  template <class Fn>
+  bool end(Fn&& last) {
+    {
+      std::lock_guard<std::mutex> g{mtx_};
+      if (ended_)
+        return false;
+      ended_ = true;
+      last();
+      cv_.notify_one();
+    }
+    if (on_end_)
+      on_end_();
+    return true;
+  }
+
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   stream_update pending_;

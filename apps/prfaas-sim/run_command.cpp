@@ -152,6 +152,9 @@ public:
 
   json result(uint64_t events) {
     const double end_s = std::chrono::duration<double>(w_.now() - t0_).count();
+    for (auto& r : results_)
+      if (r.status == lg::outcome::timeout)
+        r.e2e_s = end_s - r.scheduled_s;
     // Throughput over the span requests were served: first arrival to last completion.
     const double span = std::max(1e-9, last_end_s_ - first_arrival_s_);
     lg::slo_config slo;
@@ -213,6 +216,9 @@ private:
     r.input_tokens = spec.input_tokens;
     r.requested_output_tokens = spec.output_tokens;
     r.scheduled_s = r.sent_s = spec.arrival_s;
+    // Until it ends, a request counts as not finished in time (the run may stop first).
+    r.status = lg::outcome::timeout;
+    r.error = "still in flight when the run ended";
     results_.push_back(r);
     if (issued_ == 0)
       first_arrival_s_ = spec.arrival_s;
@@ -230,6 +236,8 @@ private:
     --in_flight_;
     ++completed_;
     auto& r = results_[slot];
+    r.status = lg::outcome::ok;
+    r.error.clear();
     const double now_s = std::chrono::duration<double>(w_.now() - t0_).count();
     last_end_s_ = std::max(last_end_s_, now_s);
     auto u = ch.next(std::chrono::milliseconds(0));
@@ -437,34 +445,43 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   return out;
 }
 
+bool report_bad_input(const std::function<void()>& body) {
+  try {
+    body();
+    return true;
+  } catch (const config_error& e) {
+    std::cerr << "prfaas-sim: configuration error: " << e.what() << "\n";
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "prfaas-sim: " << e.what() << "\n";
+  }
+  return false;
+}
+
+bool write_json(const json& out, const std::string& path) {
+  if (path.empty() || path == "-") {
+    std::cout << out.dump(1) << "\n";
+    return true;
+  }
+  std::ofstream f{path};
+  if (!f) {
+    std::cerr << "prfaas-sim: cannot write " << path << "\n";
+    return false;
+  }
+  f << out.dump(1) << "\n";
+  return true;
+}
+
 int run_run(const run_options& o) {
   json out;
   const auto wall0 = std::chrono::steady_clock::now();
-  try {
-    out = simulate(o);
-  } catch (const config_error& e) {
-    std::cerr << "prfaas-sim: configuration error: " << e.what() << "\n";
+  if (!report_bad_input([&] { out = simulate(o); }))
     return 2;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "prfaas-sim: " << e.what() << "\n";
-    return 2;
-  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   // Wall time goes to stderr only: the JSON is a function of the inputs alone.
   std::cerr << "prfaas-sim: " << out["summary"]["requests"]["total"] << " requests, "
             << out["summary"]["virtual_end_s"] << " virtual s, " << out["events"] << " timer events in "
             << wall << " s wall\n";
-  if (o.json_out.empty() || o.json_out == "-") {
-    std::cout << out.dump(1) << "\n";
-  } else {
-    std::ofstream f{o.json_out};
-    if (!f) {
-      std::cerr << "prfaas-sim: cannot write " << o.json_out << "\n";
-      return 2;
-    }
-    f << out.dump(1) << "\n";
-  }
-  return 0;
+  return write_json(out, o.json_out) ? 0 : 2;
 }
 
 } // namespace prfaas::sim

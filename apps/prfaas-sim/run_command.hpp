@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ void add_run_options(CLI::App& cmd, run_options& opts);
 /// `ttft_by_arrival`, when given, receives every request's TTFT (s; failed ones count
 /// as their time to failure) in arrival order.
 nlohmann::json simulate(const run_options& opts, std::vector<double>* ttft_by_arrival = nullptr);
+
+/// Runs `body`; a config_error or std::invalid_argument is printed (naming what is
+/// wrong) and turns into false.
+bool report_bad_input(const std::function<void()>& body);
+/// Writes `out` to `path` ("-" or empty: stdout); false (with a message) when it cannot.
+bool write_json(const nlohmann::json& out, const std::string& path);
 
 /// The CLI entry: runs, writes the JSON. Exit codes 0 ok, 2 bad input.
 int run_run(const run_options& opts);

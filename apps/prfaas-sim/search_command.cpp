@@ -1,9 +1,7 @@
 #include "search_command.hpp"
 
-#include <fstream>
 #include <iostream>
 
-#include "prfaas/runtime/config.hpp"
 
 namespace prfaas::sim {
 
@@ -67,26 +65,22 @@ int run_search(const search_options& o) {
     return v.ok;
   };
   double lo = o.lo, hi = o.hi;
-  try {
+  const bool ok = report_bad_input([&] {
     if (!trial(lo)) {
       hi = lo;
       lo = 0;
-    } else {
-      for (int i = 0; i < o.iterations; ++i) {
-        const double mid = (lo + hi) / 2;
-        if (trial(mid))
-          lo = mid;
-        else
-          hi = mid;
-      }
+      return;
     }
-  } catch (const config_error& e) {
-    std::cerr << "prfaas-sim: configuration error: " << e.what() << "\n";
+    for (int i = 0; i < o.iterations; ++i) {
+      const double mid = (lo + hi) / 2;
+      if (trial(mid))
+        lo = mid;
+      else
+        hi = mid;
+    }
+  });
+  if (!ok)
     return 2;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "prfaas-sim: " << e.what() << "\n";
-    return 2;
-  }
   json best;
   for (auto& t : trials)
     if (t["sustainable"].get<bool>() && (best.is_null() || t["rate"] > best["rate"]))
@@ -100,13 +94,7 @@ int run_search(const search_options& o) {
               {"first_unsustainable_rate", hi},
               {"best", best},
               {"trials", trials}};
-  if (o.json_out.empty() || o.json_out == "-") {
-    std::cout << out.dump(1) << "\n";
-  } else {
-    std::ofstream f{o.json_out};
-    f << out.dump(1) << "\n";
-  }
-  return 0;
+  return write_json(out, o.json_out) ? 0 : 2;
 }
 
 } // namespace prfaas::sim
