@@ -1,6 +1,6 @@
 // prfaas-chaos: live chaos scenarios against a multi-process deployment.
 //
-//   prfaas-chaos run SCENARIO.yaml [--json FILE] [--keep-logs]
+//   prfaas-chaos run SCENARIO.yaml [--json FILE] [--keep-logs | --discard-logs]
 //   prfaas-chaos check SCENARIO.yaml...
 //
 // Exit codes: 0 passed (no request lost or duplicated, every bound held), 1 failed,
@@ -45,7 +45,7 @@ void show_logs(const fs::path& dir) {
   }
 }
 
-int run(const std::string& file, const std::string& json_out, bool keep_logs) {
+int run(const std::string& file, const std::string& json_out, bool keep_logs, bool discard_logs) {
   chaos::scenario s;
   try {
     s = chaos::load_scenario(file);
@@ -78,9 +78,9 @@ int run(const std::string& file, const std::string& json_out, bool keep_logs) {
     std::cerr << "prfaas-chaos: " << s.name << ": " << e.what() << "\n";
     code = 1;
   }
-  if (code == 1)
+  if (code == 1 && !discard_logs)
     show_logs(env.work);
-  if (keep_logs || code == 1) {
+  if (keep_logs || (code == 1 && !discard_logs)) {
     std::cerr << "prfaas-chaos: logs kept in " << env.work.string() << "\n";
   } else {
     std::error_code ec;
@@ -118,12 +118,14 @@ int main(int argc, char** argv) {
   auto* r = app.add_subcommand("run", "run a scenario (from the repository root)");
   r->add_option("scenario", file, "scenario file (tests/chaos/*.yaml)")->required();
   r->add_option("--json", json_out, "write the report as JSON to FILE");
+  bool discard_logs = false;
   r->add_flag("--keep-logs", keep_logs, "keep the node and load logs (always kept on failure)");
+  r->add_flag("--discard-logs", discard_logs, "remove the logs even on failure (an expected one)");
   std::vector<std::string> files;
   auto* c = app.add_subcommand("check", "validate scenario files and exit");
   c->add_option("scenarios", files, "scenario files")->required();
   CLI11_PARSE(app, argc, argv);
   if (r->parsed())
-    return run(file, json_out, keep_logs);
+    return run(file, json_out, keep_logs, discard_logs);
   return check(files);
 }
