@@ -371,13 +371,24 @@ struct gateway_env {
     route(e, false);
   }
 
+  /// A node is down: its decode work resumes elsewhere, and its prefill work (not yet
+  /// decoding) fails over at once rather than when the order's reply times out — its
+  /// reply may never come, or may have come before the KV was delivered.
   void on_peer_down(const std::string& node) const {
-    std::vector<entry_ptr> hit;
-    for (auto& [id, e] : self->state.live)
-      if (e->route.decode_node() == node && !e->lc.terminal())
-        hit.push_back(e);
-    for (auto& e : hit)
+    std::vector<entry_ptr> decode_lost, prefill_lost;
+    for (auto& [id, e] : self->state.live) {
+      if (e->lc.terminal())
+        continue;
+      if (e->route.decode_node() == node)
+        decode_lost.push_back(e);
+      else if (e->route.prefill_node() == node && (e->lc.state() == request_state::prefilling ||
+                                                   e->lc.state() == request_state::transferring))
+        prefill_lost.push_back(e);
+    }
+    for (auto& e : decode_lost)
       resume(e, "node " + node + " is down");
+    for (auto& e : prefill_lost)
+      failover(e, make_error(errc::peer_down, "prefill node " + node + " is down"));
   }
 
   void on_tokens(const TokenEvent& ev) const {

@@ -68,11 +68,15 @@ public:
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
     route_choice c;
-    const bool scarce = mode_.update(v.link_pressure(backlog_horizon_), v.prfaas_pending_tokens());
+    const double pressure = v.link_pressure(backlog_horizon_);
+    const bool scarce = mode_.update(pressure, v.prfaas_pending_tokens());
     c.mode = scarce ? "scarce" : "abundant";
+    // t answers the link only: scarce because of the PrfaaS queue alone (a burst on an
+    // idle link) leaves it planned — raising it would push the burst onto the PD side.
+    const bool link_bound = scarce && pressure > mode_.limits().abundant_utilisation;
     // Re-search t only with the model's KV size known; otherwise t stays planned.
     const uint64_t t = v.kv_bytes ? control_with(v.kv_bytes).update(
-                                      v.now, scarce,
+                                      v.now, link_bound,
                                       {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes})
                                   : control_.threshold();
     c.threshold = t;

@@ -24,9 +24,14 @@ void threshold_controller::expire(time_point now) {
 uint64_t threshold_controller::update(time_point now, bool scarce, const link_signals& link) {
   expire(now);
   if (!scarce) {
-    // Abundant again (bandwidth_mode's hysteresis already passed): the planned t.
+    // Abundant again (bandwidth_mode's hysteresis already passed): back toward the
+    // planned t in halvings, one per retune interval, so a link that only just caught
+    // up is not flooded at once again (no scarce/abundant cycling of t).
     scarce_ = false;
-    t_ = s_.planned;
+    if (t_ > s_.planned && now - last_retune_ >= s_.retune_interval) {
+      t_ = std::max(s_.planned, t_ / 2);
+      last_retune_ = now;
+    }
     return t_;
   }
   const bool entering = !scarce_;

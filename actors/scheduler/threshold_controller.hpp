@@ -13,8 +13,11 @@
 // the bottleneck, e.g. a `tc tbf` rate below the configured one), else its capacity.
 //
 // No flapping: within a scarce episode t only rises, and at most once per
-// `retune_interval`; the scarce/abundant switch itself has hysteresis
-// (bandwidth_mode). t never leaves [planned, max].
+// `retune_interval`; once abundant it halves back toward the planned t, again at most
+// once per `retune_interval`; the scarce/abundant switch itself has hysteresis
+// (bandwidth_mode). t never leaves [planned, max]. Only a link under pressure moves t:
+// a PrfaaS queue that is full while the link is idle is not a bandwidth problem (the
+// policy calls it scarce for cache judgement, but feeds this controller "abundant").
 
 #include <chrono>
 #include <cstdint>

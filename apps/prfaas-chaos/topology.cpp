@@ -15,15 +15,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace t = prfaas::test;
 
-std::map<std::string, std::string> read_assignments(const std::filesystem::path& p) {
-  std::map<std::string, std::string> out;
-  std::istringstream in{t::read_file(p)};
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos)
-      out[line.substr(0, eq)] = line.substr(eq + 1);
-  return out;
-}
-
 /// "tcp://10.77.0.2:7301" or "10.77.0.2:9301" -> (host, port).
 std::pair<std::string, int> host_port(const std::string& endpoint, const std::string& what) {
   auto s = endpoint;
@@ -78,7 +69,7 @@ bool topology::setup_netns(const scenario& s) {
     fallback_reason_ = why;
     return false;
   }
-  auto a = read_assignments(hold);
+  auto a = t::read_assignments(hold);
   link_ = link_place{a["NS_A"], a["NS_B"], a["VETH_A"], a["VETH_B"], a["RATE"]};
   config_file_ = a["CONFIG"];
   deployment_ = load_deployment(config_file_.string());

@@ -222,11 +222,22 @@ TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next deci
   publish(f, prfaas::link::LINK_DOWN, 0, 1u << 30);
   CHECK(route(f, 70000) == "pd:d0");
 
-  // Back up and drained: abundant again, the planned t, offload resumes.
+  // Back up and drained: abundant again, offload resumes, and t halves back to the
+  // planned one, a step per retune interval.
   publish(f, prfaas::link::LINK_UP, 1e8, 0);
+  f.advance(2s);
   CHECK(route(f, 20000) == "prfaas:p0");
-  CHECK(gauge(f, "prfaas_scheduler_threshold_tokens") == 1000);
   CHECK(gauge(f, "prfaas_scheduler_bandwidth_scarce") == 0);
+  double last = gauge(f, "prfaas_scheduler_threshold_tokens");
+  CHECK(last < raised);
+  for (int i = 0; i < 10 && last > 1000; ++i) {
+    f.advance(2s);
+    route(f, 20000);
+    const double now = gauge(f, "prfaas_scheduler_threshold_tokens");
+    CHECK(now < last);
+    last = now;
+  }
+  CHECK(last == 1000);
 }
 
 namespace {

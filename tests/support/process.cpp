@@ -207,4 +207,13 @@ std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
+std::map<std::string, std::string> read_assignments(const std::filesystem::path& p) {
+  std::map<std::string, std::string> out;
+  std::istringstream in{read_file(p)};
+  for (std::string line; std::getline(in, line);)
+    if (auto eq = line.find('='); eq != std::string::npos)
+      out[line.substr(0, eq)] = line.substr(eq + 1);
+  return out;
+}
+
 } // namespace prfaas::test

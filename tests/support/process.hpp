@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -87,6 +88,9 @@ run_result run(command cmd, std::chrono::milliseconds limit);
 
 /// The whole file; empty when it cannot be read.
 std::string read_file(const std::filesystem::path& p);
+
+/// The `NAME=value` lines of a file (e.g. what tools/netns-two-dc.sh --hold writes).
+std::map<std::string, std::string> read_assignments(const std::filesystem::path& p);
 
 /// Polls `pred` every `step` until it holds or `timeout` passes; the last answer.
 template <class Pred>

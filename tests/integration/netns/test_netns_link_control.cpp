@@ -46,15 +46,6 @@ void check(bool ok, const std::string& what) {
   failures += ok ? 0 : 1;
 }
 
-std::map<std::string, std::string> read_assignments(const std::filesystem::path& p) {
-  std::map<std::string, std::string> out;
-  std::istringstream in{t::read_file(p)};
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos)
-      out[line.substr(0, eq)] = line.substr(eq + 1);
-  return out;
-}
-
 /// Moves this process (and the threads it starts later) into namespace `ns`.
 bool enter_netns(const std::string& ns) {
   int fd = ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
@@ -200,7 +191,7 @@ int main() {
     std::cout << deployment.output() << "\n";
     return code == 77 ? 77 : 1;
   }
-  auto env = read_assignments(hold);
+  auto env = t::read_assignments(hold);
   const std::string ns_a = env["NS_A"], veth_a = env["VETH_A"], ip_b = env["IP_B"];
   if (!enter_netns(env["NS_B"])) {
     std::cerr << "cannot enter namespace " << env["NS_B"] << "\n";

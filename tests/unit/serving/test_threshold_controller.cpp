@@ -83,8 +83,15 @@ TEST_CASE("controller: within a scarce episode t only rises, at most once per re
   // Much more bandwidth, still scarce (mode hysteresis): the search would say 1000,
   // but t does not fall within the episode.
   CHECK(c.update(t0 + 5s, true, {.capacity_bps = 1e9}) == 10000);
-  // Abundant: straight back to the planned t.
-  CHECK(c.update(t0 + 6s, false, {.capacity_bps = 1e9}) == 1000);
+  // Abundant: back toward the planned t in halvings, one per retune interval (the
+  // last re-search was at 5 s).
+  CHECK(c.update(t0 + 6s, false, {.capacity_bps = 1e9}) == 10000);
+  CHECK(c.update(t0 + 7s, false, {.capacity_bps = 1e9}) == 5000);
+  CHECK(c.update(t0 + 8s, false, {.capacity_bps = 1e9}) == 5000);
+  CHECK(c.update(t0 + 9s, false, {.capacity_bps = 1e9}) == 2500);
+  CHECK(c.update(t0 + 11s, false, {.capacity_bps = 1e9}) == 1250);
+  CHECK(c.update(t0 + 13s, false, {.capacity_bps = 1e9}) == 1000);
+  CHECK(c.update(t0 + 15s, false, {.capacity_bps = 1e9}) == 1000);
 }
 
 TEST_CASE("controller: t is bounded by max, and old samples leave the window") {
@@ -136,7 +143,7 @@ route_input prompt(uint32_t tokens) {
 
 } // namespace
 
-TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; abundant restores it") {
+TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; abundant brings it back") {
   auto p = prfaas_policy(1000);
   auto v = two_sides();
   v.now = t0;
@@ -164,15 +171,33 @@ TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; 
   CHECK(c.route == "pd");
   // Longer prompts still go across.
   CHECK(p->decide(prompt(40000), v).route == "prfaas");
-  // The backlog drains and utilisation falls below the abundant bound: planned t again.
-  v.now = t0 + 20s;
+  // The backlog drains and utilisation falls below the abundant bound: t halves back
+  // to the planned one, a step per retune interval (2 s).
   v.link_utilisation = 0.2;
   v.link_backlog_bytes = 0;
   v.link_queue_seconds = 0;
-  auto back = p->decide(prompt(30000), v);
-  CHECK(back.mode == "abundant");
-  CHECK(back.threshold == 1000);
-  CHECK(back.route == "prfaas");
+  std::vector<uint64_t> steps;
+  for (int i = 0; i < 6; ++i) {
+    v.now = t0 + std::chrono::seconds(20 + 2 * i);
+    auto back = p->decide(prompt(30000), v);
+    CHECK(back.mode == "abundant");
+    CHECK(back.route == "prfaas");
+    steps.push_back(back.threshold);
+  }
+  CHECK(steps == std::vector<uint64_t>{15000, 7500, 3750, 1875, 1000, 1000});
+}
+
+TEST_CASE("prfaas policy: a full PrfaaS queue on an idle link is scarce for caches, but t stays planned") {
+  auto p = prfaas_policy(1000);
+  auto v = two_sides();
+  v.now = t0;
+  v.prefill[0].queued_tokens = 2000000; // above scarce_queue_tokens; the link idles
+  for (int i = 0; i < 5; ++i) {
+    v.now = t0 + std::chrono::seconds(i);
+    auto c = p->decide(prompt(30000), v);
+    CHECK(c.mode == "scarce");
+    CHECK(c.threshold == 1000);
+  }
 }
 
 TEST_CASE("prfaas policy: link down means no offload at any length, and offload resumes when up") {
