@@ -188,7 +188,7 @@ double gauge(sim_fixture& f, const std::string& name) { return metric_of(f, "d0"
 
 } // namespace
 
-TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next decision; "
+TEST_CASE("a backed-up link makes bandwidth scarce and raises t at the next decision, "
           "a drained one restores the planned t") {
   sim_fixture f{controller_yaml, registry_with_decode()};
   f.start("p0");

@@ -113,7 +113,7 @@ TEST_CASE("role controller: a cooldown between conversions, and decode overload 
   CHECK(e[0].phase == "draining");
 }
 
-TEST_CASE("role controller: balanced stages leave the roles alone; a stuck drain is undone") {
+TEST_CASE("role controller: balanced stages leave the roles alone, and a stuck drain is undone") {
   auto v = pd_cluster();
   role_controller rc{fast(), v};
   report(v.prefill[0], 1, 1, 500); // half full

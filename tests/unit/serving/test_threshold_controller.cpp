@@ -51,7 +51,7 @@ TEST_CASE("requests of one length offload together: t never splits them") {
   CHECK(threshold_controller::search(lengths, 1.0, 40000, one_byte_per_token, 1000, 100000) == 5000);
 }
 
-TEST_CASE("controller: planned t while abundant; re-searched on entering scarce") {
+TEST_CASE("controller: planned t while abundant, re-searched on entering scarce") {
   threshold_controller c{settings(), one_byte_per_token};
   for (uint64_t l : {10000, 8000, 6000, 3000})
     c.observe(t0, l);
@@ -143,7 +143,7 @@ route_input prompt(uint32_t tokens) {
 
 } // namespace
 
-TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t; abundant brings it back") {
+TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t, abundant brings it back") {
   auto p = prfaas_policy(1000);
   auto v = two_sides();
   v.now = t0;
