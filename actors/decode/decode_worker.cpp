@@ -10,7 +10,8 @@
 //  * tokens go out as TokenEvents [index, index + n) as each batch step ends (or
 //    every `event_steps` steps, and at once when a sequence finishes); the
 //    first event carries the first token (sampled by the prefill) and the timings,
-//    and is sent as soon as the transfer is complete, before the import;
+//    and is sent as soon as the transfer is complete, before the import. Events go
+//    one-way, except a stream's last one: a request, re-sent until acknowledged;
 //  * Cancel (one-way) drops the request at the next step boundary;
 //  * an order whose KV has not arrived by its deadline ends with an error event.
 // Batching: at every step boundary, imported sequences join the batch up to
@@ -95,6 +96,25 @@ void update_gauges(self_ptr self) {
   s.stats->set(s.by_request.size() - s.active.size(), s.active.size(), s.max_batch);
 }
 
+/// Sends token events to a gateway. Events go one-way, except those that end a
+/// stream: a lost middle event shows as a gap at the next one (the gateway resumes
+/// the request), but a lost last event would leave the stream open until its
+/// deadline, so it travels as a request, re-sent until the gateway acknowledges it.
+template <class Msg>
+void deliver(self_ptr self, const address& gateway, const Msg& m, bool ends_a_stream) {
+  auto& s = self->state;
+  auto msg = make_remote(s.ctx->local(s.self_name), gateway, m);
+  if (!ends_a_stream) {
+    send_remote(*s.ctx, std::move(msg));
+    return;
+  }
+  request_remote(self, *s.ctx, std::move(msg), s.ctx->msgr().config().request_timeout)
+    .then([](remote_message&) {},
+          [ctx = s.ctx, gw = gateway.to_string()](caf::error& e) {
+            ctx->log()->warn("decode_final_event_lost gateway={} error=\"{}\"", gw, describe(e));
+          });
+}
+
 void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, bool finished,
                 const std::string& reason, const std::string& error = {}) {
   auto& s = self->state;
@@ -121,7 +141,7 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
     *batch.add_events() = std::move(ev);
     return;
   }
-  send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), q.gateway, ev));
+  deliver(self, q.gateway, ev, finished);
 }
 
 /// Sends what the steps since the last flush produced: one message per gateway.
@@ -130,8 +150,12 @@ void flush_events(self_ptr self) {
   s.batching = false;
   if (++s.steps_pending < s.event_steps && !s.finish_pending)
     return; // more steps join these events
-  for (auto& [_, entry] : s.pending_events)
-    send_remote(*s.ctx, make_remote(s.ctx->local(s.self_name), entry.first, entry.second));
+  for (auto& [_, entry] : s.pending_events) {
+    bool ends = false;
+    for (auto& ev : entry.second.events())
+      ends = ends || ev.finished();
+    deliver(self, entry.first, entry.second, ends);
+  }
   s.pending_events.clear();
   s.steps_pending = 0;
   s.finish_pending = false;
@@ -310,8 +334,10 @@ void sweep(self_ptr self) {
   for (auto& [id, q] : s.by_request)
     if (q->at == phase::waiting_kv && now >= q->deadline)
       late.push_back(q);
-  for (auto& q : late)
+  for (auto& q : late) {
+    s.ctx->probe("decode.order_expired");
     fail(self, q, "the KV transfer did not arrive before the request's deadline");
+  }
   std::erase_if(s.early, [&](auto& kv) { return now - kv.second.second > std::chrono::seconds(30); });
 }
 

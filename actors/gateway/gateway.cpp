@@ -21,7 +21,8 @@
 // a new route that excludes the dead node, a prefill of the prompt plus the tokens
 // already delivered, sampling from the next token index, and token numbering that
 // continues where the client's stream stands — no repeats, no gaps. Token events from
-// a decode worker the request has left are dropped.
+// a decode worker the request has left are dropped. A gap in a worker's token events
+// (one was lost on the way) resumes the same way, after cancelling that worker's copy.
 
 #include <unordered_map>
 
@@ -85,6 +86,7 @@ struct gateway_state {
   std::shared_ptr<actor_inbox> inbox;
   std::unique_ptr<http_frontend> http;
   std::unordered_map<std::string, entry_ptr> live;
+  prometheus::Gauge* live_gauge = nullptr; ///< live.size()
   std::shared_ptr<std::atomic<uint32_t>> inflight = std::make_shared<std::atomic<uint32_t>>(0);
   std::shared_ptr<std::atomic<uint64_t>> counter = std::make_shared<std::atomic<uint64_t>>(0);
 
@@ -120,6 +122,13 @@ struct gateway_env {
     return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
   }
 
+  void cancel_decode(const entry& e, const std::string& why) const {
+    Cancel c;
+    c.set_request_id(e.a->id);
+    c.set_reason(why);
+    send_remote(*ctx, make_remote(me(), {e.route.decode_node(), e.route.decode_actor()}, c));
+  }
+
   void cancel_work(const entry& e, const std::string& why) const {
     Cancel c;
     c.set_request_id(e.a->id);
@@ -132,6 +141,7 @@ struct gateway_env {
 
   void end(const entry_ptr& e) const {
     self->state.live.erase(e->a->id);
+    self->state.live_gauge->Set(static_cast<double>(self->state.live.size()));
     self->state.inflight->fetch_sub(1);
   }
 
@@ -258,14 +268,19 @@ struct gateway_env {
                    std::min(cfg.control_timeout, remaining(*e)))
       .then(
         [](remote_message&) {}, // reserved; the prefill is already on its way
-        [env, e](caf::error& err) {
+        [env, e, node = e->route.decode_node()](caf::error& err) {
           if (e->lc.terminal())
             return;
           if (error_code(err) == errc::overloaded)
             return env.fail(e, {.status = 429, .message = "decode capacity exhausted: " + describe(err),
                                 .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
-          env.fail(e, unavailable("decode worker " + e->route.decode_node() + " unavailable: " +
-                                  describe(err)), "unavailable");
+          if (e->route.decode_node() != node)
+            return; // the request moved on already (its decode node was reported down)
+          // The worker did not take the reservation (its node is down or does not
+          // answer): the request goes to another decode worker, like a resume. Should
+          // the worker have it after all, it drops it.
+          env.cancel_decode(*e, "reservation_failed");
+          env.resume(e, "its reservation failed: " + describe(err));
         });
   }
 
@@ -320,6 +335,7 @@ struct gateway_env {
   void failover(const entry_ptr& e, const caf::error& err) const {
     const auto& failed = e->route.prefill_node();
     e->failed_prefill.push_back(failed);
+    ctx->probe("gateway.prefill_failover");
     ctx->node_metrics()
       .counter("prfaas_gateway_failovers_total", "Prefill attempts re-routed to local prefill")
       .Increment();
@@ -350,6 +366,7 @@ struct gateway_env {
       return fail(e, unavailable("decode worker on " + dead + " lost (" + why + "), after " +
                                  std::to_string(e->resumes) + " resumes"), "decode_failed");
     ++e->resumes;
+    ctx->probe("gateway.decode_resume");
     ctx->node_metrics()
       .counter("prfaas_gateway_decode_resumes_total",
                "Requests moved to another decode worker after theirs was lost")
@@ -400,10 +417,12 @@ struct gateway_env {
       return; // a decode worker the request has left (resumed elsewhere)
     if (ev.index() < e->received)
       return; // a duplicate
-    if (ev.index() > e->received)
-      return fail(e, {.status = 502, .message = "lost tokens " + std::to_string(e->received) + ".." +
-                                                std::to_string(ev.index()) + " from " + ev.decode_node(),
-                      .type = "server_error"}, "lost_tokens");
+    if (ev.index() > e->received) { // an event went missing on the way
+      ctx->probe("gateway.token_gap");
+      cancel_decode(*e, "token_gap"); // that worker's stream has a hole: continue on another one
+      return resume(e, "tokens " + std::to_string(e->received) + ".." + std::to_string(ev.index()) +
+                         " from " + ev.decode_node() + " were lost");
+    }
     if (!ev.error().empty())
       return fail(e, {.status = 502, .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
                       .type = "server_error"}, "decode_failed");
@@ -439,18 +458,24 @@ struct gateway_env {
     }
     for (auto& e : gone)
       fail(e, {.status = 499, .message = "client closed the connection"}, "cancelled");
-    for (auto& e : late)
+    for (auto& e : late) {
+      ctx->probe("gateway.deadline");
       fail(e, {.status = 504,
                .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
                           to_string(e->lc.state()),
                .type = "server_error"},
            "deadline");
+    }
   }
 };
 
 caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gateway_settings cfg) {
   auto& s = self->state;
   s.inbox = std::make_shared<actor_inbox>(self);
+  s.live_gauge = &ctx->node_metrics().gauge("prfaas_gateway_live_requests",
+                                            "Requests this gateway holds (accepted, not yet ended)",
+                                            {{"gateway", name}});
+  s.live_gauge->Set(0);
   gateway_env env{self, ctx, name, cfg};
   http_frontend::hooks hooks;
   auto accept = [self, env](std::shared_ptr<accepted_request> a) {
@@ -458,6 +483,7 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
     e->a = a;
     e->deadline = a->accepted + env.cfg.http.deadline;
     self->state.live.emplace(a->id, e);
+    self->state.live_gauge->Set(static_cast<double>(self->state.live.size()));
     env.route(e, false);
   };
   hooks.submit = [inbox = s.inbox, accept](std::shared_ptr<accepted_request> a) {

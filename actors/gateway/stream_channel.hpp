@@ -29,8 +29,10 @@ public:
   /// Actor side.
   void push_tokens(std::vector<token> t) {
     std::lock_guard<std::mutex> g{mtx_};
-    if (ended_)
+    if (ended_) {
+      ++late_pushes_;
       return;
+    }
     pending_.tokens.insert(pending_.tokens.end(), t.begin(), t.end());
     cv_.notify_one();
   }
@@ -65,6 +67,17 @@ public:
     return delivered_end_;
   }
 
+  /// How often the actor tried to end the stream (1 once it ended: more is a bug the
+  /// chaos checker looks for) and pushed tokens after the end.
+  uint32_t end_calls() const {
+    std::lock_guard<std::mutex> g{mtx_};
+    return end_calls_;
+  }
+  uint32_t late_pushes() const {
+    std::lock_guard<std::mutex> g{mtx_};
+    return late_pushes_;
+  }
+
   /// HTTP side: the client went away.
   void abandon() { abandoned_.store(true); }
   bool abandoned() const { return abandoned_.load(); }
@@ -75,6 +88,7 @@ private:
   bool end(Fn&& last) {
     {
       std::lock_guard<std::mutex> g{mtx_};
+      ++end_calls_;
       if (ended_)
         return false;
       ended_ = true;
@@ -91,6 +105,8 @@ private:
   stream_update pending_;
   bool ended_ = false;
   bool delivered_end_ = false;
+  uint32_t end_calls_ = 0;
+  uint32_t late_pushes_ = 0;
   std::atomic<bool> abandoned_{false};
   std::function<void()> on_end_;
 };

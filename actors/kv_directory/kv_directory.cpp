@@ -159,8 +159,11 @@ void reannounce(self_ptr self, node_context* ctx, const address& me, const addre
     .then(
       [self, ctx, worker, key, initial](remote_message& r) {
         BlocksStored held;
-        if (parse_remote(r, held))
+        if (parse_remote(r, held)) {
+          if (held.chains_size() > 0)
+            ctx->probe("kv_directory.rebuild");
           apply_stored(self, ctx, held, r);
+        }
         else
           ctx->log()->warn("kv_directory_bad_reannounce worker={} type={}", key, r.type);
         if (initial && self->state.pending.erase(key) && self->state.pending.empty())
@@ -257,6 +260,8 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, a
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
       if (BlocksStored m; parse_remote(msg, m)) {
+        if (ctx->faults().fire("kv_directory.crash"))
+          throw std::runtime_error("fault point kv_directory.crash: crashing on a report from " + m.node());
         apply_stored(self, ctx, m, msg);
         return remote_message{};
       }

@@ -151,6 +151,7 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
   if (o->answered)
     return;
   if (!out.ok) {
+    self->state.ctx->probe("data.transfer_failed");
     answer(self, o, make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
                                                       o->po.decode_node() + " failed: " + out.error));
     return;
@@ -442,6 +443,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
           return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
                                                    ": needs a prompt, decode_node and decode_sink");
+        if (ctx->faults().fire("prefill.crash"))
+          throw std::runtime_error("fault point prefill.crash: crashing on order " + po.request_id());
         if (s.queue.size() >= s.max_queue) {
           s.stats->rejected.Increment();
           return make_error(errc::overloaded, "prefill worker " + name + ": queue full (" +
@@ -503,6 +506,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
       if (CachePull q; parse_remote(msg, q))
         return serve_pull(self, ctx, msg, q);
       if (Cancel c; parse_remote(msg, c)) {
+        ctx->probe("prefill.cancelled");
         for (auto& [tid, o] : s.pulling)
           if (o->po.request_id() == c.request_id() &&
               (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))

@@ -321,7 +321,10 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
               for (auto& n : m.nodes())
                 cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
             else
+              {
               cache_blind->Increment();
+              ctx->probe("scheduler.cache_blind");
+            }
             auto d = decide(q, msg, std::move(cached));
             if (d)
               rp.deliver(std::move(*d));
@@ -329,7 +332,10 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
               rp.deliver(std::move(d.error()));
           },
           [=](caf::error&) mutable {
-            cache_blind->Increment();
+            {
+              cache_blind->Increment();
+              ctx->probe("scheduler.cache_blind");
+            }
             auto d = decide(q, msg, {});
             if (d)
               rp.deliver(std::move(*d));

@@ -3,9 +3,11 @@
 //   prfaas-sim cache-replay --config FILE    prefix-cache hit ratios of the routing policies
 //   prfaas-sim run --config FILE --seed N ... a deployment in virtual time (real actors)
 //   prfaas-sim search --config FILE ...      its maximum sustainable rate under the SLO
+//   prfaas-sim chaos --config FILE ...       the deterministic chaos sweep (invariants checked)
 // Each subcommand lives in its own <name>_command.{hpp,cpp}.
 
 #include "cache_replay_command.hpp"
+#include "chaos_command.hpp"
 #include "plan_command.hpp"
 #include "run_command.hpp"
 #include "search_command.hpp"
@@ -13,7 +15,7 @@
 #include <CLI/CLI.hpp>
 
 int main(int argc, char** argv) {
-  CLI::App app{"prfaas-sim: plan (and, later, simulate) a PrfaaS deployment"};
+  CLI::App app{"prfaas-sim: plan, simulate and chaos-test a PrfaaS deployment"};
   app.require_subcommand(1);
   prfaas::sim::plan_options plan_opts;
   auto* plan = prfaas::sim::add_plan_command(app, plan_opts);
@@ -23,6 +25,8 @@ int main(int argc, char** argv) {
   auto* run = prfaas::sim::add_run_command(app, run_opts);
   prfaas::sim::search_options search_opts;
   auto* search = prfaas::sim::add_search_command(app, search_opts);
+  prfaas::sim::chaos_options chaos_opts;
+  auto* chaos = prfaas::sim::add_chaos_command(app, chaos_opts);
   CLI11_PARSE(app, argc, argv);
   if (*plan)
     return prfaas::sim::run_plan(plan_opts);
@@ -32,5 +36,7 @@ int main(int argc, char** argv) {
     return prfaas::sim::run_run(run_opts);
   if (*search)
     return prfaas::sim::run_search(search_opts);
+  if (*chaos)
+    return prfaas::sim::run_chaos(chaos_opts);
   return 0;
 }

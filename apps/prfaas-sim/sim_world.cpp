@@ -33,6 +33,8 @@ sim_world::sim_world(const std::string& deployment_file)
 sim_world::~sim_world() {
   for (auto& [_, n] : nodes_)
     n->stop();
+  for (auto& n : crashed_)
+    n->stop();
   timer_.reset();
   // Drain what the stopped actors left (bounded): ~actor_system waits for them.
   for (int i = 0; i < 1000000 && (sched_->has_job() || sched_->has_pending_timeout()); ++i) {
@@ -42,23 +44,38 @@ sim_world::~sim_world() {
   }
   sched_->run();
   nodes_.clear();
+  crashed_.clear();
   sched_->run();
 }
 
 void sim_world::start() {
-  uint64_t incarnation = 0;
-  for (auto& n : dep_.nodes) {
-    node_options opts;
-    opts.sim = net_;
-    opts.incarnation = ++incarnation;
-    opts.log = make_null_logger();
-    opts.serve_admin = false;
-    auto nd = std::make_unique<node>(*sys_, dep_, n.name, registry_, opts);
-    nd->start();
-    nodes_[n.name] = std::move(nd);
-    sched_->run();
-  }
+  for (auto& n : dep_.nodes)
+    restart(n.name);
   started_ = now();
+}
+
+void sim_world::crash(const std::string& name) {
+  auto i = nodes_.find(name);
+  if (i == nodes_.end())
+    return;
+  i->second->stop();
+  sched_->run();
+  crashed_.push_back(std::move(i->second));
+  nodes_.erase(i);
+}
+
+void sim_world::restart(const std::string& name) {
+  if (nodes_.count(name))
+    return;
+  node_options opts;
+  opts.sim = net_;
+  opts.incarnation = ++last_incarnation_;
+  opts.log = make_null_logger();
+  opts.serve_admin = false;
+  auto nd = std::make_unique<node>(*sys_, dep_, name, registry_, opts);
+  nd->start();
+  nodes_[name] = std::move(nd);
+  sched_->run();
 }
 
 bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {

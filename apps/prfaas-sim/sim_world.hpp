@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -34,6 +35,13 @@ public:
 
   /// Starts every node (deterministic incarnations 1, 2, ... in file order).
   void start();
+  /// Crashes node `name` the way it looks from outside: it stops at once and vanishes
+  /// from the network (its actors end, its transfers stall and time out elsewhere).
+  void crash(const std::string& name);
+  /// Starts a crashed node again as a new incarnation (the next unused number).
+  void restart(const std::string& name);
+  /// False between crash() and restart().
+  bool running(const std::string& name) const { return nodes_.count(name) > 0; }
   /// Runs the simulation until `stop()` holds, virtual time passes `until`, or
   /// nothing is left to happen. Returns false when it stopped for lack of events.
   bool run_until(time_point until, const std::function<bool()>& stop = {});
@@ -43,6 +51,7 @@ public:
   double elapsed_s() const;
   caf::actor_system& system() { return *sys_; }
   const deployment_config& deployment() const { return dep_; }
+  const actor_registry& registry() const { return registry_; }
   sim_network& net() { return *net_; }
   sim_data_fabric& fabric() { return *net_->data_fabric(); }
   sim_timer& timer() { return *timer_; }
@@ -59,6 +68,9 @@ private:
   deployment_config dep_;
   actor_registry registry_;
   std::map<std::string, std::unique_ptr<node>> nodes_;
+  /// Crashed nodes: their actors may still hold their context until they end.
+  std::vector<std::unique_ptr<node>> crashed_;
+  uint64_t last_incarnation_ = 0;
   std::unique_ptr<sim_timer> timer_;
   time_point started_{};
   uint64_t events_ = 0;

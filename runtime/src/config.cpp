@@ -321,6 +321,7 @@ private:
   void parse_failure_detector(const YAML::Node& node, failure_detector_config& out) const;
   void parse_transport(const YAML::Node& node, transport_config& out) const;
   void parse_data_plane(const YAML::Node& node, data_plane_settings& out) const;
+  void parse_faults(const YAML::Node& node, fault_config& out) const;
   void parse_clusters(const YAML::Node& node, deployment_config& cfg) const;
   void parse_links(const YAML::Node& node, deployment_config& cfg) const;
   void parse_nodes(const YAML::Node& node, deployment_config& cfg);
@@ -357,7 +358,8 @@ deployment_config deployment_parser::parse(const std::string& text) {
     fail("", "expected a mapping at the top level, got " + describe(root));
   check_keys(root, "",
              {"deployment", "plugins", "log_level", "seed", "supervision", "failure_detector",
-              "transport", "data_plane", "clusters", "model", "links", "nodes", "security"});
+              "transport", "data_plane", "clusters", "model", "links", "nodes", "security",
+              "faults"});
 
   deployment_config cfg;
   cfg.source = source_;
@@ -387,6 +389,8 @@ deployment_config deployment_parser::parse(const std::string& text) {
   parse_nodes(required(root, "nodes", ""), cfg);
   if (auto n = root["security"])
     parse_security(n, cfg);
+  if (auto n = root["faults"])
+    parse_faults(n, cfg.faults);
   return cfg;
 }
 
@@ -479,6 +483,29 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
         fail(join(fpath, "blackhole_peers"), "expected a sequence of node names, got " + describe(n));
       for (size_t i = 0; i < n.size(); ++i)
         out_f.blackhole_peers.push_back(nonempty_string(n[i], index(join(fpath, "blackhole_peers"), i)));
+    }
+  }
+}
+
+void deployment_parser::parse_faults(const YAML::Node& node, fault_config& out) const {
+  const std::string path = "faults";
+  expect_map(node, path);
+  check_keys(node, path, {"seed", "points"});
+  if (auto n = node["seed"])
+    out.seed = unsigned_int(n, join(path, "seed"), 0, std::numeric_limits<uint64_t>::max());
+  if (auto points = node["points"]; present(points)) {
+    const std::string ppath = join(path, "points");
+    expect_map(points, ppath);
+    check_keys(points, ppath, {}, true);
+    for (const auto& kv : points) {
+      const std::string& name = kv.first.Scalar();
+      if (!is_fault_point(name)) {
+        std::string known;
+        for (auto& p : fault_inventory())
+          known += (known.empty() ? "" : ", ") + std::string{p.name};
+        fail(join(ppath, name), "unknown fault point (expected one of: " + known + ")");
+      }
+      out.points[name] = probability(kv.second, join(ppath, name));
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/messages/type_ids.hpp"
 #include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/probes.hpp"
 
 namespace prfaas {
 
@@ -169,10 +170,14 @@ void messenger::register_actor(const std::string& name, caf::actor handle) {
 }
 
 void messenger::unregister_actor(const std::string& name, const caf::actor& handle) {
-  std::unique_lock<std::shared_mutex> guard{dir_mtx_};
-  auto i = directory_.find(name);
-  if (i != directory_.end() && i->second == handle)
-    directory_.erase(i);
+  {
+    std::unique_lock<std::shared_mutex> guard{dir_mtx_};
+    auto i = directory_.find(name);
+    if (i != directory_.end() && i->second == handle)
+      directory_.erase(i);
+  }
+  if (handle)
+    fail_inbound_of(name, handle.id());
 }
 
 caf::actor messenger::lookup(const std::string& name) const {
@@ -181,14 +186,22 @@ caf::actor messenger::lookup(const std::string& name) const {
   return i == directory_.end() ? caf::actor{} : i->second;
 }
 
-size_t messenger::pending_outbound() const {
+size_t messenger::pending_outbound(clock_type::duration older_than) const {
+  const auto before = now() - older_than;
   std::lock_guard<std::mutex> guard{out_mtx_};
-  return outbound_requests_.size();
+  size_t n = 0;
+  for (auto& [_, r] : outbound_requests_)
+    n += r.started <= before ? 1 : 0;
+  return n;
 }
 
-size_t messenger::pending_inbound() const {
+size_t messenger::pending_inbound(clock_type::duration older_than) const {
+  const auto before = now() - older_than;
   std::lock_guard<std::mutex> guard{in_mtx_};
-  return inbound_requests_.size();
+  size_t n = 0;
+  for (auto& [_, r] : inbound_requests_)
+    n += r.received <= before ? 1 : 0;
+  return n;
 }
 
 // -- sending -----------------------------------------------------------------------------
@@ -232,6 +245,10 @@ send_status messenger::send_envelope(const std::string& peer, wire::Envelope& en
 
 send_status messenger::send_bytes(const std::string& peer, std::string header, bulk_ptr bulk) {
   auto bytes = header.size() + (bulk ? bulk->size() : 0);
+  if (faults_->fire("transport.drop"))
+    return send_status::queued; // lost on the way, as far as the sender can tell
+  if (running_ && faults_->fire("transport.duplicate"))
+    wire_->send(peer, header, bulk);
   auto st = running_ ? wire_->send(peer, std::move(header), std::move(bulk)) : send_status::stopped;
   switch (st) {
     case send_status::queued:
@@ -274,6 +291,8 @@ void messenger::on_frame(const inbound_frame& f) {
   auto& env = *arena.make<wire::Envelope>();
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (!res.ok) {
+    if (res.reason == drop_reason::stale_incarnation)
+      probe_hit(*metrics_, "transport.stale_incarnation");
     count_drop(res.reason, f, "decode");
     return;
   }

@@ -5,6 +5,7 @@
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/messages/type_ids.hpp"
 #include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/runtime/messenger.hpp"
 
 namespace prfaas {
@@ -89,7 +90,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
       env.set_destination_incarnation(ps.incarnation);
       auto due = std::min<clock_type::time_point>(t + cfg_.retry_interval, deadline);
       outbound_requests_.emplace(
-        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline, due});
+        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline, due, t});
       due_.emplace(due, id);
       counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
       // Arm the node's request timer only if this request is due before it fires.
@@ -159,10 +160,12 @@ messenger::sweep(uint64_t generation) {
   }
   for (auto& [peer, env, bulk] : resend) {
     counters_.retries.Increment();
+    probe_hit(*metrics_, "transport.request_retry");
     send_envelope(peer, env, bulk);
   }
   for (auto& r : expired) {
     counters_.timeouts.Increment();
+    probe_hit(*metrics_, "transport.request_timeout");
     fail(r, make_error(errc::request_timeout,
                        "no answer from " + r.peer + "/" + r.env.destination().actor() + " after "
                          + std::to_string(r.env.attempt() + 1) + " attempts"));
@@ -259,6 +262,7 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
     switch (dedup_.check(key, t, &cached)) {
       case dedup_cache::verdict::in_progress:
         counters_.drop(drop_reason::duplicate);
+        probe_hit(*metrics_, "transport.duplicate_suppressed");
         return;
       case dedup_cache::verdict::answered:
         cached_header = cached->header;
@@ -266,12 +270,13 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
         break;
       case dedup_cache::verdict::fresh:
         seq = next_inbound_seq_++;
-        inbound_requests_.emplace(seq, inbound_request{key, answer, t + budget});
+        inbound_requests_.emplace(seq, inbound_request{key, answer, t + budget, 0, t});
         break;
     }
   }
   if (seq == 0) { // a retry of a request already answered: answer again
     counters_.drop(drop_reason::duplicate);
+    probe_hit(*metrics_, "transport.duplicate_suppressed");
     send_bytes(key.node, std::move(cached_header), std::move(cached_bulk));
     return;
   }
@@ -295,6 +300,11 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
   msg.bulk = std::move(bulk);
   msg.request_id = env.request_id();
   msg.deadline = t + budget;
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    if (auto i = inbound_requests_.find(seq); i != inbound_requests_.end())
+      i->second.actor = dest->id();
+  }
   // A CAF request from the reply proxy: the actor's answer comes back to on_reply.
   caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
     caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
@@ -346,6 +356,40 @@ void messenger::reply(const dedup_cache::key& key, wire::Envelope& answer, bulk_
     dedup_.complete(key, {key.node, header, bulk});
   }
   send_bytes(key.node, std::move(header), std::move(bulk));
+}
+
+std::vector<std::string> messenger::describe_outbound() const {
+  auto t = now();
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> guard{out_mtx_};
+  for (auto& [id, r] : outbound_requests_)
+    out.push_back(r.peer + "/" + r.env.destination().actor() + " " + r.env.type() + " attempt " +
+                  std::to_string(r.env.attempt() + 1) + ", deadline in " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - t).count()) +
+                  " ms, due in " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(r.due - t).count()) + " ms");
+  return out;
+}
+
+void messenger::fail_inbound_of(const std::string& name, caf::actor_id actor) {
+  std::vector<inbound_request> orphans;
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    for (auto i = inbound_requests_.begin(); i != inbound_requests_.end();)
+      if (i->second.actor == actor) {
+        orphans.push_back(std::move(i->second));
+        i = inbound_requests_.erase(i);
+      } else {
+        ++i;
+      }
+  }
+  for (auto& r : orphans) {
+    probe_hit(*metrics_, "transport.orphaned_request");
+    r.answer.set_kind(wire::ERROR);
+    r.answer.set_error_code(static_cast<uint32_t>(errc::remote_error));
+    r.answer.set_error_text(name + " on " + node_ + " stopped before answering");
+    reply(r.key, r.answer, nullptr);
+  }
 }
 
 void messenger::expire_inbound() {

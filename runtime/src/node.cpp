@@ -155,6 +155,9 @@ void node::start() {
   }
   messenger_ = std::make_shared<messenger>(sys_, cfg_.name, incarnation_, peers, dep_.transport,
                                            metrics_, log_);
+  faults_ = std::make_shared<fault_points>(dep_.faults,
+                                           cfg_.name + "#" + std::to_string(incarnation_));
+  messenger_->set_faults(faults_);
   if (opts_.sim) {
     wire_ = opts_.sim->attach(cfg_.name);
   } else {
@@ -174,6 +177,7 @@ void node::start() {
   messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
   ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
                                         metrics_, log_);
+  ctx_->set_faults(faults_);
   if (!cfg_.data.empty())
     start_data_plane();
   if (opts_.serve_admin && !cfg_.admin.empty())

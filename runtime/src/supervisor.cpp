@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/probes.hpp"
 
 namespace prfaas {
 
@@ -130,6 +131,7 @@ void on_crash(self_ptr self, child_entry& c, const caf::error& why) {
   ++c.status.restarts;
   st.m->counter("prfaas_supervisor_restarts_total", "Actor restarts", {{"actor", c.spec.name}})
     .Increment();
+  probe_hit(*st.m, "supervisor.restart");
   if (st.cfg.backoff > std::chrono::nanoseconds::zero())
     self->delayed_send(self, st.cfg.backoff, restart_atom_v, c.spec.name);
   else

@@ -1,11 +1,13 @@
 #include "prfaas/runtime/transport.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/errors.hpp"
 #include "prfaas/runtime/failure_detector.hpp"
+#include "prfaas/runtime/probes.hpp"
 
 namespace prfaas {
 
@@ -20,6 +22,7 @@ struct transport_state {
   std::unique_ptr<failure_detector> fd;
   uint64_t heartbeat_seq = 0;
   std::vector<caf::actor> subscribers;
+  std::map<std::string, uint64_t> seen_up; ///< peer → incarnation last seen up
 
   transport_metrics& counters() { return m->counters(); }
 };
@@ -29,12 +32,20 @@ using self_ptr = transport_actor::stateful_pointer<transport_state>;
 void publish(self_ptr self, const std::vector<membership_event>& events) {
   auto& st = self->state;
   for (auto& ev : events) {
-    if (ev.state == peer_state::down)
+    if (ev.state == peer_state::down) {
       st.m->log()->warn("peer_down peer={} incarnation={} silent_ms={}", ev.peer, ev.incarnation,
                         ev.silent_ns / 1000000);
-    else
+      probe_hit(st.m->node_metrics(), "membership.peer_down");
+    } else {
       st.m->log()->info("peer_{} peer={} incarnation={}", to_string(ev.state), ev.peer,
                         ev.incarnation);
+    }
+    if (ev.state == peer_state::up) {
+      auto [it, first] = st.seen_up.emplace(ev.peer, ev.incarnation);
+      if (!first && it->second != ev.incarnation)
+        probe_hit(st.m->node_metrics(), "membership.peer_restarted");
+      it->second = ev.incarnation;
+    }
     st.m->peer_changed(ev);
     for (auto& s : st.subscribers)
       caf::anon_send(s, ev);

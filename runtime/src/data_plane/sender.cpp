@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "zmq_data_plane_impl.hpp"
+#include "prfaas/runtime/probes.hpp"
 
 namespace prfaas::detail {
 
@@ -316,6 +317,7 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
     ++t.stats.retransmits;
     ++p.report.retransmits;
     p.retransmits->Increment();
+    probe_hit(metrics_, "data.chunk_retransmit");
   }
   return chunk_send::sent;
 }

@@ -15,6 +15,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "prfaas/runtime/faults.hpp"
+
 namespace prfaas {
 
 using duration = std::chrono::nanoseconds;
@@ -175,6 +177,7 @@ struct deployment_config {
   std::vector<link_config> link_list; ///< the same links, typed
   data_plane_settings data_plane;
   security_config security;
+  fault_config faults;                ///< named fault points (faults.hpp); off by default
   std::vector<node_config> nodes;
 
   const node_config* find_node(const std::string& name) const;

@@ -42,6 +42,7 @@
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/dedup_cache.hpp"
 #include "prfaas/runtime/log.hpp"
+#include "prfaas/runtime/faults.hpp"
 #include "prfaas/runtime/metrics.hpp"
 #include "prfaas/runtime/wire.hpp"
 #include "prfaas/wire/envelope.pb.h"
@@ -87,7 +88,9 @@ public:
 
   void register_actor(const std::string& name, caf::actor handle);
   /// Removes `name` only if it still maps to `handle` (a restarted actor may have
-  /// re-registered under the same name already).
+  /// re-registered under the same name already). Requests handed to `handle` and not
+  /// answered are answered now with an error: an actor that crashed while handling a
+  /// request never answers it, and its requester should not wait for its deadline.
   void unregister_actor(const std::string& name, const caf::actor& handle);
   caf::actor lookup(const std::string& name) const;
 
@@ -116,6 +119,9 @@ public:
   /// every outstanding request now and refuse new ones (`reason` says why).
   void timers_lost(const caf::error& reason);
 
+  /// The node's fault points (transport.drop, transport.duplicate); set before start.
+  void set_faults(std::shared_ptr<fault_points> f) { faults_ = std::move(f); }
+
   const std::string& node() const { return node_; }
   uint64_t incarnation() const { return incarnation_; }
   const std::set<std::string>& peers() const { return peers_; }
@@ -123,8 +129,14 @@ public:
   transport_metrics& counters() { return counters_; }
   metrics& node_metrics() { return *metrics_; }
   const logger_ptr& log() const { return log_; }
-  size_t pending_outbound() const;
-  size_t pending_inbound() const;
+  /// One line per pending outbound request (peer/actor, type, attempts, time left):
+  /// for reports of what is still held.
+  std::vector<std::string> describe_outbound() const;
+  /// Cross-node requests waiting for an answer (outbound) or for a local actor's
+  /// answer (inbound), counting only those waiting longer than `older_than`: at
+  /// quiescence, periodic traffic is young and anything old is held by mistake.
+  size_t pending_outbound(clock_type::duration older_than = {}) const;
+  size_t pending_inbound(clock_type::duration older_than = {}) const;
 
 private:
   struct outbound_request {
@@ -135,11 +147,14 @@ private:
     bulk_ptr bulk;
     clock_type::time_point deadline;
     clock_type::time_point due; ///< next re-send or the deadline, whichever is first
+    clock_type::time_point started;
   };
   struct inbound_request {
     dedup_cache::key key;
     wire::Envelope answer; ///< addresses and correlation id filled in
     clock_type::time_point deadline;
+    caf::actor_id actor = 0; ///< the local actor asked (0: not handed to one yet)
+    clock_type::time_point received;
   };
   struct peer_status {
     uint64_t incarnation = 0;
@@ -164,6 +179,8 @@ private:
   void on_request(wire::Envelope& env, bulk_ptr bulk);
   void on_reply(caf::mailbox_element_ptr& what);
   void reply(const dedup_cache::key& key, wire::Envelope& answer, bulk_ptr bulk);
+  /// Answers with an error every request handed to local actor `actor` (named `name`).
+  void fail_inbound_of(const std::string& name, caf::actor_id actor);
 
   caf::actor_system& sys_;
   std::string node_;
@@ -171,6 +188,7 @@ private:
   std::set<std::string> peers_;
   transport_config cfg_;
   std::shared_ptr<metrics> metrics_;
+  std::shared_ptr<fault_points> faults_ = std::make_shared<fault_points>();
   transport_metrics counters_;
   logger_ptr log_;
 

@@ -75,6 +75,9 @@ public:
   caf::actor supervisor() const { return supervisor_; }
   transport_actor transport() const { return transport_; }
   std::shared_ptr<metrics> node_metrics() const { return metrics_; }
+  /// The node's fault points (faults.hpp): off unless the deployment's `faults:`
+  /// turns them on; a chaos driver may change them while the node runs.
+  fault_points& faults() { return *faults_; }
   /// The endpoint actually bound (resolves `tcp://host:*`).
   std::string control_endpoint() const;
   /// The data endpoint actually bound; empty when the node has no data plane.
@@ -104,6 +107,7 @@ private:
   logger_ptr log_;
   std::shared_ptr<metrics> metrics_;
   std::shared_ptr<messenger> messenger_;
+  std::shared_ptr<fault_points> faults_;
   security_ptr security_; ///< null when the deployment has no `security:` section
   wire_ptr wire_;
   data_plane_ptr data_;

@@ -6,14 +6,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <caf/actor_system.hpp>
 
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/data_plane.hpp"
+#include "prfaas/runtime/faults.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/messenger.hpp"
 #include "prfaas/runtime/metrics.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/runtime/transport.hpp"
 
 namespace prfaas {
@@ -41,6 +44,12 @@ public:
   data_plane* data() const { return data_.get(); }
   void set_data_plane(data_plane_ptr dp) { data_ = std::move(dp); }
 
+  /// The node's fault points (faults.hpp); never fire unless configured.
+  fault_points& faults() const { return *faults_; }
+  void set_faults(std::shared_ptr<fault_points> f) { faults_ = std::move(f); }
+  /// One pass through a rare path (probes.hpp).
+  void probe(std::string_view name) const { probe_hit(*metrics_, name); }
+
   /// Address of a local actor.
   address local(const std::string& actor) const { return {node_.name, actor}; }
 
@@ -58,6 +67,7 @@ private:
   std::shared_ptr<metrics> metrics_;
   logger_ptr log_;
   data_plane_ptr data_;
+  std::shared_ptr<fault_points> faults_ = std::make_shared<fault_points>();
 };
 
 using node_context_ptr = std::shared_ptr<node_context>;

@@ -75,6 +75,8 @@ public:
   data_plane_ptr attach(data_plane_config cfg, metrics& m, logger_ptr log);
 
   sim_link_totals totals(const std::string& from, const std::string& to) const;
+  /// Transfers opened and not yet ended (done not yet called), over all nodes.
+  size_t open_transfers() const { return flows_.size(); }
   /// Every directed link that carried or carries a transfer.
   std::vector<std::pair<std::string, std::string>> links() const;
 

@@ -1,0 +1,719 @@
+#include "chaos_command.hpp"
+
+#include <array>
+#include <iostream>
+#include <random>
+
+#include <caf/all.hpp>
+
+#include "common/engine_setup.hpp"
+#include "gateway/sim_ingress.hpp"
+#include "loadgen/workload.hpp"
+#include "prfaas/engine/clock.hpp"
+#include "prfaas/messages/membership.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
+#include "run_command.hpp"
+#include "sim_world.hpp"
+
+namespace prfaas::sim {
+
+namespace {
+
+using json = nlohmann::json;
+namespace sv = prfaas::serving;
+namespace lg = prfaas::loadgen;
+
+std::chrono::nanoseconds secs(double s) {
+  return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9));
+}
+
+// -- the fault schedule ---------------------------------------------------------------
+
+enum class fault_kind {
+  crash_prefill,   ///< kill a prefill node (PrfaaS or PD), restart it later
+  crash_decode,    ///< kill a decode node mid-stream, restart it later
+  crash_directory, ///< kill the KV directory's node, restart it later
+  pause,           ///< a node hears and says nothing for a while (SIGSTOP), then resumes
+  partition,       ///< the cross-cluster link down both ways
+  one_way,         ///< the link down from the PrfaaS cluster to the PD cluster only
+  flap,            ///< the link down and up again, three times
+  degrade,         ///< the link at 1% of its rate
+  message_loss,    ///< control frames lost and duplicated (2% each) on every node
+  crash_points,    ///< prefill workers and the directory crash on their fault points
+  burst,           ///< 120 extra requests within a second: admission control and deadlines
+};
+
+constexpr std::array all_kinds{fault_kind::crash_prefill, fault_kind::message_loss,  fault_kind::crash_decode,
+                               fault_kind::partition,     fault_kind::crash_directory, fault_kind::pause,
+                               fault_kind::crash_points,  fault_kind::one_way,       fault_kind::flap,
+                               fault_kind::degrade,       fault_kind::burst};
+
+const char* name_of(fault_kind k) {
+  switch (k) {
+    case fault_kind::crash_prefill: return "crash_prefill";
+    case fault_kind::crash_decode: return "crash_decode";
+    case fault_kind::crash_directory: return "crash_directory";
+    case fault_kind::pause: return "pause";
+    case fault_kind::partition: return "partition";
+    case fault_kind::one_way: return "one_way";
+    case fault_kind::flap: return "flap";
+    case fault_kind::degrade: return "degrade";
+    case fault_kind::message_loss: return "message_loss";
+    case fault_kind::crash_points: return "crash_points";
+    case fault_kind::burst: return "burst";
+  }
+  return "?";
+}
+
+struct fault {
+  fault_kind kind;
+  std::string target; ///< a node, or empty (the link, every node)
+  double at_s = 0;
+  double for_s = 0;
+};
+
+/// The deployment's nodes by role (the gateway's node is never faulted: it observes).
+struct roles {
+  std::vector<std::string> prefill, decode, directory, workers, prfaas, pd;
+  std::string prfaas_cluster, pd_cluster;
+  double link_bps = 0;
+};
+
+roles roles_of(const deployment_config& dep, const std::string& gateway) {
+  roles r;
+  for (auto& [name, c] : dep.clusters)
+    (c.kind == "prefill-only" ? r.prfaas_cluster : r.pd_cluster) = name;
+  for (auto& n : dep.nodes) {
+    (n.cluster == r.prfaas_cluster ? r.prfaas : r.pd).push_back(n.name);
+    if (n.name == gateway)
+      continue;
+    for (auto& a : n.actors) {
+      if (a.type == "prefill_worker")
+        r.prefill.push_back(n.name);
+      else if (a.type == "decode_worker")
+        r.decode.push_back(n.name);
+      else if (a.type == "kv_directory")
+        r.directory.push_back(n.name);
+    }
+  }
+  for (auto* v : {&r.prefill, &r.decode, &r.directory}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+    r.workers.insert(r.workers.end(), v->begin(), v->end());
+  }
+  if (r.prfaas_cluster.empty() || r.pd_cluster.empty())
+    throw std::invalid_argument("the chaos sweep needs a prefill-only and a pd cluster");
+  if (r.prefill.empty() || r.decode.size() < 2)
+    throw std::invalid_argument("the chaos sweep needs prefill nodes and at least two decode nodes "
+                                "(besides the gateway's)");
+  if (auto* l = dep.find_link(r.prfaas_cluster, r.pd_cluster))
+    r.link_bps = static_cast<double>(l->rate_bps);
+  return r;
+}
+
+/// Seed `seed`'s faults: kinds in turn across the sweep (so a short sweep covers every
+/// kind), targets, times and lengths drawn from the seed.
+std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const roles& r,
+                               double arrivals_s) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 17);
+  auto uniform = [&](double a, double b) { return std::uniform_real_distribution<double>{a, b}(rng); };
+  auto pick = [&](const std::vector<std::string>& v) {
+    return v.empty() ? std::string{} : v[std::uniform_int_distribution<size_t>{0, v.size() - 1}(rng)];
+  };
+  std::vector<fault> out;
+  const double last_start = std::max(3.0, 0.7 * arrivals_s);
+  for (size_t i = 0; i < o.faults; ++i) {
+    fault f;
+    f.kind = all_kinds[((seed - 1) * o.faults + i) % all_kinds.size()];
+    f.at_s = uniform(2.0, last_start);
+    f.for_s = uniform(1.0, 8.0);
+    switch (f.kind) {
+      case fault_kind::burst: f.for_s = 70; break; // its backlog drains before the tail
+      // Some restarts come before the failure detector could notice (restart < bound).
+      case fault_kind::crash_prefill: f.target = pick(r.prefill); f.for_s = uniform(0.2, 8.0); break;
+      case fault_kind::crash_decode: f.target = pick(r.decode); f.for_s = uniform(0.2, 8.0); break;
+      case fault_kind::crash_directory: f.target = pick(r.directory); f.for_s = uniform(0.2, 8.0); break;
+      case fault_kind::pause: f.target = pick(r.workers); break;
+      default: break;
+    }
+    if (f.kind == fault_kind::crash_directory && f.target.empty())
+      f.kind = fault_kind::crash_points;
+    out.push_back(f);
+  }
+  std::sort(out.begin(), out.end(), [](const fault& a, const fault& b) { return a.at_s < b.at_s; });
+  return out;
+}
+
+// -- one seed's run -----------------------------------------------------------------
+
+struct tracked {
+  lg::request_spec spec;
+  std::shared_ptr<sv::accepted_request> a;
+  double accepted_s = 0;
+  double ended_s = -1;
+  bool tail = false;
+  bool ok = false;
+  int status = 0;
+  std::string error;
+  std::vector<sv::token> tokens;
+  uint32_t completion_tokens = 0;
+};
+
+struct membership_seen {
+  double t_s;
+  std::string peer;
+  peer_state state;
+};
+
+class chaos_run {
+public:
+  chaos_run(const chaos_options& o, uint64_t seed)
+    : o_(o), seed_(seed), w_(o.config), r_(roles_of(w_.deployment(), o.gateway)) {
+    const auto* gw = w_.deployment().find_node(o.gateway);
+    if (!gw)
+      throw std::invalid_argument("--gateway " + o.gateway + ": no such node");
+    for (auto& a : gw->actors)
+      if (a.type == "gateway") {
+        gateway_actor_ = a.name;
+        auto p = w_.registry().params_for(a);
+        request_timeout_s_ = std::chrono::duration<double>(p.dur("request_timeout")).count();
+      }
+    if (gateway_actor_.empty())
+      throw std::invalid_argument("--gateway " + o.gateway + ": the node has no gateway");
+    const auto& fd = w_.deployment().failure_detector;
+    detection_bound_s_ = std::chrono::duration<double>(fd.interval * (fd.misses + 1)).count();
+    oracle_model_ = serving::read_model(w_.deployment());
+  }
+
+  json run() {
+    reset_probe_tally();
+    reset_fault_tally();
+    w_.start();
+    observe_membership();
+    w_.run_until(w_.now() + secs(3)); // membership settles
+    t0_ = w_.now();
+    baseline_actors_ = w_.system().registry().running();
+
+    const double arrivals_s = static_cast<double>(o_.requests) / o_.rate;
+    faults_ = schedule_of(o_, seed_, r_, arrivals_s);
+    burst_base_ = o_.requests + o_.tail_requests;
+    double healed_s = 0;
+    for (auto& f : faults_) {
+      schedule(f);
+      healed_s = std::max(healed_s, f.at_s + f.for_s);
+    }
+    tail_from_s_ = std::max(healed_s + o_.settle_s, arrivals_s);
+    reqs_.reserve(o_.requests + o_.tail_requests + faults_.size() * burst_size);
+    submit_workload();
+
+    const double give_up_s = tail_from_s_ + o_.tail_requests * 0.5 + request_timeout_s_ + 30;
+    w_.run_until(t0_ + secs(give_up_s), [&] { return issued_ == total_ && ended_ == total_; });
+    // Quiescence: every lease runs out. A decode reservation or a pending cross-node
+    // request lives at most as long as its request's deadline; transfers and
+    // partial inbound ones within the data plane's timeouts.
+    w_.run_until(w_.now() + secs(request_timeout_s_ + 10));
+    return report();
+  }
+
+private:
+  double now_s() const { return std::chrono::duration<double>(w_.now() - t0_).count(); }
+
+  // -- load ---------------------------------------------------------------------------
+
+  /// `n` requests of the sweep's shape (log-normal prompts, median ~3K tokens, at most
+  /// 16K) arriving at `rate`.
+  std::vector<lg::request_spec> workload(uint64_t seed, size_t n, double rate) const {
+    std::mt19937_64 rng(seed);
+    lg::synthetic_config c;
+    c.input = {lg::length_dist::lognormal, 0, {.mu = 8.0, .sigma = 0.8, .min = 256, .max = 16384}};
+    c.output = {lg::length_dist::fixed, o_.output_tokens, {}};
+    c.arrivals.kind = lg::parse_arrival_kind("poisson");
+    c.arrivals.rate = rate;
+    c.stop = {.max_requests = n, .duration_s = 0};
+    c.validate();
+    lg::synthetic_workload src(c, rng);
+    std::vector<lg::request_spec> out;
+    while (auto s = src.next())
+      out.push_back(std::move(*s));
+    return out;
+  }
+
+  void submit_workload() {
+    auto specs = workload(seed_, o_.requests + o_.tail_requests, o_.rate);
+    total_ += specs.size();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      auto spec = specs[i];
+      const bool tail = i >= o_.requests;
+      const double at = tail ? tail_from_s_ + 0.5 * static_cast<double>(i - o_.requests) : spec.arrival_s;
+      w_.timer().at(t0_ + secs(at), [this, spec, tail] { submit(spec, tail); });
+    }
+  }
+
+  void submit(const lg::request_spec& spec, bool tail) {
+    auto a = std::make_shared<sv::accepted_request>();
+    a->id = "r" + std::to_string(spec.index);
+    auto text = lg::prompt_text(spec);
+    a->req.prompt.resize(text.size());
+    for (size_t i = 0; i < text.size(); ++i)
+      a->req.prompt[i] = static_cast<sv::token>(static_cast<unsigned char>(text[i]));
+    a->req.max_tokens = spec.output_tokens;
+    a->req.ignore_eos = true;
+    a->req.seed = spec.index;
+    a->req.stream = true;
+    a->channel = std::make_shared<sv::stream_channel>();
+    a->accepted = w_.now();
+    const size_t slot = reqs_.size();
+    reqs_.push_back({.spec = spec, .a = a, .accepted_s = now_s(), .tail = tail});
+    ++issued_;
+    a->channel->on_end([this, slot] { ended(slot); });
+    caf::anon_send(w_.at(o_.gateway).context().msgr().lookup(gateway_actor_),
+                   sv::sim_submit{std::move(a)});
+  }
+
+  void ended(size_t slot) {
+    auto& t = reqs_[slot];
+    if (t.ended_s < 0)
+      ++ended_;
+    t.ended_s = now_s();
+    auto u = t.a->channel->next(std::chrono::milliseconds(0));
+    if (!u)
+      return;
+    t.tokens = u->tokens;
+    if (u->finished) {
+      t.ok = true;
+      t.status = 200;
+      t.completion_tokens = u->finished->completion_tokens;
+    } else if (u->error) {
+      t.status = u->error->status;
+      t.error = u->error->message;
+    }
+  }
+
+  // -- faults -------------------------------------------------------------------------
+
+  void at(double s, std::function<void()> fn) { w_.timer().at(t0_ + secs(s), std::move(fn)); }
+
+  void schedule(const fault& f) {
+    const double end = f.at_s + f.for_s;
+    switch (f.kind) {
+      case fault_kind::crash_prefill:
+      case fault_kind::crash_decode:
+      case fault_kind::crash_directory:
+        at(f.at_s, [this, n = f.target] { node_down(n); });
+        at(end, [this, n = f.target] { node_up(n); });
+        break;
+      case fault_kind::pause:
+        at(f.at_s, [this, n = f.target] { pause(n, true); });
+        at(end, [this, n = f.target] { pause(n, false); });
+        break;
+      case fault_kind::partition:
+        at(f.at_s, [this] { cut(true, true); });
+        at(end, [this] { cut(true, false); });
+        break;
+      case fault_kind::one_way:
+        at(f.at_s, [this] { cut(false, true); });
+        at(end, [this] { cut(false, false); });
+        break;
+      case fault_kind::flap:
+        for (int i = 0; i < 3; ++i) {
+          const double step = f.for_s / 6;
+          at(f.at_s + 2 * i * step, [this] { cut(true, true); });
+          at(f.at_s + (2 * i + 1) * step, [this] { cut(true, false); });
+        }
+        break;
+      case fault_kind::degrade:
+        at(f.at_s, [this] { degrade(true); });
+        at(end, [this] { degrade(false); });
+        break;
+      case fault_kind::message_loss:
+        at(f.at_s, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, true); });
+        at(end, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, false); });
+        break;
+      case fault_kind::crash_points:
+        at(f.at_s, [this] { points({"prefill.crash", "kv_directory.crash"}, 0.25, true); });
+        at(end, [this] { points({"prefill.crash", "kv_directory.crash"}, 0.25, false); });
+        break;
+      case fault_kind::burst: {
+        auto specs = workload(seed_ + 0x5EED, burst_size, 1000.0);
+        for (size_t k = 0; k < specs.size(); ++k) {
+          specs[k].index = burst_base_ + k; // ids of their own
+          at(f.at_s + specs[k].arrival_s, [this, s = specs[k]] { submit(s, false); });
+        }
+        burst_base_ += specs.size();
+        total_ += specs.size();
+        break;
+      }
+    }
+  }
+
+  /// Overlapping faults nest: a node comes back when the last fault holding it ends.
+  void node_down(const std::string& n) {
+    if (crashed_[n]++ > 0)
+      return;
+    note_failure(n);
+    w_.crash(n);
+  }
+  void node_up(const std::string& n) {
+    if (--crashed_[n] > 0)
+      return;
+    w_.restart(n);
+    arm_points(n);
+  }
+  void pause(const std::string& n, bool on) {
+    if (on) {
+      if (paused_[n]++ == 0) {
+        note_failure(n);
+        w_.net().isolate(n);
+      }
+    } else if (--paused_[n] == 0) {
+      w_.net().rejoin(n);
+    }
+  }
+  void cut(bool both_ways, bool on) {
+    int& depth = both_ways ? cut_both_ : cut_one_;
+    if (on ? depth++ > 0 : --depth > 0)
+      return;
+    for (auto& a : r_.prfaas)
+      for (auto& b : r_.pd) {
+        if (on) {
+          w_.net().block(a, b);
+          if (both_ways)
+            w_.net().block(b, a);
+        } else {
+          // Another cut may still hold a direction.
+          if (cut_one_ == 0 && cut_both_ == 0)
+            w_.net().unblock(a, b);
+          if (both_ways && cut_both_ == 0)
+            w_.net().unblock(b, a);
+        }
+      }
+  }
+  void degrade(bool on) {
+    if (on ? degraded_++ > 0 : --degraded_ > 0)
+      return;
+    const double full = r_.link_bps > 0 ? r_.link_bps : 100e9;
+    w_.fabric().schedule_link_rate(r_.prfaas_cluster, r_.pd_cluster, w_.now(), on ? full / 100 : full);
+  }
+  /// Fault points on every node now running (and on nodes restarted while active).
+  void points(std::vector<std::string> names, double p, bool on) {
+    for (auto& n : names)
+      point_depth_[n] += on ? 1 : -1;
+    for (auto& n : names)
+      point_p_[n] = point_depth_[n] > 0 ? p : 0.0;
+    for (auto& [name, _] : w_.nodes())
+      arm_points(name);
+  }
+  void arm_points(const std::string& node) {
+    if (!w_.running(node))
+      return;
+    auto& f = w_.at(node).faults();
+    f.set_seed(seed_);
+    for (auto& [point, p] : point_p_)
+      f.set(point, p);
+  }
+
+  // -- failure detection ----------------------------------------------------------------
+
+  void observe_membership() {
+    auto* seen = &seen_;
+    auto* self = this;
+    auto obs = w_.system().spawn([seen, self](caf::event_based_actor*) -> caf::behavior {
+      return {[seen, self](const membership_event& e) { seen->push_back({self->now_s(), e.peer, e.state}); }};
+    });
+    caf::anon_send(caf::actor_cast<caf::actor>(w_.at(o_.gateway).transport()), caf::subscribe_atom_v, obs);
+    w_.run_until(w_.now());
+  }
+
+  /// A node fails now: remember when, unless the gateway's node already has it down.
+  void note_failure(const std::string& n) {
+    peer_state last = peer_state::down;
+    for (auto& s : seen_)
+      if (s.peer == n)
+        last = s.state;
+    if (last != peer_state::down)
+      failures_.push_back({now_s(), n});
+  }
+
+  // -- the checks ---------------------------------------------------------------------
+
+  json report() {
+    std::vector<std::string> violations;
+    auto violate = [&](std::string what) {
+      if (violations.size() < 50)
+        violations.push_back(std::move(what));
+    };
+
+    // Requests: exactly one outcome, in time, with the right tokens.
+    auto oracle_clock = std::make_unique<engine::manual_clock>();
+    auto oracle = serving::make_engine(oracle_model_, "oracle", *oracle_clock);
+    std::map<std::string, size_t> outcomes;
+    json failures = json::array();
+    size_t ok = 0, tail_ok = 0, duplicated = 0, lost = 0;
+    for (size_t i = 0; i < reqs_.size(); ++i) {
+      auto& t = reqs_[i];
+      const std::string id = t.a->id;
+      if (t.ended_s < 0) {
+        ++lost;
+        violate(id + ": accepted at " + fmt(t.accepted_s) + " s and never ended");
+        continue;
+      }
+      ++outcomes[t.ok ? "ok" : std::to_string(t.status)];
+      if (t.a->channel->end_calls() != 1)
+        violate(id + ": the gateway ended the stream " + std::to_string(t.a->channel->end_calls()) + " times");
+      if (t.a->channel->late_pushes() != 0)
+        violate(id + ": tokens pushed after the stream ended");
+      if (t.ended_s - t.accepted_s > request_timeout_s_ + 0.2)
+        violate(id + ": ended " + fmt(t.ended_s - t.accepted_s) + " s after acceptance, past its " +
+                fmt(request_timeout_s_) + " s deadline");
+      const auto want = expected(*oracle, i, t);
+      if (t.ok) {
+        ++ok;
+        tail_ok += t.tail ? 1 : 0;
+        if (t.tokens.size() > want.size())
+          ++duplicated;
+        if (t.tokens != want || t.completion_tokens != want.size())
+          violate(id + ": completed with " + describe_diff(t.tokens, want));
+      } else {
+        if (failures.size() < 20)
+          failures.push_back({{"id", id}, {"status", t.status}, {"error", t.error},
+                              {"accepted_s", t.accepted_s}, {"ended_s", t.ended_s},
+                              {"tokens_delivered", t.tokens.size()}});
+        if (t.tokens.size() > want.size() || !std::equal(t.tokens.begin(), t.tokens.end(), want.begin()))
+          violate(id + ": failed (" + std::to_string(t.status) + ") after a stream that is not a prefix of "
+                  "the engine's: " + describe_diff(t.tokens, want));
+        if (t.status == 0)
+          violate(id + ": ended without a status");
+      }
+    }
+    if (tail_ok != o_.tail_requests)
+      violate("progress: " + std::to_string(tail_ok) + " of the " + std::to_string(o_.tail_requests) +
+              " requests sent after the faults healed succeeded");
+
+    // Detection: every crash or pause of a node the gateway saw up was reported down in time.
+    json detections = json::array();
+    for (auto& [t, n] : failures_) {
+      double found = -1;
+      for (auto& s : seen_)
+        if (s.peer == n && s.state == peer_state::down && s.t_s >= t) {
+          found = s.t_s;
+          break;
+        }
+      if (found < 0) {
+        violate("detection: " + n + " failed at " + fmt(t) + " s and was never reported down");
+        continue;
+      }
+      detections.push_back({{"node", n}, {"failed_s", t}, {"detected_ms", (found - t) * 1e3}});
+      if (found - t > detection_bound_s_ + 1e-6)
+        violate("detection: " + n + " reported down " + fmt(found - t) + " s after it failed (bound " +
+                fmt(detection_bound_s_) + " s)");
+    }
+
+    // Quiescence: nothing held anywhere.
+    json held = json::object();
+    auto hold = [&](const std::string& what, double n) {
+      if (n != 0) {
+        held[what] = n;
+        violate("quiescence: " + what + " = " + fmt(n));
+      }
+    };
+    for (auto& [name, nd] : w_.nodes()) {
+      auto& m = *nd->node_metrics();
+      for (auto& a : w_.deployment().find_node(name)->actors) {
+        if (a.type == "gateway")
+          hold(name + "/" + a.name + " live requests",
+               m.gauge("prfaas_gateway_live_requests", "", {{"gateway", a.name}}).Value());
+        if (a.type != "prefill_worker" && a.type != "decode_worker")
+          continue;
+        prometheus::Labels l{{"worker", a.name},
+                             {"role", a.type == "decode_worker" ? "decode" : "prefill"}};
+        hold(name + "/" + a.name + " queue", m.gauge("prfaas_worker_queue_depth", "", l).Value());
+        hold(name + "/" + a.name + " active", m.gauge("prfaas_worker_active", "", l).Value());
+      }
+      // Periodic traffic (load queries, link probes) is always in flight; a request
+      // still waiting after 2 s on an idle system is held by mistake.
+      const auto old = std::chrono::seconds(2);
+      hold(name + " cross-node requests waiting > 2 s for an answer",
+           static_cast<double>(nd->context().msgr().pending_outbound(old)));
+      hold(name + " cross-node requests waiting > 2 s for a local actor",
+           static_cast<double>(nd->context().msgr().pending_inbound(old)));
+    }
+    hold("open KV transfers", static_cast<double>(w_.fabric().open_transfers()));
+    const auto actors = w_.system().registry().running();
+    hold("actors beyond the start (leaked)", static_cast<double>(actors) - static_cast<double>(baseline_actors_));
+
+    json faults = json::array();
+    for (auto& f : faults_)
+      faults.push_back({{"kind", name_of(f.kind)}, {"target", f.target}, {"at_s", f.at_s}, {"for_s", f.for_s}});
+    json out;
+    out["seed"] = seed_;
+    out["requests"] = reqs_.size();
+    out["outcomes"] = outcomes;
+    out["failures"] = failures;
+    out["ok"] = ok;
+    out["lost"] = lost;
+    out["duplicated"] = duplicated;
+    out["faults"] = faults;
+    out["fault_points_fired"] = fault_tally();
+    out["detections"] = detections;
+    out["held_at_quiescence"] = held;
+    out["probes"] = probe_tally();
+    out["violations"] = violations;
+    out["virtual_s"] = now_s();
+    out["events"] = w_.events();
+    return out;
+  }
+
+  /// The tokens an undisturbed engine gives request `i` (computed once).
+  const std::vector<sv::token>& expected(engine::engine& e, size_t i, const tracked& t) {
+    auto [it, fresh] = oracle_tokens_.try_emplace(i);
+    if (!fresh)
+      return it->second;
+    auto& out = it->second;
+    const auto& r = t.a->req;
+    engine::prefill_request req;
+    req.id = i + 1;
+    req.prompt = r.prompt;
+    req.sampling = {r.temperature, r.seed, 0};
+    auto p = e.prefill(req, {});
+    if (!p)
+      throw std::runtime_error("oracle prefill of " + t.a->id + ": " + p.message());
+    out.push_back(p->first_token);
+    const engine::seq_id id = req.id;
+    while (out.size() < r.max_tokens) {
+      auto step = e.decode_step(std::span<const engine::seq_id>(&id, 1));
+      if (!step)
+        throw std::runtime_error("oracle decode of " + t.a->id + ": " + step.message());
+      out.push_back(step->front());
+    }
+    e.release(id);
+    return out;
+  }
+
+  static std::string describe_diff(const std::vector<sv::token>& got, const std::vector<sv::token>& want) {
+    size_t k = 0;
+    while (k < got.size() && k < want.size() && got[k] == want[k])
+      ++k;
+    return std::to_string(got.size()) + " tokens against the engine's " + std::to_string(want.size()) +
+           (k < std::min(got.size(), want.size()) ? ", first difference at token " + std::to_string(k)
+                                                  : std::string{});
+  }
+
+  static std::string fmt(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+  }
+
+  const chaos_options& o_;
+  uint64_t seed_;
+  sim_world w_;
+  roles r_;
+  std::string gateway_actor_;
+  double request_timeout_s_ = 0;
+  double detection_bound_s_ = 0;
+  serving::model_settings oracle_model_;
+  sim_world::time_point t0_{};
+  size_t baseline_actors_ = 0;
+  std::vector<fault> faults_;
+  static constexpr size_t burst_size = 120;
+  size_t burst_base_ = 0; ///< index of the next burst request
+  double tail_from_s_ = 0;
+  size_t total_ = 0, issued_ = 0, ended_ = 0;
+  std::vector<tracked> reqs_;
+  std::map<size_t, std::vector<sv::token>> oracle_tokens_;
+  std::map<std::string, int> crashed_, paused_, point_depth_;
+  std::map<std::string, double> point_p_;
+  int cut_both_ = 0, cut_one_ = 0, degraded_ = 0;
+  std::vector<membership_seen> seen_;
+  std::vector<std::pair<double, std::string>> failures_;
+};
+
+} // namespace
+
+CLI::App* add_chaos_command(CLI::App& app, chaos_options& o) {
+  auto* cmd = app.add_subcommand("chaos", "deterministic chaos sweep: faults under load, invariants checked");
+  cmd->add_option("--config", o.config, "deployment file (e.g. configs/sim/chaos.yaml)")->required();
+  cmd->add_option("--seed", o.seed, "first seed")->capture_default_str();
+  cmd->add_option("--seeds", o.seeds, "how many seeds (consecutive)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--requests", o.requests, "requests per seed during the faults")->capture_default_str();
+  cmd->add_option("--rate", o.rate, "their Poisson rate (req/s)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--tail", o.tail_requests, "requests after the faults healed (must all succeed)")
+    ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--output-tokens", o.output_tokens, "tokens per request")->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  cmd->add_option("--faults", o.faults, "scheduled faults per seed")->capture_default_str();
+  cmd->add_option("--settle", o.settle_s, "seconds after the last heal before the tail")->capture_default_str();
+  cmd->add_option("--gateway", o.gateway, "the gateway's node (never faulted)")->capture_default_str();
+  cmd->add_option("--json", o.json_out, "write the JSON report here (default stdout)");
+  cmd->add_flag("!--quiet", o.progress, "no progress lines on stderr");
+  return cmd;
+}
+
+json chaos_seed(const chaos_options& opts, uint64_t seed) {
+  chaos_run run(opts, seed);
+  return run.run();
+}
+
+json chaos_sweep(const chaos_options& opts) {
+  json seeds = json::array();
+  std::map<std::string, uint64_t> probes, points;
+  size_t requests = 0, ok = 0, lost = 0, duplicated = 0, violations = 0, scheduled = 0;
+  for (size_t i = 0; i < opts.seeds; ++i) {
+    const uint64_t seed = opts.seed + i;
+    auto r = chaos_seed(opts, seed);
+    requests += r["requests"].get<size_t>();
+    ok += r["ok"].get<size_t>();
+    lost += r["lost"].get<size_t>();
+    duplicated += r["duplicated"].get<size_t>();
+    violations += r["violations"].size();
+    scheduled += r["faults"].size();
+    for (auto& [k, v] : r["probes"].items())
+      probes[k] += v.get<uint64_t>();
+    for (auto& [k, v] : r["fault_points_fired"].items())
+      points[k] += v.get<uint64_t>();
+    if (opts.progress)
+      std::cerr << "seed " << seed << ": " << r["requests"] << " requests, " << r["ok"] << " ok, "
+                << r["lost"] << " lost, " << r["faults"].size() << " faults, " << r["violations"].size()
+                << " violations\n";
+    seeds.push_back(std::move(r));
+  }
+  std::vector<std::string> missing;
+  for (auto& p : probe_inventory())
+    if (p.in_simulation && probes[std::string{p.name}] == 0)
+      missing.emplace_back(p.name);
+  uint64_t fired = 0;
+  for (auto& [_, n] : points)
+    fired += n;
+  json out;
+  out["summary"] = {{"seeds", opts.seeds},
+                    {"first_seed", opts.seed},
+                    {"requests", requests},
+                    {"ok", ok},
+                    {"lost", lost},
+                    {"duplicated", duplicated},
+                    {"violations", violations},
+                    {"faults_scheduled", scheduled},
+                    {"fault_points_fired", fired},
+                    {"probes", probes},
+                    {"probes_never_fired", missing}};
+  out["seeds"] = std::move(seeds);
+  return out;
+}
+
+int run_chaos(const chaos_options& opts) {
+  json out;
+  if (!report_bad_input([&] { out = chaos_sweep(opts); }))
+    return 2;
+  if (!write_json(out, opts.json_out))
+    return 2;
+  const auto& s = out["summary"];
+  std::cerr << "chaos sweep: " << s["seeds"] << " seeds, " << s["requests"] << " requests, "
+            << s["faults_scheduled"] << " scheduled faults + " << s["fault_points_fired"]
+            << " fault-point firings; " << s["lost"] << " lost, " << s["duplicated"] << " duplicated, "
+            << s["violations"] << " invariant violations; probes never fired: " << s["probes_never_fired"].dump()
+            << "\n";
+  return s["violations"] == 0 && s["lost"] == 0 && s["probes_never_fired"].empty() ? 0 : 1;
+}
+
+} // namespace prfaas::sim

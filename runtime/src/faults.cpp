@@ -1,0 +1,102 @@
+#include "prfaas/runtime/faults.hpp"
+
+#include <array>
+#include <stdexcept>
+
+#include <xxhash.h>
+
+namespace prfaas {
+
+namespace {
+
+constexpr std::array<fault_point_info, 4> inventory{{
+  {"transport.drop", "an outbound control-plane frame (message, request, reply, heartbeat) is not sent"},
+  {"transport.duplicate", "an outbound control-plane frame is sent twice"},
+  {"prefill.crash", "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"},
+  {"kv_directory.crash", "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"},
+}};
+
+std::mutex tally_mtx;
+std::map<std::string, uint64_t>& tally() {
+  static std::map<std::string, uint64_t> t;
+  return t;
+}
+
+} // namespace
+
+std::map<std::string, uint64_t> fault_tally() {
+  std::lock_guard<std::mutex> g{tally_mtx};
+  return tally();
+}
+
+void reset_fault_tally() {
+  std::lock_guard<std::mutex> g{tally_mtx};
+  tally().clear();
+}
+
+std::span<const fault_point_info> fault_inventory() {
+  return inventory;
+}
+
+bool is_fault_point(std::string_view name) {
+  for (auto& p : inventory)
+    if (p.name == name)
+      return true;
+  return false;
+}
+
+fault_points::fault_points(const fault_config& cfg, std::string_view stream)
+  : seed_(cfg.seed), stream_(XXH3_64bits(stream.data(), stream.size())) {
+  rng_.seed(stream_ ^ seed_);
+  for (auto& [name, p] : cfg.points)
+    set(name, p);
+}
+
+void fault_points::set_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> g{mtx_};
+  seed_ = seed;
+  rng_.seed(stream_ ^ seed_);
+  on_.store(seed_ != 0 && !p_.empty(), std::memory_order_relaxed);
+}
+
+void fault_points::set(std::string_view point, double probability) {
+  if (!is_fault_point(point))
+    throw std::invalid_argument("unknown fault point \"" + std::string{point} + "\"");
+  if (!(probability >= 0.0 && probability <= 1.0))
+    throw std::invalid_argument("fault point \"" + std::string{point} +
+                                "\": probability must be within 0..1");
+  std::lock_guard<std::mutex> g{mtx_};
+  if (probability > 0)
+    p_[std::string{point}] = probability;
+  else if (auto i = p_.find(point); i != p_.end())
+    p_.erase(i);
+  on_.store(seed_ != 0 && !p_.empty(), std::memory_order_relaxed);
+}
+
+bool fault_points::fire(std::string_view point) {
+  if (!on_.load(std::memory_order_relaxed))
+    return false;
+  std::lock_guard<std::mutex> g{mtx_};
+  auto i = p_.find(point);
+  if (i == p_.end())
+    return false;
+  if (std::uniform_real_distribution<double>{0.0, 1.0}(rng_) >= i->second)
+    return false;
+  auto f = fired_.find(point);
+  if (f == fired_.end())
+    f = fired_.emplace(std::string{point}, 0).first;
+  ++f->second;
+  {
+    std::lock_guard<std::mutex> t{tally_mtx};
+    ++tally()[std::string{point}];
+  }
+  return true;
+}
+
+uint64_t fault_points::fired(std::string_view point) const {
+  std::lock_guard<std::mutex> g{mtx_};
+  auto f = fired_.find(point);
+  return f == fired_.end() ? 0 : f->second;
+}
+
+} // namespace prfaas
