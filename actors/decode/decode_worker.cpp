@@ -23,6 +23,7 @@
 
 #include <caf/all.hpp>
 
+#include "common/crash_log.hpp"
 #include "common/actor_inbox.hpp"
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
@@ -345,6 +346,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
                             model_settings model, size_t max_batch, size_t max_queue,
                             uint32_t event_steps) {
   auto& s = self->state;
+  log_crashes(self, ctx, name);
   s.event_steps = event_steps;
   s.ctx = ctx;
   s.self_name = name;

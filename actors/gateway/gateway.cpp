@@ -233,7 +233,7 @@ struct gateway_env {
           env.prefill(e);
         },
         [env, e](caf::error& err) {
-          if (e->lc.terminal())
+          if (e->lc.terminal() || env.past_deadline(e))
             return;
           auto code = error_code(err);
           env.fail(e, code == errc::overloaded ? unavailable("no capacity: " + describe(err))
@@ -333,6 +333,8 @@ struct gateway_env {
   }
 
   void failover(const entry_ptr& e, const caf::error& err) const {
+    if (past_deadline(e))
+      return;
     const auto& failed = e->route.prefill_node();
     e->failed_prefill.push_back(failed);
     ctx->probe("gateway.prefill_failover");
@@ -360,6 +362,8 @@ struct gateway_env {
 
   /// The node of `e`'s decode worker is gone: continue on another one.
   void resume(const entry_ptr& e, const std::string& why) const {
+    if (past_deadline(e))
+      return;
     const std::string dead = e->route.decode_node();
     e->failed_decode.push_back(dead);
     if (e->resumes >= cfg.max_resumes)
@@ -458,14 +462,27 @@ struct gateway_env {
     }
     for (auto& e : gone)
       fail(e, {.status = 499, .message = "client closed the connection"}, "cancelled");
-    for (auto& e : late) {
-      ctx->probe("gateway.deadline");
-      fail(e, {.status = 504,
-               .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
-                          to_string(e->lc.state()),
-               .type = "server_error"},
-           "deadline");
-    }
+    for (auto& e : late)
+      fail_deadline(e);
+  }
+
+  /// The request's deadline passed: 504. Whatever was waiting for it (a prefill
+  /// queue, a reply) is what made it late, and that is what the client is told, not
+  /// the failure of a step retried with no time left.
+  bool past_deadline(const entry_ptr& e) const {
+    if (self->clock().now() < e->deadline)
+      return false;
+    fail_deadline(e);
+    return true;
+  }
+
+  void fail_deadline(const entry_ptr& e) const {
+    ctx->probe("gateway.deadline");
+    fail(e, {.status = 504,
+             .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
+                        to_string(e->lc.state()),
+             .type = "server_error"},
+         "deadline");
   }
 };
 

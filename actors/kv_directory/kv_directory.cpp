@@ -20,6 +20,8 @@
 
 #include <caf/all.hpp>
 
+#include "common/crash_log.hpp"
+
 #include "kv_directory/prefix_index.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
@@ -202,6 +204,7 @@ PrefixMatch to_wire(const match_result& r, bool rebuilding) {
 
 caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, actor_params params) {
   auto& s = self->state;
+  log_crashes(self, ctx, name);
   s.index = std::make_unique<prefix_index>(static_cast<size_t>(params.integer("capacity")));
   s.stats = std::make_unique<directory_metrics>(ctx->node_metrics(), name);
   const auto window = params.dur("rebuild_window");

@@ -18,6 +18,7 @@
 
 #include <caf/all.hpp>
 
+#include "common/crash_log.hpp"
 #include "common/actor_inbox.hpp"
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
@@ -401,6 +402,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
                              address directory_addr, duration pull_timeout) {
   auto& s = self->state;
+  log_crashes(self, ctx, name);
   s.max_queue = max_queue;
   s.pull_timeout = pull_timeout;
   if (cache_blocks > 0) {

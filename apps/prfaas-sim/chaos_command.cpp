@@ -42,12 +42,14 @@ enum class fault_kind {
   message_loss,    ///< control frames lost and duplicated (2% each) on every node
   crash_points,    ///< prefill workers and the directory crash on their fault points
   burst,           ///< 120 extra requests within a second: admission control and deadlines
+  slow_restart,    ///< a node's links slow to 400 ms; it crashes and is back before what
+                   ///< was sent to it arrives; the links speed up again (reordering)
 };
 
 constexpr std::array all_kinds{fault_kind::crash_prefill, fault_kind::message_loss,  fault_kind::crash_decode,
                                fault_kind::partition,     fault_kind::crash_directory, fault_kind::pause,
                                fault_kind::crash_points,  fault_kind::one_way,       fault_kind::flap,
-                               fault_kind::degrade,       fault_kind::burst};
+                               fault_kind::degrade,       fault_kind::burst,         fault_kind::slow_restart};
 
 const char* name_of(fault_kind k) {
   switch (k) {
@@ -62,6 +64,7 @@ const char* name_of(fault_kind k) {
     case fault_kind::message_loss: return "message_loss";
     case fault_kind::crash_points: return "crash_points";
     case fault_kind::burst: return "burst";
+    case fault_kind::slow_restart: return "slow_restart";
   }
   return "?";
 }
@@ -135,6 +138,7 @@ std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const role
       case fault_kind::crash_decode: f.target = pick(r.decode); f.for_s = uniform(0.2, 8.0); break;
       case fault_kind::crash_directory: f.target = pick(r.directory); f.for_s = uniform(0.2, 8.0); break;
       case fault_kind::pause: f.target = pick(r.workers); break;
+      case fault_kind::slow_restart: f.target = pick(r.workers); f.for_s = uniform(2.0, 6.0); break;
       default: break;
     }
     if (f.kind == fault_kind::crash_directory && f.target.empty())
@@ -183,6 +187,11 @@ public:
       throw std::invalid_argument("--gateway " + o.gateway + ": the node has no gateway");
     const auto& fd = w_.deployment().failure_detector;
     detection_bound_s_ = std::chrono::duration<double>(fd.interval * (fd.misses + 1)).count();
+    if (o.sabotage == "tight_bound")
+      detection_bound_s_ = 0;
+    else if (!o.sabotage.empty() && o.sabotage != "hide_outcome" && o.sabotage != "corrupt_stream")
+      throw std::invalid_argument("--sabotage: expected hide_outcome, corrupt_stream or tight_bound, got \"" +
+                                  o.sabotage + "\"");
     oracle_model_ = serving::read_model(w_.deployment());
   }
 
@@ -273,6 +282,10 @@ private:
 
   void ended(size_t slot) {
     auto& t = reqs_[slot];
+    if (o_.sabotage == "hide_outcome" && !hidden_) {
+      hidden_ = true;
+      return;
+    }
     if (t.ended_s < 0)
       ++ended_;
     t.ended_s = now_s();
@@ -280,6 +293,10 @@ private:
     if (!u)
       return;
     t.tokens = u->tokens;
+    if (u->finished && o_.sabotage == "corrupt_stream" && !corrupted_ && !t.tokens.empty()) {
+      corrupted_ = true;
+      t.tokens[t.tokens.size() / 2] ^= 1;
+    }
     if (u->finished) {
       t.ok = true;
       t.status = 200;
@@ -306,6 +323,12 @@ private:
       case fault_kind::pause:
         at(f.at_s, [this, n = f.target] { pause(n, true); });
         at(end, [this, n = f.target] { pause(n, false); });
+        break;
+      case fault_kind::slow_restart:
+        at(f.at_s, [this, n = f.target] { slow(n, true); });
+        at(f.at_s + 1.0, [this, n = f.target] { node_down(n); });
+        at(f.at_s + 1.2, [this, n = f.target] { node_up(n); });
+        at(end, [this, n = f.target] { slow(n, false); });
         break;
       case fault_kind::partition:
         at(f.at_s, [this] { cut(true, true); });
@@ -370,6 +393,19 @@ private:
       w_.net().rejoin(n);
     }
   }
+  /// Every link of `n` at 400 ms one way (nested faults: the first sets, the last restores).
+  void slow(const std::string& n, bool on) {
+    if (on ? slowed_[n]++ > 0 : --slowed_[n] > 0)
+      return;
+    for (auto& other : w_.deployment().nodes) {
+      if (other.name == n)
+        continue;
+      if (on)
+        base_latency_[{n, other.name}] = w_.net().latency(n, other.name);
+      w_.net().set_latency(n, other.name, on ? std::chrono::milliseconds(400) : base_latency_[{n, other.name}]);
+    }
+  }
+
   void cut(bool both_ways, bool on) {
     int& depth = both_ways ? cut_both_ : cut_one_;
     if (on ? depth++ > 0 : --depth > 0)
@@ -615,6 +651,7 @@ private:
   serving::model_settings oracle_model_;
   sim_world::time_point t0_{};
   size_t baseline_actors_ = 0;
+  bool hidden_ = false, corrupted_ = false; ///< sabotage done
   std::vector<fault> faults_;
   static constexpr size_t burst_size = 120;
   size_t burst_base_ = 0; ///< index of the next burst request
@@ -622,7 +659,8 @@ private:
   size_t total_ = 0, issued_ = 0, ended_ = 0;
   std::vector<tracked> reqs_;
   std::map<size_t, std::vector<sv::token>> oracle_tokens_;
-  std::map<std::string, int> crashed_, paused_, point_depth_;
+  std::map<std::string, int> crashed_, paused_, point_depth_, slowed_;
+  std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> base_latency_;
   std::map<std::string, double> point_p_;
   int cut_both_ = 0, cut_one_ = 0, degraded_ = 0;
   std::vector<membership_seen> seen_;
@@ -647,6 +685,8 @@ CLI::App* add_chaos_command(CLI::App& app, chaos_options& o) {
   cmd->add_option("--gateway", o.gateway, "the gateway's node (never faulted)")->capture_default_str();
   cmd->add_option("--json", o.json_out, "write the JSON report here (default stdout)");
   cmd->add_flag("!--quiet", o.progress, "no progress lines on stderr");
+  cmd->add_option("--sabotage", o.sabotage,
+                  "negative control of the checker: hide_outcome | corrupt_stream | tight_bound");
   return cmd;
 }
 

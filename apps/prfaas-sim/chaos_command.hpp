@@ -38,6 +38,11 @@ struct chaos_options {
   std::string gateway = "gw0"; ///< node whose gateway takes the load (never faulted)
   std::string json_out;        ///< "-" or empty = stdout
   bool progress = true;        ///< a line per seed on stderr
+  /// Negative controls for the checker itself (tests): "hide_outcome" keeps one
+  /// request's end from the checker, "corrupt_stream" changes a token of one completed
+  /// stream, "tight_bound" checks detection against a bound of zero. Each must be
+  /// reported as a violation; empty = none.
+  std::string sabotage;
 };
 
 CLI::App* add_chaos_command(CLI::App& app, chaos_options& opts);
