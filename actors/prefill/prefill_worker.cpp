@@ -6,6 +6,8 @@
 //  * orders queue (bounded by `max_queue`; beyond it: errc::overloaded) and run one
 //    at a time on the engine's own thread (engine_runner), so the actor stays free
 //    to answer LoadQuery and Cancel while a long prefill runs;
+//  * admission: an order is refused (overloaded) when the queue is full, or when the
+//    work queued ahead of it, at the engine's measured pace, would outlast its budget;
 //  * the reply is sent when the *receiver confirmed* the whole transfer — success
 //    means the decode worker holds the KV — or as an error when the transfer failed
 //    (timeout, refused, cancelled): the gateway then fails over to local prefill;
@@ -70,6 +72,9 @@ struct prefill_state {
   /// Orders waiting for a cache move into this worker's cache, by its transfer id.
   std::map<uint64_t, order_ptr> pulling;
   duration pull_timeout = std::chrono::seconds(2);
+  /// The engine's measured prefill pace (smoothed; 0 until a prefill finished): an
+  /// order is refused when the work queued ahead of it cannot be done in its budget.
+  double tokens_per_s = 0;
 
   node_context* ctx = nullptr;
   std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
@@ -246,14 +251,20 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       changes.swap(*cache_events); // engine thread: the only one touching it
     }
     e.release(seq);
-    inbox->post([self, ctx, name, o, error, computed = r ? r->computed_tokens : 0u,
+    inbox->post([self, ctx, name, o, error, computed = r ? r->computed_tokens : 0u, ns,
                  changes = std::move(changes)] {
       announce(self, ctx, name, changes);
       self->state.running = nullptr;
       o->computed_tokens = computed;
       self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, work_of(o->po));
-      if (error.empty())
+      if (error.empty()) {
         self->state.stats->tokens.Increment(static_cast<double>(computed));
+        if (computed >= 64 && ns > 0) { // the engine's pace, for admission (smoothed)
+          const double rate = computed / (static_cast<double>(ns) / 1e9);
+          auto& r = self->state.tokens_per_s;
+          r = r > 0 ? 0.8 * r + 0.2 * rate : rate;
+        }
+      }
       else
         answer(self, o, make_error(errc::bad_request, "prefill of " + o->po.request_id() +
                                                           " failed: " + error));
@@ -451,6 +462,20 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
           s.stats->rejected.Increment();
           return make_error(errc::overloaded, "prefill worker " + name + ": queue full (" +
                                                   std::to_string(s.max_queue) + ")");
+        }
+        // A queue it would wait in past its deadline is as full as a full one: refused
+        // now, the gateway can try elsewhere or answer 429, rather than 504 later.
+        if (s.tokens_per_s > 0 && po.budget_ns() > 0) {
+          const double wait_s = static_cast<double>(s.queued_tokens + work_of(po)) / s.tokens_per_s;
+          const double budget_s = static_cast<double>(po.budget_ns()) / 1e9;
+          if (wait_s > budget_s) {
+            s.stats->rejected.Increment();
+            return make_error(errc::overloaded,
+                              "prefill worker " + name + ": " + std::to_string(s.queued_tokens) +
+                                " tokens queued, ~" + std::to_string(static_cast<int>(wait_s)) +
+                                " s of work, past the request's remaining " +
+                                std::to_string(static_cast<int>(budget_s)) + " s");
+          }
         }
         auto o = std::make_shared<order>();
         o->promise = self->make_response_promise<remote_message>();

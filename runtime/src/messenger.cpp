@@ -290,6 +290,11 @@ void messenger::on_frame(const inbound_frame& f) {
   frame_arena arena;
   auto& env = *arena.make<wire::Envelope>();
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
+  if (res.ok && !f.authenticated_node.empty() && env.source().node() != f.authenticated_node) {
+    count_drop(drop_reason::impersonation, f, "source node is not the authenticated one");
+    log_->warn("frame_impersonation claimed={} authenticated={}", env.source().node(), f.authenticated_node);
+    return;
+  }
   if (!res.ok) {
     if (res.reason == drop_reason::stale_incarnation)
       probe_hit(*metrics_, "transport.stale_incarnation");

@@ -15,6 +15,7 @@ const char* to_string(drop_reason r) {
     case drop_reason::bulk_mismatch: return "bulk_mismatch";
     case drop_reason::wrong_destination: return "wrong_destination";
     case drop_reason::stale_incarnation: return "stale_incarnation";
+    case drop_reason::impersonation: return "impersonation";
     case drop_reason::unknown_actor: return "unknown_actor";
     case drop_reason::unknown_type: return "unknown_type";
     case drop_reason::duplicate: return "duplicate";

@@ -222,6 +222,11 @@ bool zmq_wire::drain_inbound() {
     inbound_frame f;
     f.peer = std::string_view{static_cast<const char*>(id.data()), id.size()};
     f.parts = count;
+    if (zap_ && count >= 1) {
+      // Set by ZeroMQ from our ZAP handler's reply; valid while the frame lives.
+      if (const char* user = zmq_msg_gets(parts[0].handle(), "User-Id"))
+        f.authenticated_node = user;
+    }
     if (count >= 1) {
       f.header = static_cast<const std::byte*>(parts[0].data());
       f.header_size = parts[0].size();

@@ -15,6 +15,8 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/security.hpp"
+#include "prfaas/messages/protocol.hpp"
+#include "prfaas/wire/envelope.pb.h"
 #include "prfaas/wire/examples.pb.h"
 #include "support/process.hpp"
 
@@ -44,7 +46,10 @@ std::string deployment(const std::vector<uint16_t>& ports, const std::string& se
          "    actors: [ { type: echo, name: echo } ]\n"
          "  - name: client\n"
          "    control: tcp://127.0.0.1:" + p(2) + "\n"
-         "    data: tcp://127.0.0.1:" + p(3) + "\n" +
+         "    data: tcp://127.0.0.1:" + p(3) + "\n"
+         "  - name: bystander\n" // listed, never started: a name to impersonate
+         "    control: tcp://127.0.0.1:" + p(4) + "\n"
+         "    data: tcp://127.0.0.1:" + p(5) + "\n" +
          security;
 }
 
@@ -95,13 +100,14 @@ double refused(prfaas::node& n, const char* plane) {
 
 TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
   REQUIRE(prfaas::curve_available());
-  auto ports = free_ports(4);
+  auto ports = free_ports(6);
   const auto target_keys = prfaas::generate_curve_keypair();
   const auto client_keys = prfaas::generate_curve_keypair();
+  const auto bystander = keys_of("bystander", prfaas::generate_curve_keypair().public_key, "");
   auto dep = prfaas::parse_deployment(
     deployment(ports, "security:\n  nodes:\n" +
                         keys_of("target", target_keys.public_key, target_keys.secret_key) +
-                        keys_of("client", client_keys.public_key, client_keys.secret_key)),
+                        keys_of("client", client_keys.public_key, client_keys.secret_key) + bystander),
     "<secured>");
   auto registry = prfaas::actor_registry::with_builtins();
   caf::actor_system_config cfg;
@@ -143,7 +149,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     // holds a key pair of its own.
     auto intruder_dep = prfaas::parse_deployment(
       deployment(ports, "security:\n  nodes:\n" + keys_of("target", target_keys.public_key, "") +
-                          keys_of("client", intruder_keys.public_key, intruder_keys.secret_key)),
+                          keys_of("client", intruder_keys.public_key, intruder_keys.secret_key) + bystander),
       "<intruder>");
     zmq::context_t intruder_ctx{1};
     prfaas::node intruder{sys, intruder_dep, "client", registry, outsider(intruder_ctx)};
@@ -161,6 +167,48 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
                                           intruder_keys.public_key + " reason=unknown_key"));
     CHECK_THAT(target_log.str(), Contains("auth_refused plane=data"));
     intruder.stop();
+  }
+
+  SECTION("a node with its own key that names another node as the source") {
+    // The connection authenticates as client (its real keys); each envelope says where
+    // it is from. One that claims to come from bystander is dropped and counted.
+    zmq::context_t raw_ctx{1};
+    zmq::socket_t s{raw_ctx, zmq::socket_type::dealer};
+    s.set(zmq::sockopt::curve_serverkey, target_keys.public_key);
+    s.set(zmq::sockopt::curve_publickey, client_keys.public_key);
+    s.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect("tcp://127.0.0.1:" + std::to_string(ports[0]));
+    auto send_as = [&](const std::string& source) {
+      prfaas::examples::Ping ping;
+      ping.set_sequence(9);
+      prfaas::wire::Envelope env;
+      env.set_protocol_version(prfaas::protocol_version);
+      env.set_kind(prfaas::wire::ONEWAY);
+      env.mutable_source()->set_node(source);
+      env.mutable_source()->set_actor("raw");
+      env.set_source_incarnation(77);
+      env.mutable_destination()->set_node("target");
+      env.mutable_destination()->set_actor("echo");
+      env.set_type(ping.GetTypeName());
+      env.set_payload(ping.SerializeAsString());
+      s.send(zmq::buffer(env.SerializeAsString()), zmq::send_flags::none);
+    };
+    auto& m = *target.node_metrics();
+    auto accepted = [&] { return m.counter_value("prfaas_transport_frames_accepted_total"); };
+    auto impersonations = [&] {
+      return m.counter_value("prfaas_transport_dropped_total",
+                             {{"reason", "impersonation"}, {"direction", "in"}});
+    };
+    const double accepted_before = accepted();
+    send_as("client"); // the authenticated name: accepted (the control)
+    REQUIRE(eventually([&] { return accepted() > accepted_before; }, 10s, 20ms));
+    const double accepted_after = accepted();
+    send_as("bystander");
+    REQUIRE(eventually([&] { return impersonations() >= 1; }, 10s, 20ms));
+    CHECK(accepted() == accepted_after);
+    log->flush();
+    CHECK_THAT(target_log.str(), Contains("frame_impersonation claimed=bystander authenticated=client"));
   }
 
   SECTION("a node without CURVE") {

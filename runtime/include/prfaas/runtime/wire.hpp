@@ -23,6 +23,9 @@ struct inbound_frame {
   size_t header_size = 0;
   bulk_ptr bulk;           ///< second frame, if any
   size_t parts = 0;        ///< number of frames after the identity (1 = header only)
+  /// With CURVE: the node the connection authenticated as (the ZAP handler's user id,
+  /// from the peer's public key). The envelope's source must be that node.
+  std::string_view authenticated_node;
 };
 
 /// Result of handing a frame to the wire.
