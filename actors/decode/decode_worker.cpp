@@ -13,6 +13,8 @@
 //    and is sent as soon as the transfer is complete, before the import. Events go
 //    one-way, except a stream's last one: a request, re-sent until acknowledged;
 //  * Cancel (one-way) drops the request at the next step boundary;
+//  * DecodeStatusQuery (request) tells whether this worker holds a request — a worker
+//    restarted after a crash holds none of its predecessor's;
 //  * an order whose KV has not arrived by its deadline ends with an error event.
 // Batching: at every step boundary, imported sequences join the batch up to
 // `max_batch`; finished ones leave. Engine calls run on the engine's own thread.
@@ -235,6 +237,8 @@ void maybe_step(self_ptr self) {
   auto& s = self->state;
   if (s.stepping)
     return;
+  if (!s.active.empty() && s.ctx->faults().fire("decode.crash"))
+    throw std::runtime_error("fault point decode.crash: crashing at a batch step");
   std::erase_if(s.active, [](auto& q) { return q->cancelled; });
   while (s.active.size() < s.max_batch && !s.ready.empty()) {
     auto q = s.ready.front();
@@ -421,6 +425,14 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_capacity(static_cast<uint32_t>(s.max_batch));
         l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
         return make_reply(msg, l);
+      }
+      if (DecodeStatusQuery q; parse_remote(msg, q)) {
+        DecodeStatus st;
+        if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
+          st.set_known(true);
+          st.set_sent(it->second->sent);
+        }
+        return make_reply(msg, st);
       }
       if (Cancel c; parse_remote(msg, c)) {
         if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {

@@ -22,7 +22,9 @@
 // already delivered, sampling from the next token index, and token numbering that
 // continues where the client's stream stands — no repeats, no gaps. Token events from
 // a decode worker the request has left are dropped. A gap in a worker's token events
-// (one was lost on the way) resumes the same way, after cancelling that worker's copy.
+// (one was lost on the way) resumes the same way, after cancelling that worker's copy,
+// and so does a stream silent for `stall_timeout` whose decode worker, asked, no
+// longer has the request (it crashed and restarted without its node going down).
 
 #include <unordered_map>
 
@@ -68,6 +70,8 @@ struct entry {
   std::vector<std::string> failed_decode; ///< decode nodes lost while serving it
   uint32_t resumes = 0;
   std::vector<token> resumed_after; ///< tokens delivered before the last resume
+  clock_type::time_point last_event{}; ///< the last token event taken (decoding)
+  bool status_asked = false;           ///< a DecodeStatusQuery is out for this silence
 };
 using entry_ptr = std::shared_ptr<entry>;
 
@@ -76,6 +80,7 @@ struct gateway_settings {
   duration control_timeout;
   uint32_t max_attempts;
   uint32_t max_resumes = 2;
+  duration stall_timeout = std::chrono::seconds(10);
   http_settings http;
   api_limits limits;
   uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids
@@ -439,6 +444,7 @@ struct gateway_env {
         e->computed_tokens = ev.prefill_computed_tokens();
       }
       e->lc.advance(request_state::decoding);
+      e->last_event = self->clock().now();
       std::vector<token> t(ev.tokens().begin(), ev.tokens().end());
       e->received += static_cast<uint32_t>(t.size());
       e->tokens.insert(e->tokens.end(), t.begin(), t.end());
@@ -453,17 +459,61 @@ struct gateway_env {
 
   void sweep() const {
     auto now = self->clock().now();
-    std::vector<entry_ptr> late, gone;
+    std::vector<entry_ptr> late, gone, silent;
     for (auto& [id, e] : self->state.live) {
       if (e->a->channel->abandoned())
         gone.push_back(e);
       else if (now >= e->deadline)
         late.push_back(e);
+      else if (cfg.stall_timeout > duration::zero() && e->lc.state() == request_state::decoding &&
+               !e->status_asked && now - e->last_event >= cfg.stall_timeout)
+        silent.push_back(e);
     }
+    for (auto& e : silent)
+      check_stall(e);
     for (auto& e : gone)
       fail(e, {.status = 499, .message = "client closed the connection"}, "cancelled");
     for (auto& e : late)
       fail_deadline(e);
+  }
+
+  /// A decoding request has been silent for stall_timeout: ask its decode worker
+  /// whether it still has it. One that restarted (a crash the node survived, so the
+  /// failure detector saw nothing) has forgotten it, and the request resumes
+  /// elsewhere; one that does not answer is treated the same. A worker that has it
+  /// (a long wait for a batch slot) is left alone.
+  void check_stall(const entry_ptr& e) const {
+    e->status_asked = true;
+    DecodeStatusQuery q;
+    q.set_request_id(e->a->id);
+    auto env = *this;
+    const auto node = e->route.decode_node();
+    request_remote(self, *ctx, make_remote(me(), {node, e->route.decode_actor()}, q),
+                   std::min(cfg.control_timeout, remaining(*e)))
+      .then(
+        [env, e, node](remote_message& r) {
+          e->status_asked = false;
+          if (e->lc.terminal() || e->route.decode_node() != node)
+            return;
+          DecodeStatus st;
+          if (parse_remote(r, st) && st.known()) {
+            e->last_event = env.self->clock().now(); // alive: look again after another timeout
+            return;
+          }
+          env.stalled(e, "decode worker on " + node + " no longer has the request");
+        },
+        [env, e, node](caf::error& err) {
+          e->status_asked = false;
+          if (e->lc.terminal() || e->route.decode_node() != node)
+            return;
+          env.stalled(e, "decode worker on " + node + " did not answer: " + describe(err));
+        });
+  }
+
+  void stalled(const entry_ptr& e, const std::string& why) const {
+    ctx->probe("gateway.stall_resume");
+    cancel_decode(*e, "stalled");
+    resume(e, why);
   }
 
   /// The request's deadline passed: 504. Whatever was waiting for it (a prefill
@@ -608,6 +658,7 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
   g.control_timeout = p.dur("control_timeout");
   g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
   g.max_resumes = static_cast<uint32_t>(p.integer("max_resumes"));
+  g.stall_timeout = p.dur("stall_timeout");
   auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
   g.http.host = host;
   g.http.port = port;
@@ -639,6 +690,9 @@ void register_types(actor_registry& r) {
                     {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
                     {"max_resumes", param_kind::integer, "2",
                      "times a request moves to another decode worker when its decode node dies"},
+                    {"stall_timeout", param_kind::duration, "10s",
+                     "a decoding request silent this long is checked with its decode worker, and "
+                     "resumes elsewhere if the worker lost it (0 = never)"},
                     {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
                     {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
                     {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},

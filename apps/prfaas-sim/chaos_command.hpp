@@ -9,7 +9,8 @@
 //   * every accepted request ends in exactly one outcome, before its deadline;
 //   * a completed stream is exactly the tokens an undisturbed engine produces (nothing
 //     missing, nothing repeated), and a failed one is a prefix of them;
-//   * a crashed or paused node is declared down within the failure detector's bound;
+//   * a crashed or paused node is declared down within the failure detector's bound
+//     (interval × (misses + 1)) of the last heartbeat that could reach the gateway;
 //   * at quiescence nothing is held: no request in a gateway, no order in a worker, no
 //     open KV transfer, no pending cross-node request, no leaked actor;
 //   * after the faults heal, new requests are served again;

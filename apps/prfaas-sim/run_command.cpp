@@ -11,6 +11,7 @@
 #include "loadgen/trace.hpp"
 #include "loadgen/workload.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "sim_request.hpp"
 #include "sim_world.hpp"
 
 namespace prfaas::sim {
@@ -198,18 +199,7 @@ private:
   }
 
   void submit(lg::request_spec spec) {
-    auto a = std::make_shared<sv::accepted_request>();
-    a->id = "r" + std::to_string(spec.index);
-    auto text = lg::prompt_text(spec);
-    a->req.prompt.resize(text.size());
-    for (size_t i = 0; i < text.size(); ++i)
-      a->req.prompt[i] = static_cast<sv::token>(static_cast<unsigned char>(text[i]));
-    a->req.max_tokens = spec.output_tokens;
-    a->req.ignore_eos = true;
-    a->req.seed = spec.index;
-    a->req.stream = true;
-    a->channel = std::make_shared<sv::stream_channel>();
-    a->accepted = w_.now();
+    auto a = sim_request(spec, w_.now());
     const size_t slot = results_.size();
     lg::request_result r;
     r.index = spec.index;

@@ -5,32 +5,32 @@
 
 #include <xxhash.h>
 
+#include "named_tally.hpp"
+
 namespace prfaas {
 
 namespace {
 
-constexpr std::array<fault_point_info, 4> inventory{{
+constexpr std::array<fault_point_info, 5> inventory{{
   {"transport.drop", "an outbound control-plane frame (message, request, reply, heartbeat) is not sent"},
   {"transport.duplicate", "an outbound control-plane frame is sent twice"},
   {"prefill.crash", "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"},
+  {"decode.crash", "a decode worker crashes (throws) at a batch step, forgetting its requests; its supervisor restarts it"},
   {"kv_directory.crash", "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"},
 }};
 
-std::mutex tally_mtx;
-std::map<std::string, uint64_t>& tally() {
-  static std::map<std::string, uint64_t> t;
+detail::named_tally& tally() {
+  static detail::named_tally t;
   return t;
 }
 
 } // namespace
 
 std::map<std::string, uint64_t> fault_tally() {
-  std::lock_guard<std::mutex> g{tally_mtx};
-  return tally();
+  return tally().snapshot();
 }
 
 void reset_fault_tally() {
-  std::lock_guard<std::mutex> g{tally_mtx};
   tally().clear();
 }
 
@@ -86,10 +86,7 @@ bool fault_points::fire(std::string_view point) {
   if (f == fired_.end())
     f = fired_.emplace(std::string{point}, 0).first;
   ++f->second;
-  {
-    std::lock_guard<std::mutex> t{tally_mtx};
-    ++tally()[std::string{point}];
-  }
+  tally().add(point);
   return true;
 }
 

@@ -4,16 +4,18 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "named_tally.hpp"
 #include "prfaas/runtime/metrics.hpp"
 
 namespace prfaas {
 
 namespace {
 
-constexpr std::array<probe_info, 18> inventory{{
+constexpr std::array<probe_info, 19> inventory{{
   {"gateway.prefill_failover", "a prefill attempt failed (worker or node lost, transfer failed) and the request is re-routed"},
   {"gateway.decode_resume", "a request's decode node went down and the request continues on another decode worker"},
   {"gateway.token_gap", "tokens went missing between a decode worker and the gateway; the request resumes after the last one delivered"},
+  {"gateway.stall_resume", "a decoding request was silent past stall_timeout and its decode worker no longer had it (it restarted); the request resumes elsewhere"},
   {"gateway.deadline", "a request reached its deadline and ended with 504"},
   {"scheduler.cache_blind", "the KV directory did not answer; the request is routed without cache knowledge"},
   {"kv_directory.rebuild", "a restarted KV directory is rebuilt from a worker's re-announcement"},
@@ -31,9 +33,8 @@ constexpr std::array<probe_info, 18> inventory{{
   {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
 }};
 
-std::mutex tally_mtx;
-std::map<std::string, uint64_t>& tally() {
-  static std::map<std::string, uint64_t> t;
+detail::named_tally& tally() {
+  static detail::named_tally t;
   return t;
 }
 
@@ -52,17 +53,14 @@ void probe_hit(metrics& m, std::string_view probe) {
   m.counter("prfaas_probe_hits_total", "Passes through named rare paths (failover, resume, retry, rebuild)",
             {{"probe", std::string{probe}}})
     .Increment();
-  std::lock_guard<std::mutex> g{tally_mtx};
-  ++tally()[std::string{probe}];
+  tally().add(probe);
 }
 
 std::map<std::string, uint64_t> probe_tally() {
-  std::lock_guard<std::mutex> g{tally_mtx};
-  return tally();
+  return tally().snapshot();
 }
 
 void reset_probe_tally() {
-  std::lock_guard<std::mutex> g{tally_mtx};
   tally().clear();
 }
 
