@@ -121,8 +121,10 @@ void zmq_data_plane_impl::start() {
   configure(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
-  if (cfg_.security)
+  if (cfg_.security) {
     zap_ = curve_server(ctx_, router_, cfg_.security, "data");
+    monitor_ = std::make_unique<handshake_monitor>(ctx_, router_, cfg_.security, "data");
+  }
   try {
     router_.bind(cfg_.bind);
   } catch (const zmq::error_t& e) {
@@ -275,6 +277,8 @@ void zmq_data_plane_impl::run() {
     items.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    if (monitor_)
+      items.push_back(monitor_->poll_item());
     for (auto& [_, p] : peers_)
       for (auto& c : p->conns)
         items.push_back({c.socket.handle(), 0, ZMQ_POLLIN, 0});
@@ -294,6 +298,8 @@ void zmq_data_plane_impl::run() {
       uint64_t v = 0;
       (void)!::read(wake_fd_, &v, sizeof v);
     }
+    if (monitor_ && (items[2].revents & ZMQ_POLLIN))
+      monitor_->drain();
     process_commands();
     drain_inbound();
     for (auto& [_, p] : peers_)
@@ -331,6 +337,7 @@ void zmq_data_plane_impl::shutdown_io() {
   for (auto& [_, p] : peers_)
     for (auto& c : p->conns)
       c.socket.close();
+  monitor_.reset(); // stops monitoring while the socket is open; closes its PAIR
   router_.close();
   inbound_.clear();
   delayed_.clear();

@@ -56,8 +56,10 @@ zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpo
   common_options(router_, cfg_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
-  if (sec)
+  if (sec) {
     zap_ = curve_server(ctx, router_, sec, "control");
+    monitor_ = std::make_unique<handshake_monitor>(ctx, router_, sec, "control");
+  }
   router_.bind(bind_endpoint);
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
   peers.erase(self_);
@@ -100,6 +102,7 @@ void zmq_wire::stop() {
     p->dealer.close();
     p->backlog.clear();
   }
+  monitor_.reset(); // stops monitoring while the socket is open; closes its PAIR
   router_.close();
   zap_.reset();
 }
@@ -186,17 +189,22 @@ bool zmq_wire::flush_backlogs() {
 void zmq_wire::run() {
   bool busy = false;
   while (!stop_) {
-    zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {}};
+    const size_t n = monitor_ ? 2 : 1;
+    if (monitor_)
+      items[1] = monitor_->poll_item();
     // Short polls while something waits in a backlog; otherwise wake at least
     // every 50 ms to notice stop().
     auto wait = busy || backlog_.load() > 0 ? 1 : 50;
     try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(wait));
+      zmq::poll(items, n, std::chrono::milliseconds(wait));
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM)
         break;
       continue;
     }
+    if (monitor_ && (items[1].revents & ZMQ_POLLIN))
+      monitor_->drain();
     bool more_in = drain_inbound();
     bool more_out = flush_backlogs();
     busy = more_in || more_out;

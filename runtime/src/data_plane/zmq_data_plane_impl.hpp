@@ -230,6 +230,8 @@ private:
   zmq::context_t ctx_;
   zap_ptr zap_;                       ///< with security: the ZAP handler answers for router_
   zmq::socket_t router_;
+  /// With security: reports handshakes refused before ZAP (peers without CURVE).
+  std::unique_ptr<handshake_monitor> monitor_;
   std::map<std::string, std::unique_ptr<dp_peer>> peers_;
   std::map<uint64_t, outbound_transfer> outbound_;
   std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -151,6 +152,52 @@ void curve_client(zmq::socket_t& s, const node_security& sec, const std::string&
   s.set(zmq::sockopt::curve_serverkey, i->second);
   s.set(zmq::sockopt::curve_publickey, sec.keys.public_key);
   s.set(zmq::sockopt::curve_secretkey, sec.keys.secret_key);
+}
+
+handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& server, security_ptr sec,
+                                     std::string plane)
+  : server_(server), pair_(ctx, zmq::socket_type::pair), sec_(std::move(sec)), plane_(std::move(plane)) {
+  static std::atomic<uint64_t> next{0};
+  endpoint_ = "inproc://prfaas-handshake-" + std::to_string(next++);
+  // AUTH failures are ZAP's refusals, reported by the handler already.
+  if (zmq_socket_monitor(server_.handle(), endpoint_.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+    throw std::runtime_error(std::string{"cannot monitor the "} + plane_ + " socket: " + zmq_strerror(zmq_errno()));
+  pair_.set(zmq::sockopt::linger, 0);
+  pair_.connect(endpoint_);
+}
+
+handshake_monitor::~handshake_monitor() {
+  zmq_socket_monitor(server_.handle(), nullptr, 0);
+}
+
+zmq::pollitem_t handshake_monitor::poll_item() {
+  return {pair_.handle(), 0, ZMQ_POLLIN, 0};
+}
+
+void handshake_monitor::drain() {
+  for (;;) {
+    zmq::message_t event, address;
+    if (!pair_.recv(event, zmq::recv_flags::dontwait))
+      return;
+    if (!event.more() || !pair_.recv(address, zmq::recv_flags::dontwait))
+      return;
+    if (event.size() < 6)
+      continue;
+    uint16_t id = 0;
+    uint32_t value = 0;
+    std::memcpy(&id, event.data(), 2);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
+    auth_refusal r;
+    r.plane = plane_;
+    r.address = address.to_string(); // the server's endpoint: libzmq names no peer here
+    r.reason = id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                   value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                 ? "handshake_failed_mechanism_mismatch"
+                 : "handshake_failed";
+    if (sec_ && sec_->on_refused)
+      sec_->on_refused(r);
+  }
 }
 
 } // namespace prfaas

@@ -92,4 +92,29 @@ zap_ptr curve_server(zmq::context_t& ctx, zmq::socket_t& s, const security_ptr& 
 /// before connect. Throws std::invalid_argument for a peer without a key.
 void curve_client(zmq::socket_t& s, const node_security& sec, const std::string& peer);
 
+/// Watches a CURVE server socket for handshakes that fail before ZAP is asked — a
+/// peer without CURVE (mechanism mismatch) or one speaking garbage — and reports each
+/// as a refusal (`sec.on_refused`, reason `handshake_failed`): logged and counted like
+/// ZAP's. Owned and polled by the thread that owns the socket (ZeroMQ's socket
+/// monitor, an inproc PAIR).
+class handshake_monitor {
+public:
+  handshake_monitor(zmq::context_t& ctx, zmq::socket_t& server, security_ptr sec, std::string plane);
+  ~handshake_monitor();
+  handshake_monitor(const handshake_monitor&) = delete;
+  handshake_monitor& operator=(const handshake_monitor&) = delete;
+
+  /// For zmq::poll next to the server socket.
+  zmq::pollitem_t poll_item();
+  /// Reports every failed handshake waiting; never blocks.
+  void drain();
+
+private:
+  zmq::socket_t& server_;
+  zmq::socket_t pair_;
+  security_ptr sec_;
+  std::string plane_;
+  std::string endpoint_;
+};
+
 } // namespace prfaas

@@ -80,6 +80,8 @@ private:
   logger_ptr log_;
   zap_ptr zap_; ///< with security: keeps the context's ZAP handler answering for router_
   zmq::socket_t router_;
+  /// With security: reports handshakes refused before ZAP (peers without CURVE).
+  std::unique_ptr<handshake_monitor> monitor_;
   std::string endpoint_;
   std::map<std::string, std::unique_ptr<peer_link>> peers_; ///< fixed after construction
   std::atomic<size_t> backlog_{0};
