@@ -25,8 +25,8 @@
 
 #include <caf/all.hpp>
 
-#include "common/crash_log.hpp"
 #include "common/actor_inbox.hpp"
+#include "common/crash_log.hpp"
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"

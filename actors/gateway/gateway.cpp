@@ -23,8 +23,9 @@
 // continues where the client's stream stands — no repeats, no gaps. Token events from
 // a decode worker the request has left are dropped. A gap in a worker's token events
 // (one was lost on the way) resumes the same way, after cancelling that worker's copy,
-// and so does a stream silent for `stall_timeout` whose decode worker, asked, no
-// longer has the request (it crashed and restarted without its node going down).
+// and so does a request silent for `stall_timeout` (waiting for its first token or
+// its next) whose decode worker, asked, no longer has it (it crashed and restarted
+// without its node going down).
 
 #include <unordered_map>
 
@@ -70,7 +71,7 @@ struct entry {
   std::vector<std::string> failed_decode; ///< decode nodes lost while serving it
   uint32_t resumes = 0;
   std::vector<token> resumed_after; ///< tokens delivered before the last resume
-  clock_type::time_point last_event{}; ///< the last token event taken (decoding)
+  clock_type::time_point last_event{}; ///< routed, or the last token event taken
   bool status_asked = false;           ///< a DecodeStatusQuery is out for this silence
 };
 using entry_ptr = std::shared_ptr<entry>;
@@ -230,6 +231,7 @@ struct gateway_env {
                                 .type = "server_error"}, "internal");
           e->route = d;
           e->lc.advance(request_state::routed);
+          e->last_event = env.self->clock().now(); // the decode worker's silence counts from here
           // The decode reservation and the prefill go out together: the decode worker
           // keeps a transfer that overtakes its order, and a refused reservation
           // fails the request, which cancels the prefill.
@@ -465,8 +467,8 @@ struct gateway_env {
         gone.push_back(e);
       else if (now >= e->deadline)
         late.push_back(e);
-      else if (cfg.stall_timeout > duration::zero() && e->lc.state() == request_state::decoding &&
-               !e->status_asked && now - e->last_event >= cfg.stall_timeout)
+      else if (cfg.stall_timeout > duration::zero() && waits_on_decode(*e) && !e->status_asked &&
+               now - e->last_event >= cfg.stall_timeout)
         silent.push_back(e);
     }
     for (auto& e : silent)
@@ -477,8 +479,16 @@ struct gateway_env {
       fail_deadline(e);
   }
 
-  /// A decoding request has been silent for stall_timeout: ask its decode worker
-  /// whether it still has it. One that restarted (a crash the node survived, so the
+  /// States in which the request's decode worker holds it (a reservation, a KV
+  /// transfer on its way or in, a stream).
+  static bool waits_on_decode(const entry& e) {
+    const auto s = e.lc.state();
+    return s == request_state::prefilling || s == request_state::transferring ||
+           s == request_state::decoding;
+  }
+
+  /// A request has heard nothing from its decode worker for stall_timeout (no token
+  /// yet, or none since the last): ask the worker whether it still has it. One that restarted (a crash the node survived, so the
   /// failure detector saw nothing) has forgotten it, and the request resumes
   /// elsewhere; one that does not answer is treated the same. A worker that has it
   /// (a long wait for a batch slot) is left alone.
@@ -691,7 +701,7 @@ void register_types(actor_registry& r) {
                     {"max_resumes", param_kind::integer, "2",
                      "times a request moves to another decode worker when its decode node dies"},
                     {"stall_timeout", param_kind::duration, "10s",
-                     "a decoding request silent this long is checked with its decode worker, and "
+                     "a request silent this long (no token from its decode worker) is checked with the worker, and "
                      "resumes elsewhere if the worker lost it (0 = never)"},
                     {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
                     {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},

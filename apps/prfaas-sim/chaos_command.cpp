@@ -46,12 +46,15 @@ enum class fault_kind {
                    ///< control and deadlines
   slow_restart,    ///< a node's links slow to 400 ms; it crashes and is back before what
                    ///< was sent to it arrives; the links speed up again (reordering)
+  crash_gateway,   ///< kill a gateway other than the observer: its clients see their
+                   ///< connections drop; the other gateways' clients must not notice
 };
 
 constexpr std::array all_kinds{fault_kind::crash_prefill, fault_kind::message_loss,  fault_kind::crash_decode,
                                fault_kind::partition,     fault_kind::crash_directory, fault_kind::pause,
                                fault_kind::crash_points,  fault_kind::one_way,       fault_kind::flap,
-                               fault_kind::degrade,       fault_kind::burst,         fault_kind::slow_restart};
+                               fault_kind::degrade,       fault_kind::burst,         fault_kind::slow_restart,
+                               fault_kind::crash_gateway};
 
 const char* name_of(fault_kind k) {
   switch (k) {
@@ -67,6 +70,7 @@ const char* name_of(fault_kind k) {
     case fault_kind::crash_points: return "crash_points";
     case fault_kind::burst: return "burst";
     case fault_kind::slow_restart: return "slow_restart";
+    case fault_kind::crash_gateway: return "crash_gateway";
   }
   return "?";
 }
@@ -81,6 +85,8 @@ struct fault {
 /// The deployment's nodes by role (the gateway's node is never faulted: it observes).
 struct roles {
   std::vector<std::string> prefill, decode, directory, workers, prfaas, pd;
+  std::vector<std::string> gateways; ///< every node with a gateway, the observer's first
+  std::map<std::string, std::string> gateway_actor; ///< node → its gateway actor
   std::string prfaas_cluster, pd_cluster;
   double link_bps = 0;
 };
@@ -89,8 +95,15 @@ roles roles_of(const deployment_config& dep, const std::string& gateway) {
   roles r;
   for (auto& [name, c] : dep.clusters)
     (c.kind == "prefill-only" ? r.prfaas_cluster : r.pd_cluster) = name;
+  r.gateways.push_back(gateway);
   for (auto& n : dep.nodes) {
     (n.cluster == r.prfaas_cluster ? r.prfaas : r.pd).push_back(n.name);
+    for (auto& a : n.actors)
+      if (a.type == "gateway") {
+        r.gateway_actor[n.name] = a.name;
+        if (n.name != gateway)
+          r.gateways.push_back(n.name);
+      }
     if (n.name == gateway)
       continue;
     for (auto& a : n.actors) {
@@ -141,9 +154,12 @@ std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const role
       case fault_kind::crash_directory: f.target = pick(r.directory); f.for_s = uniform(0.2, 8.0); break;
       case fault_kind::pause: f.target = pick(r.workers); break;
       case fault_kind::slow_restart: f.target = pick(r.workers); f.for_s = uniform(2.0, 6.0); break;
+      case fault_kind::crash_gateway:
+        f.target = pick(std::vector<std::string>(r.gateways.begin() + 1, r.gateways.end()));
+        break;
       default: break;
     }
-    if (f.kind == fault_kind::crash_directory && f.target.empty())
+    if ((f.kind == fault_kind::crash_directory || f.kind == fault_kind::crash_gateway) && f.target.empty())
       f.kind = fault_kind::crash_points;
     out.push_back(f);
   }
@@ -159,6 +175,8 @@ struct tracked {
   double accepted_s = 0;
   double ended_s = -1;
   bool tail = false;
+  std::string gateway;          ///< the node the client connected to
+  bool connection_lost = false; ///< its gateway crashed or was down: the client saw the connection fail
   bool ok = false;
   int status = 0;
   std::string error;
@@ -261,18 +279,39 @@ private:
     }
   }
 
+  /// Clients spread over the gateways by request index (the tail only uses the
+  /// observer's, so progress is judged where nothing was killed... and the others too
+  /// once restarted: see `tail` below).
   void submit(const lg::request_spec& spec, bool tail) {
     auto a = sim_request(spec, w_.now());
     const size_t slot = reqs_.size();
-    reqs_.push_back({.spec = spec, .a = a, .accepted_s = now_s(), .tail = tail});
+    const auto& gw = r_.gateways[spec.index % r_.gateways.size()];
+    reqs_.push_back({.spec = spec, .a = a, .accepted_s = now_s(), .tail = tail, .gateway = gw});
     ++issued_;
+    if (!w_.running(gw)) { // nothing listens: the client's connect fails at once
+      lose_connection(slot, "connection refused (gateway " + gw + " is down)");
+      return;
+    }
     a->channel->on_end([this, slot] { ended(slot); });
-    caf::anon_send(w_.at(o_.gateway).context().msgr().lookup(gateway_actor_),
-                   sv::sim_submit{std::move(a)});
+    caf::anon_send(w_.at(gw).context().msgr().lookup(r_.gateway_actor.at(gw)), sv::sim_submit{std::move(a)});
+  }
+
+  /// What an HTTP client sees when its gateway process dies: the connection drops.
+  /// The outcome is the client's; whatever the dead gateway held never reaches it.
+  void lose_connection(size_t slot, const std::string& why) {
+    auto& t = reqs_[slot];
+    if (t.ended_s >= 0)
+      return;
+    ++ended_;
+    t.ended_s = now_s();
+    t.connection_lost = true;
+    t.error = why;
   }
 
   void ended(size_t slot) {
     auto& t = reqs_[slot];
+    if (t.connection_lost)
+      return; // its client is gone
     if (o_.sabotage == "hide_outcome" && !hidden_) {
       hidden_ = true;
       return;
@@ -308,6 +347,7 @@ private:
       case fault_kind::crash_prefill:
       case fault_kind::crash_decode:
       case fault_kind::crash_directory:
+      case fault_kind::crash_gateway:
         at(f.at_s, [this, n = f.target] { node_down(n); });
         at(end, [this, n = f.target] { node_up(n); });
         break;
@@ -375,6 +415,9 @@ private:
       return;
     note_failure(n);
     w_.crash(n);
+    for (size_t i = 0; i < reqs_.size(); ++i)
+      if (reqs_[i].gateway == n)
+        lose_connection(i, "connection reset (gateway " + n + " crashed)");
   }
   void node_up(const std::string& n) {
     if (--crashed_[n] > 0)
@@ -484,6 +527,7 @@ private:
     auto oracle_clock = std::make_unique<engine::manual_clock>();
     auto oracle = serving::make_engine(oracle_model_, "oracle", *oracle_clock);
     std::map<std::string, size_t> outcomes;
+    std::map<std::string, size_t> deadline_in; ///< 504s by the state they were waiting in
     json failures = json::array();
     size_t ok = 0, tail_ok = 0, duplicated = 0, lost = 0;
     for (size_t i = 0; i < reqs_.size(); ++i) {
@@ -492,6 +536,10 @@ private:
       if (t.ended_s < 0) {
         ++lost;
         violate(id + ": accepted at " + fmt(t.accepted_s) + " s and never ended");
+        continue;
+      }
+      if (t.connection_lost) { // the client's own outcome; the dead gateway's state is gone
+        ++outcomes["connection_lost"];
         continue;
       }
       ++outcomes[t.ok ? "ok" : std::to_string(t.status)];
@@ -511,6 +559,9 @@ private:
         if (t.tokens != want || t.completion_tokens != want.size())
           violate(id + ": completed with " + describe_diff(t.tokens, want));
       } else {
+        if (t.status == 504)
+          if (auto at = t.error.rfind("in state "); at != std::string::npos)
+            ++deadline_in[t.error.substr(at + 9)];
         if (failures.size() < 20)
           failures.push_back({{"id", id}, {"status", t.status}, {"error", t.error},
                               {"accepted_s", t.accepted_s}, {"ended_s", t.ended_s},
@@ -520,6 +571,25 @@ private:
                   "the engine's: " + describe_diff(t.tokens, want));
         if (t.status == 0)
           violate(id + ": ended without a status");
+      }
+    }
+    // A gateway's crash reaches its own clients only: a request on another gateway
+    // that failed while one crashed, with no other fault anywhere near its lifetime,
+    // was hurt by it.
+    for (auto& g : faults_) {
+      if (g.kind != fault_kind::crash_gateway)
+        continue;
+      for (auto& t : reqs_) {
+        if (t.gateway == g.target || t.connection_lost || t.ok || t.ended_s < 0)
+          continue;
+        if (t.ended_s < g.at_s || t.accepted_s > g.at_s + g.for_s)
+          continue; // not alive during the crash
+        bool other = false;
+        for (auto& f : faults_)
+          other = other || (&f != &g && t.accepted_s <= f.at_s + f.for_s + 10 && t.ended_s >= f.at_s);
+        if (!other)
+          violate(t.a->id + " on " + t.gateway + " failed (" + std::to_string(t.status) + ": " + t.error +
+                  ") while only gateway " + g.target + " had crashed");
       }
     }
     if (tail_ok != o_.tail_requests)
@@ -589,6 +659,7 @@ private:
     out["requests"] = reqs_.size();
     out["outcomes"] = outcomes;
     out["failures"] = failures;
+    out["deadline_in_state"] = deadline_in;
     out["ok"] = ok;
     out["lost"] = lost;
     out["duplicated"] = duplicated;

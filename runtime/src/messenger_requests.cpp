@@ -5,8 +5,8 @@
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/messages/type_ids.hpp"
 #include "prfaas/runtime/errors.hpp"
-#include "prfaas/runtime/probes.hpp"
 #include "prfaas/runtime/messenger.hpp"
+#include "prfaas/runtime/probes.hpp"
 
 namespace prfaas {
 

@@ -47,16 +47,18 @@ std::pair<uint64_t, size_t> seeds_from_env(std::pair<uint64_t, size_t> dflt) {
 } // namespace
 
 TEST_CASE("a seeded slice of the chaos sweep loses nothing, breaks no invariant and fires every probe") {
-  // Seeds 11-14 together schedule every fault kind, two bursts among them.
-  auto out = prfaas::sim::chaos_sweep(options(11, 4));
+  // Seeds 19-22 together schedule every fault kind (24 faults over 13 kinds), two
+  // bursts among them, and fire every probe (decode.order_expired is the rarest).
+  auto out = prfaas::sim::chaos_sweep(options(19, 4));
   const auto& s = out["summary"];
   require_clean(s, out["seeds"]);
   CHECK(s["probes_never_fired"].empty());
   CHECK(s["faults_scheduled"] == 24);
   CHECK(s["fault_points_fired"].get<uint64_t>() > 0);
   CHECK(s["requests"].get<size_t>() >= 4 * 68);
-  // Faults cost some requests (clean 429/503/504), not most of them.
-  CHECK(s["ok"].get<double>() >= 0.6 * s["requests"].get<double>());
+  // Faults cost some requests (clean 429/503/504, dropped connections of a killed
+  // gateway's clients), not most of them.
+  CHECK(s["ok"].get<double>() >= 0.5 * s["requests"].get<double>());
   // Every crash or pause of a node the gateway saw up was measured, and within bound.
   size_t detections = 0;
   for (auto& seed : out["seeds"])
@@ -106,15 +108,17 @@ TEST_CASE("the chaos checker reports what it is built to catch") {
   }
 }
 
-TEST_CASE("regression: seed 23, where a lost last token event kept a stream open until 504") {
-  // Before the decode worker sent a stream's last event as an acknowledged request,
-  // this seed's message loss dropped request r11's final event: the client had 29
-  // of 32 tokens and waited for the 60 s deadline. Now every request completes.
-  auto r = prfaas::sim::chaos_seed(options(23, 1), 23);
-  INFO(r["failures"].dump(1));
+TEST_CASE("regression: seed 2, where orders held by crashed prefill workers waited for their deadline") {
+  // A prefill worker that crashes (prefill.crash) takes the orders it holds with it;
+  // nothing answered their requests, and the gateway waited for each one's 60 s
+  // deadline: with that fix undone, 53 requests of this seed end 504. Now the
+  // messenger answers them with an error the moment the actor stops
+  // (transport.orphaned_request) and the gateway fails over at once, or answers 503.
+  auto r = prfaas::sim::chaos_seed(options(2, 1), 2);
+  INFO(r["outcomes"].dump() << " " << r["deadline_in_state"].dump());
   CHECK(r["violations"].empty());
+  CHECK(r["probes"].value("transport.orphaned_request", 0) > 0);
   CHECK(r["outcomes"].value("504", 0) == 0);
-  CHECK(r["ok"] == r["requests"]);
 }
 
 TEST_CASE("the long chaos sweep", "[.long]") {
