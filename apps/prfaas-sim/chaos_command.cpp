@@ -35,7 +35,9 @@ enum class fault_kind {
   crash_prefill,   ///< kill a prefill node (PrfaaS or PD), restart it later
   crash_decode,    ///< kill a decode node mid-stream, restart it later
   crash_directory, ///< kill the KV directory's node, restart it later
-  pause,           ///< a node hears and says nothing for a while (SIGSTOP), then resumes
+  pause,           ///< a node hears and says nothing for a while, then is back with its old
+                   ///< state (its actors keep running: a one-node partition; SIGSTOP itself
+                   ///< is the live scenarios' pause-prefill)
   partition,       ///< the cross-cluster link down both ways
   one_way,         ///< the link down from the PrfaaS cluster to the PD cluster only
   flap,            ///< the link down and up again, three times
@@ -279,9 +281,8 @@ private:
     }
   }
 
-  /// Clients spread over the gateways by request index (the tail only uses the
-  /// observer's, so progress is judged where nothing was killed... and the others too
-  /// once restarted: see `tail` below).
+  /// Clients spread over the gateways by request index; a gateway that is down refuses
+  /// the connection.
   void submit(const lg::request_spec& spec, bool tail) {
     auto a = sim_request(spec, w_.now());
     const size_t slot = reqs_.size();
