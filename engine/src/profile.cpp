@@ -13,20 +13,6 @@ namespace {
 
 constexpr double mib = 1024.0 * 1024.0;
 
-/// Linear interpolation of (x, y) pairs, extended with the end segments' slopes.
-/// Exact at the knots (the measured points are reproduced bit for bit).
-double piecewise(const std::vector<std::pair<double, double>>& xy, double x) {
-  for (const auto& [kx, ky] : xy)
-    if (kx == x)
-      return ky;
-  size_t i = 1;
-  while (i + 1 < xy.size() && x > xy[i].first)
-    ++i;
-  const auto [x0, y0] = xy[i - 1];
-  const auto [x1, y1] = xy[i];
-  return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
-}
-
 struct reader {
   const std::string& source;
   std::string err;
@@ -58,15 +44,28 @@ struct reader {
 
 } // namespace
 
-double profile::kv_bytes(uint64_t tokens) const {
-  // Reused, not reallocated: the profile engine asks once per token and full layer
-  // when it cuts KV chunks, so this is the engine's hot path.
-  thread_local std::vector<std::pair<double, double>> xy;
-  xy.clear();
+double interpolate(const std::vector<std::pair<double, double>>& xy, double x) {
+  for (const auto& [kx, ky] : xy)
+    if (kx == x)
+      return ky;
+  size_t i = 1;
+  while (i + 1 < xy.size() && x > xy[i].first)
+    ++i;
+  const auto [x0, y0] = xy[i - 1];
+  const auto [x1, y1] = xy[i];
+  return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+}
+
+std::vector<std::pair<double, double>> profile::kv_knots() const {
+  std::vector<std::pair<double, double>> xy;
   for (const auto& p : points)
     if (p.has_kv)
       xy.emplace_back(static_cast<double>(p.tokens), p.kv_mib * mib);
-  return std::max(0.0, piecewise(xy, static_cast<double>(tokens)));
+  return xy;
+}
+
+double profile::kv_bytes(uint64_t tokens) const {
+  return std::max(0.0, interpolate(kv_knots(), static_cast<double>(tokens)));
 }
 
 double profile::prefill_seconds(uint64_t tokens) const {
@@ -86,7 +85,7 @@ double profile::prefill_seconds(uint64_t tokens) const {
   std::vector<std::pair<double, double>> xy;
   for (const auto& p : points)
     xy.emplace_back(static_cast<double>(p.tokens), p.prefill_s);
-  double t = piecewise(xy, l);
+  double t = interpolate(xy, l);
   if (l < static_cast<double>(first.tokens))
     t = std::max(t, first.prefill_s * l / static_cast<double>(first.tokens));
   return std::max(t, 1e-3);
@@ -120,7 +119,7 @@ double profile::phi_gbps(uint64_t tokens) const {
   std::vector<std::pair<double, double>> xy;
   for (const auto& p : phi)
     xy.emplace_back(static_cast<double>(p.tokens), p.phi_gbps);
-  return piecewise(xy, l);
+  return interpolate(xy, l);
 }
 
 result<profile> parse_profile(const std::string& text, const std::string& source) {

@@ -53,7 +53,8 @@ result<std::unique_ptr<profile_engine>> profile_engine::create(profile prof,
 }
 
 profile_engine::profile_engine(profile prof, profile_engine_config config, clock& clk)
-    : profile_(std::move(prof)), config_(config), clock_(clk) {
+    : profile_(std::move(prof)), config_(config), clock_(clk), kv_knots_(profile_.kv_knots()) {
+  kv_at_zero_ = kv_bytes(0);
   info_.model = profile_.model;
   for (uint32_t l = 0; l < profile_.layers; ++l)
     info_.layers.push_back((l + 1) % (profile_.linear_per_full + 1) == 0 ? layer_kind::full
@@ -69,24 +70,26 @@ profile_engine::profile_engine(profile prof, profile_engine_config config, clock
     if (p.has_kv)
       id += "|" + std::to_string(p.tokens) + ":" + std::to_string(p.kv_mib);
   info_.fingerprint = checksum(std::as_bytes(std::span(id.data(), id.size())));
-  info_.state_bytes_total = info_.n_linear() * state_layer_bytes();
+  n_full_ = info_.n_full();
+  n_linear_ = info_.n_linear();
+  info_.state_bytes_total = n_linear_ * state_layer_bytes();
 }
 
 profile_engine::~profile_engine() = default;
 
 uint64_t profile_engine::state_layer_bytes() const {
-  const uint32_t n = std::max<uint32_t>(1, info_.n_linear());
-  return static_cast<uint64_t>(std::floor(profile_.kv_bytes(0) * config_.kv_scale / n));
+  const uint32_t n = std::max<uint32_t>(1, n_linear_);
+  return static_cast<uint64_t>(std::floor(kv_at_zero_ * config_.kv_scale / n));
 }
 
 uint64_t profile_engine::kv_layer_cumulative(uint64_t tokens) const {
-  const uint32_t n = std::max<uint32_t>(1, info_.n_full());
-  const double kv = (profile_.kv_bytes(tokens) - profile_.kv_bytes(0)) * config_.kv_scale;
+  const uint32_t n = std::max<uint32_t>(1, n_full_);
+  const double kv = (kv_bytes(tokens) - kv_at_zero_) * config_.kv_scale;
   return static_cast<uint64_t>(std::floor(std::max(0.0, kv) / n));
 }
 
 uint64_t profile_engine::buffer_bytes(uint64_t tokens) const {
-  return info_.n_full() * kv_layer_cumulative(tokens) + info_.n_linear() * state_layer_bytes();
+  return n_full_ * kv_layer_cumulative(tokens) + n_linear_ * state_layer_bytes();
 }
 
 uint64_t profile_engine::expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const {

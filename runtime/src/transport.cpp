@@ -30,6 +30,11 @@ struct transport_state {
 using self_ptr = transport_actor::stateful_pointer<transport_state>;
 
 void publish(self_ptr self, const std::vector<membership_event>& events) {
+  // Every heartbeat heard comes through here; the up count only moves with an event
+  // (peers start down), and counting it per heartbeat made a 97-node simulation spend
+  // 8% of its time walking peer maps.
+  if (events.empty())
+    return;
   auto& st = self->state;
   for (auto& ev : events) {
     if (ev.state == peer_state::down) {

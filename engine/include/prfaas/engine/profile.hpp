@@ -55,6 +55,9 @@ struct profile {
   bool has_timing() const { return !points.empty(); }
   /// S_kv(l) in bytes (requires has_timing()).
   double kv_bytes(uint64_t tokens) const;
+  /// S_kv's knots (tokens, bytes): kv_bytes(l) == max(0, interpolate(kv_knots(), l)) bit
+  /// for bit, for callers that evaluate it per token and keep the knots.
+  std::vector<std::pair<double, double>> kv_knots() const;
   /// T_prefill(l) in seconds (requires has_timing()).
   double prefill_seconds(uint64_t tokens) const;
   /// Decode step seconds; requires `decode`.
@@ -64,6 +67,10 @@ struct profile {
   /// Φ_kv(l) in Gbit/s.
   double phi_gbps(uint64_t tokens) const;
 };
+
+/// Linear interpolation through (x, y) knots sorted by x, extended with the end
+/// segments' slopes; exact at the knots (measured points are reproduced bit for bit).
+double interpolate(const std::vector<std::pair<double, double>>& xy, double x);
 
 /// Parse a profile from YAML text; `source` names the file in error messages.
 /// Validates every key (errors name it) and monotonicity of the points.
