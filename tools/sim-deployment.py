@@ -23,6 +23,9 @@ def main():
     ap.add_argument("--prfaas-nodes", type=int, default=0,
                     help="nodes the PrfaaS instances share (0 = one node each); a link monitor "
                          "sees only its own node's transfers")
+    ap.add_argument("--per-node", type=int, default=1,
+                    help="PD prefill and decode instances per node (a host with that many "
+                         "instances; fewer nodes means fewer all-to-all heartbeats)")
     ap.add_argument("--policy", default="prfaas")
     ap.add_argument("--threshold", type=int, default=19400)
     ap.add_argument("--link-gbit", type=float, default=100)
@@ -99,12 +102,21 @@ def main():
         if a.link_monitors and k == 0:
             actors.append(monitor % ("pd", ", subscribers: gw0/sched"))
         node(f"prfaas{k}", "prfaas", actors)
-    for i in range(a.pd_prefill):
-        node(f"pdp{i}", "pd", ["{ type: prefill_worker, name: pf, max_queue: 1000000, "
-                               f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')} }}"])
-    for i in range(a.decode):
-        node(f"dec{i}", "pd", [f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
-                               f"max_queue: 1000000, event_steps: {a.event_steps} }}"])
+    per = max(1, a.per_node)
+
+    def name(kind, i):  # one instance per node keeps the plain name
+        return kind if per == 1 else f"{kind}{i}"
+
+    for k in range(0, a.pd_prefill, per):
+        node(f"pdp{k // per}", "pd",
+             [f"{{ type: prefill_worker, name: {name('pf', i)}, max_queue: 1000000, "
+              f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')} }}"
+              for i in range(k, min(k + per, a.pd_prefill))])
+    for k in range(0, a.decode, per):
+        node(f"dec{k // per}", "pd",
+             [f"{{ type: decode_worker, name: {name('dec', i)}, max_batch: {a.max_batch}, "
+              f"max_queue: 1000000, event_steps: {a.event_steps} }}"
+              for i in range(k, min(k + per, a.decode))])
     print("\n".join(out))
 
 

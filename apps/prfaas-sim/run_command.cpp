@@ -39,6 +39,7 @@ std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt199
   if (o.workload != "lognormal")
     throw std::invalid_argument("--workload: expected lognormal or trace, got \"" + o.workload + "\"");
   lg::synthetic_config c;
+  c.input = {lg::length_dist::lognormal, 0, {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
   c.output = {lg::length_dist::fixed, o.output_tokens, {}};
   c.arrivals.kind = lg::parse_arrival_kind(o.arrivals);
   c.arrivals.rate = o.rate;
@@ -385,6 +386,11 @@ void add_run_options(CLI::App& cmd, run_options& o) {
   cmd.add_option("--requests", o.requests, "stop after this many requests");
   cmd.add_option("--duration", o.duration_s, "stop arrivals after this many virtual seconds");
   cmd.add_option("--output-tokens", o.output_tokens, "fixed output length (0: the trace's)");
+  cmd.add_option("--input-mu", o.input_mu, "lognormal: mu of input lengths")->capture_default_str();
+  cmd.add_option("--input-sigma", o.input_sigma, "lognormal: sigma of input lengths")
+      ->capture_default_str();
+  cmd.add_option("--input-min", o.input_min, "lognormal: shortest input")->capture_default_str();
+  cmd.add_option("--input-max", o.input_max, "lognormal: longest input")->capture_default_str();
   cmd.add_option("--bandwidth-step", o.bandwidth_steps,
                  "SECONDS:GBPS: every cross-cluster link's capacity from then on (repeatable)");
   cmd.add_option("--sample-interval", o.sample_interval_s, "virtual seconds between samples");
@@ -418,6 +424,9 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   out["workload"] = o.workload == "trace" ? o.trace : o.workload;
   out["arrivals"] = o.arrivals;
   out["rate"] = o.rate;
+  if (o.workload == "lognormal")
+    out["input"] = {{"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min},
+                    {"max", o.input_max}};
   out["seed"] = o.seed;
   out["bandwidth_steps"] = o.bandwidth_steps;
   if (ttft_by_arrival)

@@ -29,6 +29,8 @@ struct run_options {
   size_t requests = 0;
   double duration_s = 0;
   uint32_t output_tokens = 1024;      ///< fixed output length (0 = the trace's)
+  /// Input lengths of the lognormal workload: the paper's truncated log-normal by default.
+  double input_mu = 9.90, input_sigma = 1.00, input_min = 128, input_max = 128 * 1024;
   /// "T:GBPS" — every cross-cluster link's capacity becomes GBPS at T seconds.
   std::vector<std::string> bandwidth_steps;
   double sample_interval_s = 5;

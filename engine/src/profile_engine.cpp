@@ -3,6 +3,7 @@
 #include "prfaas/engine/rng.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <cstring>
 
 namespace prfaas::engine {
@@ -102,14 +103,41 @@ kv_chunk profile_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, 
                                      uint32_t end) const {
   const auto& s = static_cast<const sequence&>(base);
   std::vector<std::byte> payload(expected_payload(layer, begin, end));
+  // kv_layer_cumulative(t) for t rising, the segment found once instead of per token:
+  // the same operations in the same order as interpolate(), so the same bytes.
+  const uint32_t n = std::max<uint32_t>(1, n_full_);
+  size_t seg = 1;
+  auto cumulative = [&](uint64_t tokens) -> uint64_t {
+    const double x = static_cast<double>(tokens);
+    const auto& xy = kv_knots_;
+    while (seg + 1 < xy.size() && x > xy[seg].first)
+      ++seg;
+    double y;
+    if (x == xy[seg].first)
+      y = xy[seg].second;
+    else if (x == xy[0].first)
+      y = xy[0].second;
+    else {
+      const auto [x0, y0] = xy[seg - 1];
+      const auto [x1, y1] = xy[seg];
+      y = y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+    }
+    const double kv = (std::max(0.0, y) - kv_at_zero_) * config_.kv_scale;
+    return static_cast<uint64_t>(std::floor(std::max(0.0, kv) / n));
+  };
   uint64_t off = 0;
-  uint64_t cum = kv_layer_cumulative(begin);
+  uint64_t cum = cumulative(begin);
   for (uint32_t t = begin; t < end; ++t) {
-    const uint64_t next = kv_layer_cumulative(t + 1);
-    fill(payload.data() + off, next - cum, mix64(s.digest[t] ^ (uint64_t{layer} << 32)));
-    off += next - cum;
+    const uint64_t next = cumulative(t + 1);
+    const uint64_t len = std::min(next - cum, payload.size() - off);
+    fill(payload.data() + off, len, mix64(s.digest[t] ^ (uint64_t{layer} << 32)));
+    off += len;
     cum = next;
   }
+  if (off != payload.size() || cum - kv_layer_cumulative(begin) != payload.size())
+    throw std::logic_error("profile engine: chunk of layer " + std::to_string(layer) +
+                           " cut to " + std::to_string(off) + " bytes, expected " +
+                           std::to_string(payload.size()));
   return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
                     std::move(payload));
 }

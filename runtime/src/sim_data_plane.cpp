@@ -281,7 +281,7 @@ sim_link_totals sim_data_fabric::totals(const std::string& from, const std::stri
     double sent = dt > 0 ? std::min(f->pushed, f->sent + f->rate * dt) : f->sent;
     t.bytes_delivered += sent - f->sent;
     t.backlog_bytes += f->pushed - sent;
-    t.active += f->rate > 0 ? 1 : 0;
+    t.active += f->rate > 0 && f->pushed - sent > drained_eps ? 1 : 0;
     ++t.open;
   }
   return t;
@@ -429,10 +429,18 @@ void sim_data_fabric::reschedule(link& l) {
   // layer takes nothing and leaves its share to the others).
   const double share = l.shared ? cap / static_cast<double>(active.size()) : cap;
   double next_s = std::numeric_limits<double>::infinity();
+  // A drain matters when it ends a transfer or frees a share for another; a transfer
+  // alone on its link that only waits for its prefill's next layer drains unobserved
+  // (advance() caps what moves at what was pushed; backlog and totals extrapolate).
+  // Waking for those was one timer event per KV chunk of every request.
+  bool observed = l.shared && active.size() > 1;
   for (auto* f : active) {
     f->rate = share;
     next_s = std::min(next_s, (f->pushed - f->sent) / share);
+    observed = observed || f->finished;
   }
+  if (!observed)
+    return; // (gen moved on above: what was planned before is void)
   auto delay = std::chrono::nanoseconds(
     std::isfinite(next_s) ? static_cast<int64_t>(std::ceil(next_s * 1e9)) : 0);
   timer_->after(delay, [w = weak_from_this(), lp = &l, gen = l.gen] {
