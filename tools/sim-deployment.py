@@ -26,6 +26,9 @@ def main():
     ap.add_argument("--per-node", type=int, default=1,
                     help="PD prefill and decode instances per node (a host with that many "
                          "instances; fewer nodes means fewer all-to-all heartbeats)")
+    ap.add_argument("--kv-content", default="tokens", choices=["tokens", "zeros"],
+                    help="KV payload bytes: derived from the tokens, or zeros of the right size "
+                         "(only sizes count in a simulation; zeros skip per-token work)")
     ap.add_argument("--policy", default="prfaas")
     ap.add_argument("--threshold", type=int, default=19400)
     ap.add_argument("--link-gbit", type=float, default=100)
@@ -55,6 +58,8 @@ def main():
     w("  engine: profile")
     w("  profile: ../profiles/kimi-linear-1t-h20.yaml")
     w(f"  kv_scale: {a.kv_scale}")
+    if a.kv_content != "tokens":
+        w(f"  kv_content: {a.kv_content}")
     w("  block_tokens: 512")
     w("  max_context: 140000")
     w("clusters:")

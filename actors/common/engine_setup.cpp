@@ -63,7 +63,7 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
   if (n && n.IsMap()) {
     check_keys(n, "model",
                {"name", "engine", "block_tokens", "max_context", "reference", "profile",
-                "kv_scale", "seed"});
+                "kv_scale", "seed", "kv_content"});
     if (n["name"])
       m.name = scalar<std::string>(n["name"], "model.name", "a string");
     if (n["engine"])
@@ -106,6 +106,13 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
       throw config_error("model.kv_scale", "must be in (0, 1]");
     if (n["seed"])
       m.seed = scalar<uint64_t>(n["seed"], "model.seed", "an integer");
+    if (n["kv_content"]) {
+      const auto c = scalar<std::string>(n["kv_content"], "model.kv_content", "a string");
+      if (c != "tokens" && c != "zeros")
+        throw config_error("model.kv_content",
+                           "invalid value \"" + c + "\" (expected one of: tokens, zeros)");
+      m.kv_content = c == "tokens";
+    }
   }
   if (!profile_override.empty())
     m.profile = resolve_path(dep, profile_override);
@@ -143,6 +150,7 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
   pc.seed = m.seed;
   pc.sleep = true;          // spends its time on `clk`: real sleep, or virtual time
   pc.verify_content = false; // imports are checked by chunk checksums; skip the regeneration
+  pc.synthesize_content = m.kv_content;
   auto e = engine::profile_engine::create(std::move(prof.value()), pc, clk);
   if (!e)
     throw config_error(where, e.message());

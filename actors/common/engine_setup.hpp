@@ -15,6 +15,7 @@
 //     profile: configs/profiles/kimi-linear-1t-h200.yaml   # engine: profile
 //     kv_scale: 0.001                 # profile engine: bytes moved per profiled byte
 //     seed: 1                         # profile engine: content seed
+//     kv_content: tokens | zeros      # profile engine: payload bytes (zeros: sizes only)
 
 #include <functional>
 #include <memory>
@@ -40,6 +41,7 @@ struct model_settings {
   std::string profile;      ///< resolved path
   double kv_scale = 1.0;
   uint64_t seed = 1;
+  bool kv_content = true; ///< false (kv_content: zeros): payloads are zeros of the right size
 };
 
 /// Reads `dep.model` with `profile_override` (a worker's `profile` parameter, may be

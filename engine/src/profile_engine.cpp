@@ -50,6 +50,8 @@ result<std::unique_ptr<profile_engine>> profile_engine::create(profile prof,
                       "' has no prefill_points (phi-only profiles cannot drive an engine)");
   if (!(config.kv_scale > 0.0) || config.kv_scale > 1.0)
     return make_error("profile engine: kv_scale must be in (0, 1]");
+  if (!config.synthesize_content && config.verify_content)
+    return make_error("profile engine: verify_content needs synthesized content");
   return std::unique_ptr<profile_engine>(new profile_engine(std::move(prof), config, clk));
 }
 
@@ -103,6 +105,9 @@ kv_chunk profile_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, 
                                      uint32_t end) const {
   const auto& s = static_cast<const sequence&>(base);
   std::vector<std::byte> payload(expected_payload(layer, begin, end));
+  if (!config_.synthesize_content)
+    return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
+                      std::move(payload));
   // kv_layer_cumulative(t) for t rising, the segment found once instead of per token:
   // the same operations in the same order as interpolate(), so the same bytes.
   const uint32_t n = std::max<uint32_t>(1, n_full_);
@@ -146,8 +151,9 @@ kv_chunk profile_engine::state_chunk_of(const sequence_base& base, uint32_t laye
                                         uint32_t at) const {
   const auto& s = static_cast<const sequence&>(base);
   std::vector<std::byte> payload(state_layer_bytes());
-  fill(payload.data(), payload.size(),
-       mix64(s.digest_at(at, config_.seed) ^ (uint64_t{layer} << 32) ^ 0x7374617465ULL));
+  if (config_.synthesize_content)
+    fill(payload.data(), payload.size(),
+         mix64(s.digest_at(at, config_.seed) ^ (uint64_t{layer} << 32) ^ 0x7374617465ULL));
   return make_chunk(state_header(layer, at), std::move(payload));
 }
 

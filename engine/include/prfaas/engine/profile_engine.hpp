@@ -22,6 +22,10 @@ struct profile_engine_config {
   /// Imports and reuse are compared byte for byte with the content the tokens imply
   /// (catches well-formed chunks of the wrong sequence). Costs one regeneration.
   bool verify_content = true;
+  /// false: KV and state payloads are zeros of the right size. Only sizes then mean
+  /// anything (a simulation's links count bytes): cutting a chunk costs no per-token
+  /// work, and verify_content must be false too.
+  bool synthesize_content = true;
 };
 
 /// Profile engine: timing and KVCache sizes from a profile, real byte buffers with
