@@ -232,7 +232,9 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     REQUIRE(eventually([&] { return refused(target, "data") >= 1; }, 10s, 50ms));
     log->flush();
     CHECK_THAT(target_log.str(), Contains("auth_refused plane=control"));
-    CHECK_THAT(target_log.str(), Contains("reason=handshake_failed_mechanism_mismatch"));
+    // libzmq reports a mechanism mismatch, or no detail when the plaintext peer hung up
+    // first (both were seen in CI): either is a handshake refusal.
+    CHECK_THAT(target_log.str(), Contains("key=none reason=handshake_failed"));
     plain.stop();
   }
   client.stop();
