@@ -16,23 +16,32 @@ dedup_cache::dedup_cache(std::chrono::nanoseconds window, size_t capacity)
 }
 
 void dedup_cache::expire(time_point now) {
-  while (!order_.empty()
-         && (now - order_.front().second >= window_ || entries_.size() > capacity_)) {
+  while (!order_.empty()) {
+    const bool over = entries_.size() > capacity_;
+    if (!over && now - order_.front().second < window_)
+      break;
     auto i = entries_.find(order_.front().first);
-    // The order queue may hold keys already evicted; only drop the matching entry.
+    // The order queue may hold keys already evicted or re-queued; only the pair that
+    // matches the entry's last queueing counts.
     if (i != entries_.end() && i->second.inserted == order_.front().second) {
-      entries_.erase(i);
-      ++evicted_;
+      if (!over && !i->second.result && i->second.deadline > now && window_.count() > 0) {
+        i->second.inserted = now; // still running and awaited: look again in a window
+        order_.emplace_back(i->first, now);
+      } else {
+        entries_.erase(i);
+        ++evicted_;
+      }
     }
     order_.pop_front();
   }
 }
 
-dedup_cache::verdict dedup_cache::check(const key& k, time_point now, const answer** cached) {
+dedup_cache::verdict dedup_cache::check(const key& k, time_point now, const answer** cached,
+                                        time_point deadline) {
   expire(now);
   auto i = entries_.find(k);
   if (i == entries_.end()) {
-    entries_.emplace(k, entry{now, std::nullopt});
+    entries_.emplace(k, entry{now, deadline, std::nullopt});
     order_.emplace_back(k, now);
     if (entries_.size() > capacity_)
       expire(now);
@@ -45,10 +54,13 @@ dedup_cache::verdict dedup_cache::check(const key& k, time_point now, const answ
   return verdict::answered;
 }
 
-void dedup_cache::complete(const key& k, answer a) {
+void dedup_cache::complete(const key& k, answer a, time_point now) {
   auto i = entries_.find(k);
-  if (i != entries_.end())
-    i->second.result = std::move(a);
+  if (i == entries_.end())
+    return;
+  i->second.result = std::move(a);
+  i->second.inserted = now;
+  order_.emplace_back(k, now);
 }
 
 } // namespace prfaas

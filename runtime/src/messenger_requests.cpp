@@ -259,7 +259,7 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
   {
     std::lock_guard<std::mutex> guard{in_mtx_};
     const dedup_cache::answer* cached = nullptr;
-    switch (dedup_.check(key, t, &cached)) {
+    switch (dedup_.check(key, t, &cached, t + budget)) {
       case dedup_cache::verdict::in_progress:
         counters_.drop(drop_reason::duplicate);
         probe_hit(*metrics_, "transport.duplicate_suppressed");
@@ -351,9 +351,10 @@ void messenger::reply(const dedup_cache::key& key, wire::Envelope& answer, bulk_
   answer.set_source_incarnation(incarnation_);
   answer.set_bulk_bytes(bulk ? bulk->size() : 0);
   auto header = answer.SerializeAsString();
+  const auto t = now();
   {
     std::lock_guard<std::mutex> guard{in_mtx_};
-    dedup_.complete(key, {key.node, header, bulk});
+    dedup_.complete(key, {key.node, header, bulk}, t);
   }
   send_bytes(key.node, std::move(header), std::move(bulk));
 }
