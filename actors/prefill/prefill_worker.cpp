@@ -527,6 +527,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_active(s.running ? 1 : 0);
         l.set_capacity(static_cast<uint32_t>(s.max_queue));
         l.set_queued_tokens(s.queued_tokens);
+        l.set_tokens_per_s(s.tokens_per_s);
         l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
         return make_reply(msg, l);
       }

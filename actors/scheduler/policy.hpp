@@ -39,6 +39,7 @@ struct worker_view {
   uint32_t assigned = 0;        ///< routed here since the last report
   uint64_t assigned_tokens = 0; ///< prefill tokens routed here since the last report
   uint64_t reports = 0;         ///< load reports received (a fresh one tells "drained")
+  double tokens_per_s = 0;      ///< prefill: the engine's measured pace; 0 = not yet known
 
   /// Up and taking new work.
   bool routable() const { return up && enabled; }
@@ -77,6 +78,33 @@ struct cluster_view {
     if (horizon.count() > 0)
       p += link_queue_seconds / std::chrono::duration<double>(horizon).count();
     return p;
+  }
+
+  /// How long one side's routable prefill workers (the PrfaaS cluster's or the PD
+  /// cluster's) need for the work they hold: their pending tokens over their summed
+  /// measured pace. A worker that has not measured its pace yet counts at the side's
+  /// mean. 0 for a side with nothing pending; -1 when work is pending but no worker of
+  /// the side has a pace yet, or the side has no routable worker.
+  double prefill_drain_seconds(bool prfaas_side) const {
+    uint64_t pending = 0;
+    double rate = 0;
+    size_t n = 0, known = 0;
+    for (auto& w : prefill)
+      if (w.prfaas == prfaas_side && w.routable()) {
+        pending += w.pending_tokens();
+        ++n;
+        if (w.tokens_per_s > 0) {
+          rate += w.tokens_per_s;
+          ++known;
+        }
+      }
+    if (n == 0)
+      return -1;
+    if (pending == 0)
+      return 0;
+    if (known == 0)
+      return -1;
+    return static_cast<double>(pending) / (rate * static_cast<double>(n) / static_cast<double>(known));
   }
 
   /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).

@@ -74,10 +74,19 @@ public:
     // t answers the link only: scarce because of the PrfaaS queue alone (a burst on an
     // idle link) leaves it planned — raising it would push the burst onto the PD side.
     const bool link_bound = scarce && pressure > mode_.limits().abundant_utilisation;
-    // Re-search t only with the model's KV size known; otherwise t stays planned.
-    const uint64_t t = v.kv_bytes ? control_with(v.kv_bytes).update(
+    // How long new work waits on each side (the PrfaaS side's: its queue or the
+    // link's backlog, the longer).
+    threshold_controller::queue_signals queues;
+    queues.pd_seconds = v.prefill_drain_seconds(false);
+    const double pf = v.prefill_drain_seconds(true);
+    queues.prfaas_seconds = pf < 0 ? -1 : std::max(pf, v.link_queue_seconds);
+    // Move t only with the model's KV size known (otherwise t stays planned), and not
+    // while the link is down: nothing is offloaded then whatever t is, and the PD
+    // queue that grows meanwhile must not leave t at its floor for when it is back.
+    const uint64_t t = v.kv_bytes && v.link_up ? control_with(v.kv_bytes).update(
                                       v.now, link_bound,
-                                      {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes})
+                                      {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes},
+                                      queues)
                                   : control_.threshold();
     c.threshold = t;
     if (!pick_decode(c, in, v))
@@ -229,6 +238,12 @@ threshold_controller::settings control_of(const actor_params& p) {
   else
     t.max = std::numeric_limits<uint64_t>::max(); // no bound but the prompts themselves
   t.target_utilisation = number_or(p, "target_utilisation", t.target_utilisation);
+  t.min = static_cast<uint64_t>(integer_or(p, "min_threshold", 0));
+  t.balance_ratio = number_or(p, "balance_ratio", t.balance_ratio);
+  t.balance_slack_s = p.has("balance_slack")
+                        ? std::chrono::duration<double>(p.dur("balance_slack")).count()
+                        : t.balance_slack_s;
+  t.balance_step = number_or(p, "balance_step", t.balance_step);
   if (p.has("control_window"))
     t.window = p.dur("control_window");
   if (p.has("retune_interval"))

@@ -80,6 +80,8 @@ void apply_load(worker_view& w, const WorkerLoad& l) {
   w.active = l.active();
   w.capacity = std::max<uint32_t>(1, l.capacity());
   w.queued_tokens = l.queued_tokens();
+  if (l.tokens_per_s() > 0)
+    w.tokens_per_s = l.tokens_per_s();
   w.assigned = 0;
   w.assigned_tokens = 0;
   ++w.reports;
@@ -364,6 +366,15 @@ void register_types(actor_registry& r) {
                      "prfaas policy: ... and abundant again"},
                     {"max_threshold", param_kind::integer, "0",
                      "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
+                    {"min_threshold", param_kind::integer, "0",
+                     "prfaas policy: balancing never lowers t below this"},
+                    {"balance_ratio", param_kind::number, "1.5",
+                     "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
+                     "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
+                    {"balance_slack", param_kind::duration, "2s",
+                     "prfaas policy: ... and by more than this"},
+                    {"balance_step", param_kind::number, "1.25",
+                     "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
                     {"target_utilisation", param_kind::number, "0.8",
                      "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
                     {"control_window", param_kind::duration, "30s",
@@ -419,6 +430,13 @@ void register_types(actor_registry& r) {
                                                              std::to_string(p.integer("threshold")) + ")");
            if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
              throw config_error(path + ".target_utilisation", "must be in (0, 1]");
+           if (p.integer("min_threshold") < 0 || p.integer("min_threshold") > p.integer("threshold"))
+             throw config_error(path + ".min_threshold", "must be in [0, threshold (" +
+                                                             std::to_string(p.integer("threshold")) + ")]");
+           if (auto r = p.number("balance_ratio"); !(r == 0 || r >= 1))
+             throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
+           if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
+             throw config_error(path + ".balance_step", "must be in (1, 16]");
          },
          .check_deployment = [](const std::string& path, const actor_params& p,
                                 const deployment_config& dep) {

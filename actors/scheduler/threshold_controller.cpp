@@ -2,12 +2,51 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 
 namespace prfaas::serving {
 
 threshold_controller::threshold_controller(settings s, kv_bytes_fn kv_bytes)
   : s_(s), kv_bytes_(std::move(kv_bytes)), t_(s.planned) {
   s_.max = std::max(s_.max, s_.planned);
+  s_.min = std::min(s_.min, s_.planned);
+}
+
+void threshold_controller::set(time_point now, uint64_t t) {
+  last_retune_ = now;
+  ++retunes_;
+  t_ = t;
+}
+
+threshold_controller::balance_state threshold_controller::balance(time_point now, bool due,
+                                                                const queue_signals& q) {
+  const char* was = behind_;
+  behind_ = "";
+  if (s_.balance_ratio <= 0 || q.pd_seconds < 0 || q.prfaas_seconds < 0)
+    return balance_state::unknown;
+  const double pd = q.pd_seconds, pf = q.prfaas_seconds;
+  if (pd > s_.balance_ratio * pf && pd - pf > s_.balance_slack_s)
+    behind_ = "pd"; // offload more
+  else if (pf > s_.balance_ratio * pd && pf - pd > s_.balance_slack_s)
+    behind_ = "prfaas"; // offload less
+  else // both keep up, or both are behind by about as much (t holds)
+    return pd <= s_.balance_slack_s && pf <= s_.balance_slack_s ? balance_state::calm
+                                                                : balance_state::acted;
+  // Only an imbalance that lasts a retune interval moves t: one long prompt joining a
+  // queue is not a trend.
+  if (std::string_view{was} != behind_)
+    behind_since_ = now;
+  if (due && now - behind_since_ >= s_.retune_interval) {
+    if (behind_[1] == 'd' && t_ > s_.min) // "pd"
+      set(now, std::max<uint64_t>(s_.min, static_cast<uint64_t>(static_cast<double>(t_) / step())));
+    else if (behind_[1] == 'r' && t_ < s_.max) // "prfaas"
+      set(now, std::min(s_.max, raised()));
+  }
+  return balance_state::acted;
+}
+
+uint64_t threshold_controller::raised() const {
+  return std::max<uint64_t>(t_ + 1, static_cast<uint64_t>(static_cast<double>(t_) * step()));
 }
 
 void threshold_controller::observe(time_point now, uint64_t uncached_tokens) {
@@ -22,14 +61,27 @@ void threshold_controller::expire(time_point now) {
 }
 
 uint64_t threshold_controller::update(time_point now, bool scarce, const link_signals& link) {
+  return update(now, scarce, link, queue_signals{});
+}
+
+uint64_t threshold_controller::update(time_point now, bool scarce, const link_signals& link,
+                                      const queue_signals& queues) {
   expire(now);
+  const bool due = now - last_retune_ >= s_.retune_interval;
+  const auto b = balance(now, due, queues);
+  if (b == balance_state::acted) {
+    scarce_ = scarce;
+    return t_;
+  }
   if (!scarce) {
-    // Abundant again (bandwidth_mode's hysteresis already passed): back toward the
-    // planned t in halvings, one per retune interval, so a link that only just caught
-    // up is not flooded at once again (no scarce/abundant cycling of t).
+    // Abundant again (bandwidth_mode's hysteresis already passed), or both sides keep
+    // up: back toward the planned t in halvings (doublings from below), one per retune
+    // interval, so a link that only just caught up is not flooded at once again (no
+    // scarce/abundant cycling of t).
     scarce_ = false;
-    if (t_ > s_.planned && now - last_retune_ >= s_.retune_interval) {
-      t_ = std::max(s_.planned, t_ / 2);
+    if (t_ != s_.planned && due) {
+      t_ = t_ > s_.planned ? std::max(s_.planned, t_ / 2)
+                           : std::min(s_.planned, std::max<uint64_t>(1, t_) * 2);
       last_retune_ = now;
     }
     return t_;
@@ -55,9 +107,7 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
     1.0, std::chrono::duration<double>(now - samples_.front().first).count());
   const auto found = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
                             s_.planned, s_.max);
-  last_retune_ = now;
-  ++retunes_;
-  t_ = std::max(t_, found); // within an episode t only rises
+  set(now, std::max(t_, found)); // within an episode t only rises
   return t_;
 }
 

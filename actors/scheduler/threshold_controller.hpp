@@ -1,23 +1,34 @@
 #pragma once
 
-// The short-term controller of the prfaas policy (paper §3.4.3; DESIGN.md §5): while
-// PrfaaS egress is *scarce*, re-search the offload threshold t so that what the
-// requests of the recent past would send over the link fits in what the link
-// delivers now; when bandwidth is abundant again, go back to the planned t.
+// The short-term controller of the prfaas policy (paper §3.4.3; DESIGN.md §5). It moves
+// the offload threshold t on two signals:
 //
-// The search is the bandwidth term of Eq. 3 on the observed traffic instead of a
-// parametric law: over the requests of the last `window` (their uncached lengths l),
+// Balance (Eq. 7 as feedback). When both clusters' prefill queues are known — pending
+// tokens over the workers' measured pace, and on the PrfaaS side at least the egress
+// backlog's drain time — t follows the side that is behind: the PD cluster's wait
+// longer than `balance_ratio` × the PrfaaS side's (and by more than `balance_slack`)
+// divides t by `balance_step` (offload more); the PrfaaS side's wait (its queue or the
+// link's) longer in the same way multiplies it (offload less). A slow link thus raises
+// t through the PrfaaS side's wait, and an overloaded PD cluster lowers it again:
+// neither side is starved for the other. With both waits within `balance_slack`, t
+// returns toward the planned one (one halving or doubling per retune interval).
+//
+// Link fit (when the queues are not known, or balancing is off): while PrfaaS egress
+// is *scarce*, t is re-searched so that what the requests of the recent past would
+// send over the link fits in what the link delivers now — the bandwidth term of Eq. 3
+// on the observed traffic: over the requests of the last `window` (uncached lengths l),
 //     egress(t) = Σ_{l > t} kv_bytes(l) · 8 / window_span
 // and t is the smallest observed length with egress(t) ≤ target × usable bandwidth.
-// Usable bandwidth is the measured throughput while the link is backed up (it is
-// the bottleneck, e.g. a `tc tbf` rate below the configured one), else its capacity.
+// Usable bandwidth is the measured throughput while the link is backed up (it is the
+// bottleneck, e.g. a `tc tbf` rate below the configured one), else its capacity.
+// Within a scarce episode t only rises; abundant again, it halves back to the planned t.
 //
-// No flapping: within a scarce episode t only rises, and at most once per
-// `retune_interval`; once abundant it halves back toward the planned t, again at most
-// once per `retune_interval`; the scarce/abundant switch itself has hysteresis
-// (bandwidth_mode). t never leaves [planned, max]. Only a link under pressure moves t:
-// a PrfaaS queue that is full while the link is idle is not a bandwidth problem (the
-// policy calls it scarce for cache judgement, but feeds this controller "abundant").
+// No flapping: t moves at most once per `retune_interval`, balancing has a dead band
+// (ratio and slack) and acts only on an imbalance that lasted a retune interval, and
+// the scarce/abundant switch has hysteresis (bandwidth_mode).
+// t never leaves [min, max]. A PrfaaS queue that is full while the link is idle is not
+// a bandwidth problem: the policy calls it scarce for cache judgement but feeds the
+// link fit "abundant"; balancing sees it as the PrfaaS side's wait.
 
 #include <chrono>
 #include <cstdint>
@@ -34,11 +45,21 @@ public:
 
   struct settings {
     uint64_t planned = 4096;           ///< t when bandwidth is abundant (the planner's)
+    uint64_t min = 0;                  ///< balancing never lowers t below this
     uint64_t max = 1u << 20;           ///< t never rises above this
     double target_utilisation = 0.8;   ///< of the usable bandwidth
     duration window = std::chrono::seconds(30);
     duration retune_interval = std::chrono::seconds(2);
     size_t max_samples = 8192;         ///< oldest samples go first beyond this
+    double balance_ratio = 1.5;        ///< one side's wait over the other's to act; 0 = off
+    double balance_slack_s = 2.0;      ///< ... and by more than this many seconds
+    double balance_step = 1.25;        ///< t is divided or multiplied by this per retune
+  };
+
+  /// How long new prefill work would wait on each side now (seconds; -1 = unknown).
+  struct queue_signals {
+    double pd_seconds = -1;     ///< the PD cluster's prefill queue
+    double prfaas_seconds = -1; ///< the PrfaaS cluster's: its queue or the egress backlog, the longer
   };
 
   /// What the link looks like now (from the link monitors).
@@ -55,12 +76,17 @@ public:
   /// One routed request's uncached length (what is compared with t).
   void observe(time_point now, uint64_t uncached_tokens);
 
-  /// Feeds the mode and link; re-searches t when due. Returns the current t.
+  /// Feeds the mode, link and queues; moves t when due. Returns the current t.
+  uint64_t update(time_point now, bool scarce, const link_signals& link,
+                  const queue_signals& queues);
+  /// The same with neither cluster's queue known: the link fit alone.
   uint64_t update(time_point now, bool scarce, const link_signals& link);
 
   uint64_t threshold() const { return t_; }
-  /// Times t was re-searched (a rare path worth a metric).
+  /// Times t was re-searched or moved (a rare path worth a metric).
   uint64_t retunes() const { return retunes_; }
+  /// The side balancing last found behind: "pd", "prfaas" or "" (balanced or unknown).
+  const char* behind() const { return behind_; }
   const settings& config() const { return s_; }
 
   /// The smallest threshold in [planned, max] whose egress over `lengths` (uncached
@@ -70,6 +96,16 @@ public:
 
 private:
   void expire(time_point now);
+  enum class balance_state {
+    unknown, ///< a side's queue is not known (or balancing is off): the link fit decides
+    acted,   ///< a side is behind (t moved when due), or both are, about equally (t holds)
+    calm,    ///< both sides keep up: the link fit decides
+  };
+  balance_state balance(time_point now, bool due, const queue_signals& q);
+  void set(time_point now, uint64_t t);
+  double step() const { return std::max(s_.balance_step, 1.01); }
+  /// t one balancing step up.
+  uint64_t raised() const;
 
   settings s_;
   kv_bytes_fn kv_bytes_;
@@ -78,6 +114,8 @@ private:
   bool scarce_ = false;
   time_point last_retune_{};
   uint64_t retunes_ = 0;
+  const char* behind_ = "";
+  time_point behind_since_{}; ///< since when the side in behind_ has been behind
 };
 
 } // namespace prfaas::serving

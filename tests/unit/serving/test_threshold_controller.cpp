@@ -209,3 +209,143 @@ TEST_CASE("prfaas policy: link down means no offload at any length, and offload 
   v.link_up = true;
   CHECK(p->decide(prompt(1000000), v).route == "prfaas");
 }
+
+// -- balancing: t follows the cluster whose prefill wait is longer ---------------------
+
+namespace {
+
+threshold_controller::settings balancing(uint64_t planned = 16000) {
+  auto s = settings(planned, 1u << 20);
+  s.min = 100;
+  s.balance_ratio = 1.5;
+  s.balance_slack_s = 2.0;
+  s.balance_step = 2.0; // round numbers below
+  return s;
+}
+
+threshold_controller::queue_signals waits(double pd, double prfaas) { return {pd, prfaas}; }
+
+} // namespace
+
+TEST_CASE("balancing: a PD cluster that stays behind lowers t a step per retune interval, never below min") {
+  threshold_controller c{balancing(), one_byte_per_token};
+  const threshold_controller::link_signals idle{.capacity_bps = 1e9};
+  // PD waits 30 s, the PrfaaS side 1 s: behind, but not yet for a retune interval.
+  CHECK(c.update(t0, false, idle, waits(30, 1)) == 16000);
+  CHECK(std::string{c.behind()} == "pd");
+  CHECK(c.update(t0 + 1s, false, idle, waits(30, 1)) == 16000);
+  // Two seconds behind: one step down, then one per retune interval (2 s).
+  CHECK(c.update(t0 + 2s, false, idle, waits(30, 1)) == 8000);
+  CHECK(c.update(t0 + 3s, false, idle, waits(30, 1)) == 8000);
+  CHECK(c.update(t0 + 4s, false, idle, waits(30, 1)) == 4000);
+  for (int i = 3; i < 12; ++i)
+    c.update(t0 + std::chrono::seconds(2 * i), false, idle, waits(30, 1));
+  CHECK(c.threshold() == 100); // the floor
+  CHECK(c.retunes() == 8);     // 16000 → 8000 → ... → 125 → 100
+}
+
+TEST_CASE("balancing: a PrfaaS side behind (its queue or the link's) raises t, never above max") {
+  auto s = balancing();
+  s.max = 50000;
+  threshold_controller c{s, one_byte_per_token};
+  const threshold_controller::link_signals idle{.capacity_bps = 1e9};
+  c.update(t0, false, idle, waits(0.5, 20));
+  CHECK(std::string{c.behind()} == "prfaas");
+  CHECK(c.update(t0 + 2s, false, idle, waits(0.5, 20)) == 32000);
+  CHECK(c.update(t0 + 4s, false, idle, waits(0.5, 20)) == 50000);
+  CHECK(c.update(t0 + 6s, false, idle, waits(0.5, 20)) == 50000);
+}
+
+TEST_CASE("balancing: within the dead band t holds, and a short imbalance does not move it") {
+  threshold_controller c{balancing(), one_byte_per_token};
+  const threshold_controller::link_signals idle{.capacity_bps = 1e9};
+  // Both behind about as much (ratio < 1.5): t holds, whatever the time.
+  for (int i = 0; i < 10; ++i)
+    CHECK(c.update(t0 + std::chrono::seconds(i), false, idle, waits(20, 15)) == 16000);
+  // PD behind by 1.9 s only (within the 2 s slack): holds too.
+  CHECK(c.update(t0 + 20s, false, idle, waits(2.9, 1.0)) == 16000);
+  CHECK(std::string{c.behind()}.empty());
+  // An imbalance that flips sides before a retune interval passes moves nothing.
+  for (int i = 0; i < 10; ++i) {
+    const auto at = t0 + 30s + std::chrono::seconds(i);
+    CHECK(c.update(at, false, idle, i % 2 ? waits(30, 1) : waits(1, 30)) == 16000);
+  }
+  CHECK(c.retunes() == 0);
+}
+
+TEST_CASE("balancing: both sides keeping up bring t back toward the plan") {
+  threshold_controller c{balancing(), one_byte_per_token};
+  const threshold_controller::link_signals idle{.capacity_bps = 1e9};
+  c.update(t0, false, idle, waits(30, 1));
+  c.update(t0 + 2s, false, idle, waits(30, 1));
+  c.update(t0 + 4s, false, idle, waits(30, 1));
+  REQUIRE(c.threshold() == 4000);
+  // Queues drained: one doubling per retune interval up to the planned t, no further.
+  std::vector<uint64_t> steps;
+  for (int i = 3; i < 7; ++i)
+    steps.push_back(c.update(t0 + std::chrono::seconds(2 * i), false, idle, waits(0.2, 0.1)));
+  CHECK(steps == std::vector<uint64_t>{8000, 16000, 16000, 16000});
+}
+
+TEST_CASE("balancing: an unknown wait, or balance_ratio 0, leaves t to the link fit") {
+  auto s = balancing(1000);
+  threshold_controller c{s, one_byte_per_token};
+  const threshold_controller::link_signals slow{.capacity_bps = 1e6, .throughput_bps = 80000,
+                                                .backlog_bytes = 1};
+  c.observe(t0, 10000);
+  c.observe(t0, 4000);
+  // The PrfaaS side's wait unknown (no worker has measured its pace): the link fit.
+  CHECK(c.update(t0, true, slow, waits(30, -1)) == 4000);
+  s.balance_ratio = 0;
+  threshold_controller off{s, one_byte_per_token};
+  off.observe(t0, 10000);
+  off.observe(t0, 4000);
+  CHECK(off.update(t0, true, slow, waits(30, 1)) == 4000);
+  CHECK(std::string{off.behind()}.empty());
+}
+
+TEST_CASE("prfaas policy: an overloaded PD cluster beside an idle PrfaaS cluster lowers t") {
+  // The trace case: most prompts are below t, the PD prefill workers queue, the PrfaaS
+  // ones idle. Waits come from the workers' reports: pending tokens over measured pace.
+  auto p = prfaas_policy(16000);
+  auto v = two_sides();
+  v.prefill[0].tokens_per_s = 20000; // PrfaaS: idle
+  v.prefill[1].tokens_per_s = 5000;  // PD: 200000 tokens queued = 40 s
+  v.prefill[1].queued_tokens = 200000;
+  CHECK(v.prefill_drain_seconds(false) == Approx(40.0));
+  CHECK(v.prefill_drain_seconds(true) == 0.0);
+  std::vector<uint64_t> ts;
+  for (int i = 0; i <= 8; i += 2) {
+    v.now = t0 + std::chrono::seconds(i);
+    ts.push_back(p->decide(prompt(10000), v).threshold);
+  }
+  // Default step 1.25, once the imbalance lasted the 2 s retune interval.
+  CHECK(ts == std::vector<uint64_t>{16000, 12800, 10240, 8192, 6553});
+  // At t = 6553 a 10000-token prompt is offloaded now.
+  CHECK(p->decide(prompt(10000), v).route == "prfaas");
+  // The link down: no offload, and t does not move while it is down.
+  v.link_up = false;
+  for (int i = 10; i <= 20; i += 2) {
+    v.now = t0 + std::chrono::seconds(i);
+    auto c = p->decide(prompt(10000), v);
+    CHECK(c.route == "pd");
+    CHECK(c.threshold == 6553);
+  }
+}
+
+TEST_CASE("cluster view: a side's drain time counts workers without a pace at the side's mean") {
+  auto v = two_sides();
+  worker_view pd2{.addr = {"pd-1", "pdp"}, .cluster = "pd", .prfaas = false};
+  v.prefill.push_back(pd2);
+  v.prefill[1].queued_tokens = 30000;
+  v.prefill[2].queued_tokens = 10000;
+  // Work pending, no pace measured yet on that side: unknown.
+  CHECK(v.prefill_drain_seconds(false) == -1);
+  v.prefill[1].tokens_per_s = 1000;
+  // 40000 tokens over two workers at 1000 tokens/s each (the second at the mean): 20 s.
+  CHECK(v.prefill_drain_seconds(false) == Approx(20.0));
+  v.prefill[2].up = false; // only routable workers count
+  CHECK(v.prefill_drain_seconds(false) == Approx(30.0));
+  v.prefill[1].up = false;
+  CHECK(v.prefill_drain_seconds(false) == -1); // no routable worker on that side
+}
