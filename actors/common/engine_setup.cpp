@@ -1,6 +1,9 @@
 #include "common/engine_setup.hpp"
 
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/engine/profile_engine.hpp"
@@ -127,6 +130,36 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
   return make_engine(m, where, wall);
 }
 
+namespace {
+
+/// A profile file parsed once per process: a simulation of 1,000 workers would parse
+/// the same few files 1,000 times at start. Keyed by path, size and modification time,
+/// so a file rewritten in place is read again; a failed read is not kept.
+engine::result<engine::profile> cached_profile(const std::string& path) {
+  using key = std::tuple<std::string, uintmax_t, fs::file_time_type>;
+  static std::mutex mtx;
+  static std::map<key, engine::profile> cache;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
+  if (ec)
+    return engine::load_profile(path); // its own error says what is wrong
+  const key k{path, size, mtime};
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (auto i = cache.find(k); i != cache.end())
+      return i->second;
+  }
+  auto prof = engine::load_profile(path);
+  if (prof) {
+    std::lock_guard<std::mutex> guard{mtx};
+    cache.emplace(k, prof.value());
+  }
+  return prof;
+}
+
+} // namespace
+
 std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where,
                                             engine::clock& clk) {
   if (m.engine == "reference") {
@@ -142,7 +175,7 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
       throw config_error("model.reference", e.message());
     return std::move(e.value());
   }
-  auto prof = engine::load_profile(m.profile);
+  auto prof = cached_profile(m.profile);
   if (!prof)
     throw config_error(where, prof.message());
   engine::profile_engine_config pc;

@@ -26,6 +26,7 @@ sim_world::sim_world(const std::string& deployment_file)
   cfg_.add_message_types<caf::id_block::prfaas>();
   sys_ = std::make_unique<caf::actor_system>(cfg_);
   sched_ = &dynamic_cast<caf::scheduler::test_coordinator&>(sys_->scheduler());
+  sim_event_queue::install(*sys_, &queue_);
   net_ = std::make_shared<sim_network>(*sys_);
   timer_ = std::make_unique<sim_timer>(*sys_);
 }
@@ -35,6 +36,7 @@ sim_world::~sim_world() {
     n->stop();
   for (auto& n : crashed_)
     n->stop();
+  queue_.clear(); // what is left would run after its actors: dropped
   timer_.reset();
   // Drain what the stopped actors left (bounded): ~actor_system waits for them.
   for (int i = 0; i < 1000000 && (sched_->has_job() || sched_->has_pending_timeout()); ++i) {
@@ -46,6 +48,8 @@ sim_world::~sim_world() {
   nodes_.clear();
   crashed_.clear();
   sched_->run();
+  queue_.clear();
+  sim_event_queue::install(*sys_, nullptr);
 }
 
 void sim_world::start() {
@@ -85,13 +89,22 @@ bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {
     sched_->run();
     if (stop && stop())
       return true;
-    if (schedule.empty())
+    if (schedule.empty() && queue_.empty())
       return false;
-    if (schedule.begin()->first > until) {
+    // The earlier of CAF's next timeout and the queue's next callback; at equal
+    // instants CAF's first.
+    const bool own = !queue_.empty() && (schedule.empty() || queue_.next() < schedule.begin()->first);
+    const time_point next = own ? queue_.next() : schedule.begin()->first;
+    if (next > until) {
       clock.current_time = std::max(clock.current_time, until);
       return true;
     }
-    clock.trigger_timeout();
+    if (own) {
+      clock.current_time = next;
+      queue_.run_next();
+    } else {
+      clock.trigger_timeout();
+    }
     ++events_;
   }
 }

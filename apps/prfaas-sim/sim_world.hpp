@@ -57,11 +57,14 @@ public:
   sim_timer& timer() { return *timer_; }
   node& at(const std::string& name) { return *nodes_.at(name); }
   const std::map<std::string, std::unique_ptr<node>>& nodes() const { return nodes_; }
-  /// Timer and delivery events fired so far (the simulation's unit of work).
+  /// Timer and delivery events fired so far (the simulation's unit of work): CAF's
+  /// timeouts and the callbacks of the simulation's own queue.
   uint64_t events() const { return events_; }
 
 private:
   caf::actor_system_config cfg_;
+  /// sim_timer callbacks (engine effects, data-plane drains), run by run_until.
+  sim_event_queue queue_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::scheduler::test_coordinator* sched_ = nullptr;
   sim_network_ptr net_;

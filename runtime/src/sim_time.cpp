@@ -3,6 +3,10 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+
 namespace prfaas {
 
 namespace {
@@ -48,7 +52,7 @@ caf::behavior timer_actor(caf::event_based_actor*) {
 // Hidden: a timer is plumbing, not a role — the actor system does not wait for it at
 // shutdown (under the test coordinator nothing would run its exit).
 sim_timer::sim_timer(caf::actor_system& sys)
-  : sys_(sys), actor_(sys.spawn<caf::hidden>(timer_actor)) {
+  : sys_(sys), actor_(sys.spawn<caf::hidden>(timer_actor)), queue_(sim_event_queue::of(sys)) {
 }
 
 sim_timer::~sim_timer() {
@@ -64,8 +68,55 @@ void sim_timer::at(time_point t, std::function<void()> fn) {
   // Not in the future: a plain message keeps it behind what is already queued now.
   if (t <= now)
     caf::anon_send(actor_, sim_callback{std::move(fn)});
+  else if (queue_)
+    queue_->push(t, alive_, std::move(fn));
   else
     caf::delayed_anon_send(actor_, t - now, sim_callback{std::move(fn)});
+}
+
+// -- sim_event_queue ----------------------------------------------------------------
+
+namespace {
+
+std::mutex queues_mtx;
+std::map<caf::actor_system*, sim_event_queue*>& queues() {
+  static std::map<caf::actor_system*, sim_event_queue*> m;
+  return m;
+}
+
+} // namespace
+
+sim_event_queue::~sim_event_queue() {
+  std::lock_guard<std::mutex> guard{queues_mtx};
+  for (auto i = queues().begin(); i != queues().end();)
+    i = i->second == this ? queues().erase(i) : std::next(i);
+}
+
+void sim_event_queue::install(caf::actor_system& sys, sim_event_queue* q) {
+  std::lock_guard<std::mutex> guard{queues_mtx};
+  if (q)
+    queues()[&sys] = q;
+  else
+    queues().erase(&sys);
+}
+
+sim_event_queue* sim_event_queue::of(caf::actor_system& sys) {
+  std::lock_guard<std::mutex> guard{queues_mtx};
+  auto i = queues().find(&sys);
+  return i == queues().end() ? nullptr : i->second;
+}
+
+void sim_event_queue::push(time_point t, std::weak_ptr<void> owner, std::function<void()> fn) {
+  heap_.push_back({t, ++seq_, std::move(owner), std::move(fn)});
+  std::push_heap(heap_.begin(), heap_.end(), later{});
+}
+
+void sim_event_queue::run_next() {
+  std::pop_heap(heap_.begin(), heap_.end(), later{});
+  event e = std::move(heap_.back());
+  heap_.pop_back();
+  if (!e.owner.expired())
+    e.fn();
 }
 
 } // namespace prfaas

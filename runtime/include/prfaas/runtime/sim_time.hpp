@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
@@ -50,10 +52,57 @@ public:
   };
 };
 
-/// Runs callbacks at virtual instants: each is a delayed message to a small actor, so
-/// it fires in order with every other timer and delivery of the simulation (equal
-/// instants in the order they were scheduled). Callbacks run in that actor's context;
-/// none runs after the timer is destroyed.
+/// The simulation's own queue of callbacks at virtual instants, for a driver that runs
+/// them from its loop beside CAF's timeouts (apps/prfaas-sim's sim_world). Cheaper than
+/// a CAF delayed message per callback (no mailbox, no scheduling, no actor to resume),
+/// which is most of the cost of a large simulation. Equal instants run in the order
+/// they were pushed; the driver decides how they interleave with CAF's own timeouts.
+/// Single-threaded, like the test coordinator.
+class sim_event_queue {
+public:
+  using time_point = caf::actor_clock::time_point;
+
+  sim_event_queue() = default;
+  sim_event_queue(const sim_event_queue&) = delete;
+  sim_event_queue& operator=(const sim_event_queue&) = delete;
+  ~sim_event_queue();
+
+  /// Makes this queue the one sim_timers of `sys` created from now on use; null
+  /// uninstalls. Timers made without one fall back to CAF delayed messages.
+  static void install(caf::actor_system& sys, sim_event_queue* q);
+  static sim_event_queue* of(caf::actor_system& sys);
+
+  /// `fn` at `t`, skipped when `owner` has expired by then.
+  void push(time_point t, std::weak_ptr<void> owner, std::function<void()> fn);
+  bool empty() const { return heap_.empty(); }
+  size_t size() const { return heap_.size(); }
+  /// The earliest instant queued; only when not empty.
+  time_point next() const { return heap_.front().t; }
+  /// Removes the earliest callback and runs it (unless its owner is gone).
+  void run_next();
+  /// Drops everything queued (before the actor system goes away).
+  void clear() { heap_.clear(); }
+
+private:
+  struct event {
+    time_point t;
+    uint64_t seq;
+    std::weak_ptr<void> owner;
+    std::function<void()> fn;
+  };
+  struct later {
+    bool operator()(const event& a, const event& b) const {
+      return a.t != b.t ? a.t > b.t : a.seq > b.seq;
+    }
+  };
+  std::vector<event> heap_;
+  uint64_t seq_ = 0;
+};
+
+/// Runs callbacks at virtual instants: on the system's sim_event_queue when one is
+/// installed, else each as a delayed message to a small actor; either way in order with
+/// every other timer and delivery of the simulation (equal instants in the order they
+/// were scheduled). None runs after the timer is destroyed.
 class sim_timer {
 public:
   using time_point = caf::actor_clock::time_point;
@@ -71,6 +120,8 @@ public:
 private:
   caf::actor_system& sys_;
   caf::actor actor_;
+  sim_event_queue* queue_;
+  std::shared_ptr<char> alive_ = std::make_shared<char>(); ///< queued callbacks' owner
 };
 
 } // namespace prfaas
