@@ -2,6 +2,7 @@
 #include "config_parser.hpp"
 #include "prfaas/runtime/security.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -236,7 +237,7 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
   const std::string path = "transport";
   expect_map(node, path);
   check_keys(node, path,
-             {"request_timeout", "retry_interval", "outbound_queue", "overflow",
+             {"request_timeout", "retry_interval", "max_retry_interval", "outbound_queue", "overflow",
               "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
               "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "linger", "send_hwm",
               "receive_hwm"});
@@ -251,6 +252,14 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
            "must be less than request_timeout (" + format_duration(out.request_timeout) + ")");
     fail(key("request_timeout"),
          "must be greater than retry_interval (" + format_duration(out.retry_interval) + ")");
+  }
+  if (auto n = node["max_retry_interval"]) {
+    out.max_retry_interval = time(n, key("max_retry_interval"), true);
+    if (out.max_retry_interval < out.retry_interval)
+      fail(key("max_retry_interval"),
+           "must not be less than retry_interval (" + format_duration(out.retry_interval) + ")");
+  } else {
+    out.max_retry_interval = std::max(out.max_retry_interval, out.retry_interval);
   }
   if (auto n = node["outbound_queue"])
     out.outbound_queue = uint32(n, key("outbound_queue"), 1);

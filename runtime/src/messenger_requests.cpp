@@ -150,7 +150,12 @@ messenger::sweep(uint64_t generation) {
       r.env.set_deadline_budget_ns(to_ns(r.deadline - t).count());
       resend.emplace_back(r.peer, r.env, r.bulk);
       due_.erase(due_.begin());
-      r.due = std::min<clock_type::time_point>(t + cfg_.retry_interval, r.deadline);
+      // Back off: retry_interval × 2^attempt, at most max_retry_interval.
+      auto wait = cfg_.retry_interval;
+      for (uint32_t k = 0; k < r.env.attempt() && wait < cfg_.max_retry_interval; ++k)
+        wait *= 2;
+      wait = std::min(wait, std::max(cfg_.max_retry_interval, cfg_.retry_interval));
+      r.due = std::min<clock_type::time_point>(t + wait, r.deadline);
       due_.emplace(r.due, id);
     }
     if (!due_.empty()) {

@@ -57,10 +57,11 @@ prfaas::actor_registry test_registry() {
   return r;
 }
 
+// Re-sends every 100 ms (no back-off): the retry tests below count them.
 const char* two_nodes = R"(
 deployment: requests
 failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }
-transport: { retry_interval: 100ms, request_timeout: 2s }
+transport: { retry_interval: 100ms, max_retry_interval: 100ms, request_timeout: 2s }
 nodes:
   - { name: a, control: "tcp://127.0.0.1:7100", data: "tcp://127.0.0.1:7200" }
   - name: b
@@ -172,6 +173,37 @@ TEST_CASE("lost replies are retried and the handler runs once") {
                          {{"reason", "duplicate"}, {"direction", "out"}})
         >= 3);
   CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total") >= 3);
+}
+
+TEST_CASE("re-sends back off, doubling from retry_interval up to max_retry_interval") {
+  std::string cfg = two_nodes;
+  const std::string fixed = "max_retry_interval: 100ms, request_timeout: 2s";
+  cfg.replace(cfg.find(fixed), fixed.size(), "max_retry_interval: 800ms, request_timeout: 10s");
+  sim_fixture f{cfg, test_registry()};
+  f.start("a");
+  f.start("b");
+  f.advance(200ms);
+  f.net().block("a", "b"); // every copy of the request is lost
+  auto retries = [&] { return f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total"); };
+  const double before = retries();
+  auto out = f.request("a", ping_to("b", "tally", 1), 10s);
+  // Re-sent at +100, +300, +700, +1500 ms, then every 800 ms: +2300, +3100, ...
+  f.advance(150ms);
+  CHECK(retries() - before == 1);
+  f.advance(200ms); // +350
+  CHECK(retries() - before == 2);
+  f.advance(400ms); // +750
+  CHECK(retries() - before == 3);
+  f.advance(800ms); // +1550
+  CHECK(retries() - before == 4);
+  f.advance(1600ms); // +3150: two more at the cap
+  CHECK(retries() - before == 6);
+  // It still gets through once the path is back, at the next re-send.
+  f.net().unblock("a", "b");
+  f.advance(800ms);
+  REQUIRE(out->done);
+  CHECK(out->reply);
+  CHECK(executed(f) == 1);
 }
 
 TEST_CASE("lost requests are retried until they get through") {

@@ -119,6 +119,8 @@ const std::vector<bad_config> bad_configs = {
      "must be less than request_timeout (2s)"},
     {one_node + "transport: { request_timeout: 100ms }\n", "transport.request_timeout",
      "must be greater than retry_interval (250ms)"},
+    {one_node + "transport: { retry_interval: 500ms, max_retry_interval: 200ms }\n",
+     "transport.max_retry_interval", "must not be less than retry_interval (500ms)"},
     {one_node + "transport: { outbound_queue: 0 }\n", "transport.outbound_queue",
      "must be at least 1"},
     // -- enums --
@@ -414,6 +416,7 @@ transport:
   CHECK(cfg.transport.max_bulk_bytes == (uint64_t{1} << 30));
   CHECK(cfg.transport.max_envelope_bytes == 1'000'000);
   CHECK(cfg.transport.retry_interval == 100us);
+  CHECK(cfg.transport.max_retry_interval == transport_config{}.max_retry_interval);
   CHECK(cfg.transport.send_hwm == 0);
   CHECK(cfg.transport.request_timeout == transport_config{}.request_timeout);
 }

@@ -65,6 +65,9 @@ enum class overflow_policy { drop_newest, drop_oldest };
 struct transport_config {
   duration request_timeout = std::chrono::seconds(2); ///< default when a caller gives none
   duration retry_interval = std::chrono::milliseconds(250);
+  /// Re-sends back off: the n-th waits retry_interval × 2^n, at most this long (a
+  /// request waiting minutes in a queue is not re-sent four times a second).
+  duration max_retry_interval = std::chrono::seconds(2);
   uint32_t outbound_queue = 65536;                     ///< messages per peer
   overflow_policy overflow = overflow_policy::drop_newest;
   uint64_t max_envelope_bytes = 4u << 20;              ///< protobuf header frame
