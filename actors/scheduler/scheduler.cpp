@@ -380,7 +380,7 @@ void register_types(actor_registry& r) {
                     {"control_window", param_kind::duration, "30s",
                      "prfaas policy: recent requests whose lengths the re-search uses"},
                     {"retune_interval", param_kind::duration, "2s",
-                     "prfaas policy: least time between two re-searches while scarce"},
+                     "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
                     {"backlog_horizon", param_kind::duration, "1s",
                      "prfaas policy: a link backlog needing this long to drain at the measured rate counts as full utilisation"},
                     {"move_caches", param_kind::boolean, "true",

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <string_view>
 
 namespace prfaas::serving {
 
@@ -20,29 +19,41 @@ void threshold_controller::set(time_point now, uint64_t t) {
 
 threshold_controller::balance_state threshold_controller::balance(time_point now, bool due,
                                                                 const queue_signals& q) {
-  const char* was = behind_;
-  behind_ = "";
+  const side was = behind_;
+  behind_ = side::none;
   if (s_.balance_ratio <= 0 || q.pd_seconds < 0 || q.prfaas_seconds < 0)
     return balance_state::unknown;
   const double pd = q.pd_seconds, pf = q.prfaas_seconds;
   if (pd > s_.balance_ratio * pf && pd - pf > s_.balance_slack_s)
-    behind_ = "pd"; // offload more
+    behind_ = side::pd; // offload more
   else if (pf > s_.balance_ratio * pd && pf - pd > s_.balance_slack_s)
-    behind_ = "prfaas"; // offload less
+    behind_ = side::prfaas; // offload less
   else // both keep up, or both are behind by about as much (t holds)
     return pd <= s_.balance_slack_s && pf <= s_.balance_slack_s ? balance_state::calm
                                                                 : balance_state::acted;
   // Only an imbalance that lasts a retune interval moves t: one long prompt joining a
   // queue is not a trend.
-  if (std::string_view{was} != behind_)
+  if (was != behind_)
     behind_since_ = now;
   if (due && now - behind_since_ >= s_.retune_interval) {
-    if (behind_[1] == 'd' && t_ > s_.min) // "pd"
+    if (behind_ == side::pd && t_ > s_.min)
       set(now, std::max<uint64_t>(s_.min, static_cast<uint64_t>(static_cast<double>(t_) / step())));
-    else if (behind_[1] == 'r' && t_ < s_.max) // "prfaas"
+    else if (behind_ == side::prfaas && t_ < s_.max)
       set(now, std::min(s_.max, raised()));
   }
   return balance_state::acted;
+}
+
+const char* threshold_controller::behind() const {
+  switch (behind_) {
+    case side::pd:
+      return "pd";
+    case side::prfaas:
+      return "prfaas";
+    case side::none:
+      break;
+  }
+  return "";
 }
 
 uint64_t threshold_controller::raised() const {

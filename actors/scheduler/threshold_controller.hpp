@@ -86,7 +86,7 @@ public:
   /// Times t was re-searched or moved (a rare path worth a metric).
   uint64_t retunes() const { return retunes_; }
   /// The side balancing last found behind: "pd", "prfaas" or "" (balanced or unknown).
-  const char* behind() const { return behind_; }
+  const char* behind() const;
   const settings& config() const { return s_; }
 
   /// The smallest threshold in [planned, max] whose egress over `lengths` (uncached
@@ -114,8 +114,9 @@ private:
   bool scarce_ = false;
   time_point last_retune_{};
   uint64_t retunes_ = 0;
-  const char* behind_ = "";
-  time_point behind_since_{}; ///< since when the side in behind_ has been behind
+  enum class side { none, pd, prfaas };
+  side behind_ = side::none;
+  time_point behind_since_{}; ///< since when behind_ has been behind
 };
 
 } // namespace prfaas::serving
