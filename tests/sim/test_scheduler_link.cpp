@@ -4,6 +4,7 @@
 // when the monitors see the link back, offload resumes. The failure detector is set
 // far slower than the monitors so that only the link state can explain the switch.
 
+#include <algorithm>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -346,4 +347,89 @@ TEST_CASE("long-term controller: an overloaded PD prefill stage gets a decode no
   CHECK(scheduler_metric(f, "prfaas_scheduler_pd_workers", "role=\"decode\"") == 1);
   // c's prefill worker now takes work (a is loaded, c is empty); decode stays on b.
   CHECK(route_pd(f, 10) == "c/pdp+b");
+}
+
+namespace {
+
+// Balancing through the scheduler actor: the workers report their queues and measured
+// pace in their load reports (WorkerLoad.tokens_per_s); the scheduler polls them and its
+// prfaas policy moves t toward the cluster that keeps up.
+const std::string balance_yaml = R"(
+deployment: scheduler-balance
+failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+clusters:
+  prfaas: { kind: prefill-only }
+  pd: { kind: pd }
+links:
+  - { between: [prfaas, pd], rate: 100gbit }
+nodes:
+  - name: p0
+    cluster: prfaas
+    control: "tcp://127.0.0.1:7100"
+    data: "tcp://127.0.0.1:7200"
+    actors:
+      - { type: loaded_prefill, name: pf }
+  - name: d0
+    cluster: pd
+    control: "tcp://127.0.0.1:7101"
+    data: "tcp://127.0.0.1:7201"
+    actors:
+      - { type: scheduler, name: sched, policy: prfaas, threshold: 16000, min_threshold: 2000,
+          load_interval: 100ms, retune_interval: 2s, prefill_types: loaded_prefill,
+          decode_types: loaded_decode }
+      - { type: loaded_prefill, name: pdp }
+      - { type: loaded_decode, name: dec }
+)";
+
+sv::WorkerLoad paced(uint64_t queued_tokens, double tokens_per_s) {
+  auto l = load(queued_tokens > 0 ? 4 : 0, queued_tokens > 0 ? 1 : 0, 1000, queued_tokens);
+  l.set_tokens_per_s(tokens_per_s);
+  return l;
+}
+
+} // namespace
+
+TEST_CASE("balancing: a PD cluster that stays behind gets more offloaded, a PrfaaS side behind less") {
+  loads.clear();
+  loads["p0/pf"] = paced(0, 20000);        // PrfaaS idle
+  loads["d0/pdp"] = paced(400000, 5000);   // PD: 80 s of prefill queued
+  loads["d0/dec"] = load(0, 0, 16, 0);
+  sim_fixture f{balance_yaml, loaded_registry()};
+  f.start("p0");
+  f.start("d0");
+  f.advance(500ms);
+  const auto t_of = [&] { return metric_of(f, "d0", "prfaas_scheduler_threshold_tokens"); };
+  // A 10000-token prompt is below the planned t: it stays in the PD cluster at first.
+  CHECK(decide(f, "d0", 10000).route() == "pd");
+  // The imbalance lasts: t comes down a step (1.25x) per retune interval, to its floor.
+  std::vector<double> ts;
+  for (int i = 0; i < 24; ++i) {
+    f.advance(1s);
+    decide(f, "d0", 10000);
+    ts.push_back(t_of());
+  }
+  CHECK(ts.front() == 16000); // one second in: not yet a trend
+  CHECK(std::is_sorted(ts.rbegin(), ts.rend()));
+  CHECK(ts.back() == 2000); // min_threshold
+  CHECK(decide(f, "d0", 10000).route() == "prfaas");
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total") >= 9);
+
+  // The other way round: the PrfaaS side is behind, the PD cluster idles; t rises.
+  loads["p0/pf"] = paced(2000000, 20000); // 100 s queued
+  loads["d0/pdp"] = paced(0, 5000);
+  const double low = t_of();
+  for (int i = 0; i < 8; ++i) {
+    f.advance(1s);
+    decide(f, "d0", 10000);
+  }
+  CHECK(t_of() > low * 1.5);
+
+  // Both keep up: t returns to the planned one, a doubling per retune interval.
+  loads["p0/pf"] = paced(0, 20000);
+  for (int i = 0; i < 20 && t_of() != 16000; ++i) {
+    f.advance(1s);
+    decide(f, "d0", 10000);
+  }
+  CHECK(t_of() == 16000);
 }
