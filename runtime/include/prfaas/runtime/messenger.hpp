@@ -7,8 +7,9 @@
 //    - outbound: callers `request()` the messenger's outbound proxy (see remote.hpp).
 //      Its enqueue runs in the caller's thread and puts the REQUEST on the wire; the
 //      RESPONSE is enqueued straight into the caller's mailbox as the answer to its
-//      CAF request. Unanswered requests are re-sent every retry_interval until their
-//      deadline, then fail with request_timeout. One timer per node drives this (the
+//      CAF request. Unanswered requests are re-sent until their deadline (after
+//      retry_interval, then doubling up to max_retry_interval), then fail with
+//      request_timeout. One timer per node drives this (the
 //      transport actor's, armed for the earliest due request), not one per request:
 //      a request costs CAF's clock thread nothing in the common case;
 //    - inbound: a REQUEST is de-duplicated and enqueued straight into the destination
