@@ -43,16 +43,22 @@ effect_deferral::scope::~scope() {
 
 namespace {
 
-caf::behavior timer_actor(caf::event_based_actor*) {
-  return {[](sim_callback& cb) { cb.fn(); }};
-}
+/// A class rather than a function: CAF 0.17 spawns a function actor without arguments
+/// by dereferencing an empty tuple pointer (undefined behaviour UBSan reports).
+class timer_actor final : public caf::event_based_actor {
+public:
+  using caf::event_based_actor::event_based_actor;
+  caf::behavior make_behavior() override {
+    return {[](sim_callback& cb) { cb.fn(); }};
+  }
+};
 
 } // namespace
 
 // Hidden: a timer is plumbing, not a role — the actor system does not wait for it at
 // shutdown (under the test coordinator nothing would run its exit).
 sim_timer::sim_timer(caf::actor_system& sys)
-  : sys_(sys), actor_(sys.spawn<caf::hidden>(timer_actor)), queue_(sim_event_queue::of(sys)) {
+  : sys_(sys), actor_(sys.spawn<timer_actor, caf::hidden>()), queue_(sim_event_queue::of(sys)) {
 }
 
 sim_timer::~sim_timer() {
