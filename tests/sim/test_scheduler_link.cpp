@@ -136,30 +136,37 @@ TEST_CASE("link down stops new offloads, the link back resumes them") {
 
 namespace {
 
-// The prfaas policy with its short-term controller; the link monitor's reports come
-// from the test (it speaks the monitor's protocol: LinkState to the subscriber).
-const std::string controller_yaml = R"(
-deployment: scheduler-controller
+/// Two nodes, p0 in a PrfaaS cluster and d0 in a PD cluster, joined by a link of
+/// `rate`; each node's actor entries as YAML lines ("      - { type: ... }\n").
+std::string two_clusters(const std::string& name, const std::string& rate,
+                         const std::string& p0_actors, const std::string& d0_actors) {
+  return "deployment: " + name + R"(
 failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
 transport: { retry_interval: 100ms, request_timeout: 2s }
 clusters:
   prfaas: { kind: prefill-only }
   pd: { kind: pd }
 links:
-  - { between: [prfaas, pd], rate: 1gbit }
+  - { between: [prfaas, pd], rate: )" + rate + R"( }
 nodes:
   - name: p0
     cluster: prfaas
     control: "tcp://127.0.0.1:7100"
     data: "tcp://127.0.0.1:7200"
     actors:
-      - { type: stub_worker, name: pf }
-  - name: d0
+)" + p0_actors + R"(  - name: d0
     cluster: pd
     control: "tcp://127.0.0.1:7101"
     data: "tcp://127.0.0.1:7201"
     actors:
-      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, max_threshold: 60000,
+)" + d0_actors;
+}
+
+// The prfaas policy with its short-term controller; the link monitor's reports come
+// from the test (it speaks the monitor's protocol: LinkState to the subscriber).
+const std::string controller_yaml = two_clusters(
+  "scheduler-controller", "1gbit", "      - { type: stub_worker, name: pf }\n",
+  R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, max_threshold: 60000,
           retune_interval: 2s, control_window: 10s, prefill_types: stub_worker,
           # the stubs report no load, so routed tokens pile up as PrfaaS queue: keep the
           # queue signal out of the way, this test is about the link's
@@ -167,7 +174,7 @@ nodes:
           decode_types: stub_decode }
       - { type: stub_worker, name: pdp }
       - { type: stub_decode, name: dec }
-)";
+)");
 
 /// What a link monitor on the PrfaaS side would publish.
 void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bps,
@@ -354,33 +361,14 @@ namespace {
 // Balancing through the scheduler actor: the workers report their queues and measured
 // pace in their load reports (WorkerLoad.tokens_per_s); the scheduler polls them and its
 // prfaas policy moves t toward the cluster that keeps up.
-const std::string balance_yaml = R"(
-deployment: scheduler-balance
-failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
-transport: { retry_interval: 100ms, request_timeout: 2s }
-clusters:
-  prfaas: { kind: prefill-only }
-  pd: { kind: pd }
-links:
-  - { between: [prfaas, pd], rate: 100gbit }
-nodes:
-  - name: p0
-    cluster: prfaas
-    control: "tcp://127.0.0.1:7100"
-    data: "tcp://127.0.0.1:7200"
-    actors:
-      - { type: loaded_prefill, name: pf }
-  - name: d0
-    cluster: pd
-    control: "tcp://127.0.0.1:7101"
-    data: "tcp://127.0.0.1:7201"
-    actors:
-      - { type: scheduler, name: sched, policy: prfaas, threshold: 16000, min_threshold: 2000,
+const std::string balance_yaml = two_clusters(
+  "scheduler-balance", "100gbit", "      - { type: loaded_prefill, name: pf }\n",
+  R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 16000, min_threshold: 2000,
           load_interval: 100ms, retune_interval: 2s, prefill_types: loaded_prefill,
           decode_types: loaded_decode }
       - { type: loaded_prefill, name: pdp }
       - { type: loaded_decode, name: dec }
-)";
+)");
 
 sv::WorkerLoad paced(uint64_t queued_tokens, double tokens_per_s) {
   auto l = load(queued_tokens > 0 ? 4 : 0, queued_tokens > 0 ? 1 : 0, 1000, queued_tokens);
