@@ -45,15 +45,7 @@ threshold_controller::balance_state threshold_controller::balance(time_point now
 }
 
 const char* threshold_controller::behind() const {
-  switch (behind_) {
-    case side::pd:
-      return "pd";
-    case side::prfaas:
-      return "prfaas";
-    case side::none:
-      break;
-  }
-  return "";
+  return behind_ == side::pd ? "pd" : behind_ == side::prfaas ? "prfaas" : "";
 }
 
 uint64_t threshold_controller::raised() const {
