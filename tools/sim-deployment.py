@@ -43,6 +43,8 @@ def main():
                     help="a KV directory on the gateway node; workers announce, the scheduler asks")
     ap.add_argument("--event-steps", type=int, default=1,
                     help="decode steps whose tokens go out in one message")
+    ap.add_argument("--layers-per-push", type=int, default=1,
+                    help="layers whose KV chunks a prefill worker sends in one data-plane message")
     a = ap.parse_args()
     if a.prfaas + a.pd_prefill == 0 or a.decode == 0:
         sys.exit("sim-deployment: needs at least one prefill and one decode instance")
@@ -85,6 +87,8 @@ def main():
     def directory(where):
         return f", directory: {where}" if a.directory else ""
 
+    push = f", layers_per_push: {a.layers_per_push}" if a.layers_per_push != 1 else ""
+
     monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
                "publish_interval: 1s%s }")
     for g in range(a.gateways):
@@ -102,7 +106,7 @@ def main():
         actors = []
         for i in range(k, a.prfaas, nodes):
             actors.append(f"{{ type: prefill_worker, name: pf{i}, max_queue: 1000000, "
-                          f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')}, "
+                          f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')}, "
                           "profile: ../profiles/kimi-linear-1t-h200.yaml }")
         if a.link_monitors and k == 0:
             actors.append(monitor % ("pd", ", subscribers: gw0/sched"))
@@ -115,7 +119,7 @@ def main():
     for k in range(0, a.pd_prefill, per):
         node(f"pdp{k // per}", "pd",
              [f"{{ type: prefill_worker, name: {name('pf', i)}, max_queue: 1000000, "
-              f"cache_blocks: {a.cache_blocks}{directory('gw0/dir')} }}"
+              f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')} }}"
               for i in range(k, min(k + per, a.pd_prefill))])
     for k in range(0, a.decode, per):
         node(f"dec{k // per}", "pd",

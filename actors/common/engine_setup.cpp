@@ -192,13 +192,21 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
 
 std::function<double(std::span<const std::byte>)> wire_size_of(const model_settings& m) {
   const double scale = m.engine == "profile" ? 1.0 / m.kv_scale : 1.0;
+  // A message holds one engine chunk or several back to back (layers_per_push).
   return [scale](std::span<const std::byte> bytes) {
-    auto h = engine::parse_header(bytes);
-    const double size = static_cast<double>(bytes.size());
-    if (!h || h->kind == engine::layer_kind::meta)
-      return size; // not an engine chunk, or the sequence record: as it is
-    const double payload = static_cast<double>(h->payload_bytes);
-    return size - payload + payload * scale;
+    double wire = 0;
+    while (!bytes.empty()) {
+      auto h = engine::parse_header(bytes);
+      if (!h || h->payload_bytes > bytes.size() - engine::chunk_header::wire_size)
+        break; // not an engine chunk: the rest counts as it is
+      const size_t n = engine::chunk_header::wire_size + static_cast<size_t>(h->payload_bytes);
+      const double size = static_cast<double>(n);
+      const double payload = static_cast<double>(h->payload_bytes);
+      // The sequence record travels as it is; KV stands for 1/kv_scale as many bytes.
+      wire += h->kind == engine::layer_kind::meta ? size : size - payload + payload * scale;
+      bytes = bytes.subspan(n);
+    }
+    return wire + static_cast<double>(bytes.size());
   };
 }
 

@@ -299,12 +299,13 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
     std::vector<engine::kv_chunk> parsed;
     parsed.reserve(chunks->size());
     std::string error;
+    // A message holds one chunk or several (the sender's layers_per_push).
     for (size_t i = 0; i < chunks->size() && error.empty(); ++i) {
-      auto c = engine::parse_chunk({(*chunks)[i]->data(), (*chunks)[i]->size()}, i);
-      if (!c)
-        error = c.message();
-      else
-        parsed.push_back(std::move(c.value()));
+      const auto& m = *(*chunks)[i];
+      if (m.size() == 0)
+        error = "kv transfer message " + std::to_string(i) + " is empty";
+      else if (auto r = engine::parse_stream_into({m.data(), m.size()}, parsed); !r)
+        error = "kv transfer message " + std::to_string(i) + ": " + r.message();
     }
     if (error.empty())
       if (auto r = e.import_sequence(q->seq, parsed); !r)

@@ -17,6 +17,7 @@
 //    without computing.
 
 #include <deque>
+#include <span>
 
 #include <caf/all.hpp>
 
@@ -72,6 +73,9 @@ struct prefill_state {
   /// Orders waiting for a cache move into this worker's cache, by its transfer id.
   std::map<uint64_t, order_ptr> pulling;
   duration pull_timeout = std::chrono::seconds(2);
+  /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
+  /// is computed; more = fewer, larger messages, the first bytes a little later).
+  uint32_t layers_per_push = 1;
   /// The engine's measured prefill pace (smoothed; 0 until a prefill finished): an
   /// order is refused when the work queued ahead of it cannot be done in its budget.
   double tokens_per_s = 0;
@@ -203,8 +207,26 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   auto* runner = self->state.runner.get();
   runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
                             engine_ns, cache = self->state.cache,
-                            cache_events = self->state.cache_events](engine::engine& e) mutable {
-    std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
+                            cache_events = self->state.cache_events,
+                            group = self->state.layers_per_push](engine::engine& e) mutable {
+    // Chunks go out `group` at a time, concatenated (the receiver parses a stream).
+    std::vector<std::byte> out;
+    uint32_t held = 0;
+    auto flush = [&] {
+      if (held == 0)
+        return;
+      dp->push(tid, std::move(out));
+      out = {};
+      held = 0;
+    };
+    auto send = [&](const engine::kv_chunk& c) {
+      engine::serialize_append(c, out);
+      if (++held >= group)
+        flush();
+    };
+    // The order is not changed once queued: the engine reads its prompt in place.
+    const std::span<const engine::token> prompt(o->po.prompt().data(),
+                                                static_cast<size_t>(o->po.prompt_size()));
     engine::prefill_request req;
     req.id = seq;
     req.prompt = prompt;
@@ -221,9 +243,10 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       // blocks travel too (the engine only emits what it computes).
       for (auto& c : hit.reuse)
         if (c.header.kind == engine::layer_kind::full)
-          dp->push(tid, engine::serialize(c));
+          send(c);
     }
-    auto r = e.prefill(req, [dp, tid](engine::kv_chunk&& c) { dp->push(tid, engine::serialize(c)); });
+    auto r = e.prefill(req, [&](engine::kv_chunk&& c) { send(c); });
+    flush();
     const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
     std::string error;
@@ -411,11 +434,13 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
-                             address directory_addr, duration pull_timeout) {
+                             address directory_addr, duration pull_timeout,
+                             uint32_t layers_per_push) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
   s.max_queue = max_queue;
   s.pull_timeout = pull_timeout;
+  s.layers_per_push = layers_per_push;
   if (cache_blocks > 0) {
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
@@ -572,19 +597,25 @@ void register_types(actor_registry& r) {
                     {"pull_timeout", param_kind::duration, "2s",
                      "how long an order waits for a cache move from another worker before computing all"},
                     {"directory", param_kind::string, "\"\"",
-                     "KV directory (node/actor or a local name) told what the cache holds"}},
+                     "KV directory (node/actor or a local name) told what the cache holds"},
+                    {"layers_per_push", param_kind::integer, "1",
+                     "layers whose KV chunks travel together in one data-plane message (1 = "
+                     "layer by layer; larger = fewer messages, later first bytes)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            return ctx.system().spawn(prefill_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_queue")),
                                      static_cast<uint64_t>(p.integer("cache_blocks")),
-                                     directory_of(ctx, p.str("directory")), p.dur("pull_timeout"));
+                                     directory_of(ctx, p.str("directory")), p.dur("pull_timeout"),
+                                     static_cast<uint32_t>(p.integer("layers_per_push")));
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_queue") < 1)
              throw config_error(path + ".max_queue", "must be at least 1");
            if (p.integer("cache_blocks") < 0)
              throw config_error(path + ".cache_blocks", "must not be negative");
+           if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
+             throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
          },
          .check_deployment = check_worker_model});
 }

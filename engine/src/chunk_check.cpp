@@ -13,34 +13,34 @@ std::string range_str(uint32_t b, uint32_t e) {
 /// Per-chunk checks that need no knowledge of the other chunks.
 result<void> check_one(const model_info& info, const kv_chunk& c, size_t i) {
   const auto& h = c.header;
-  const std::string label = chunk_label(i, h);
+  auto label = [&] { return chunk_label(i, h); }; // built only for an error
   if (h.version != chunk_header::current_version)
-    return make_error(label + ": unsupported format version " + std::to_string(h.version));
+    return make_error(label() + ": unsupported format version " + std::to_string(h.version));
   if (h.model_fingerprint != info.fingerprint)
-    return make_error(label + ": model mismatch (chunk fingerprint " +
+    return make_error(label() + ": model mismatch (chunk fingerprint " +
                       std::to_string(h.model_fingerprint) + ", engine " + info.model + " " +
                       std::to_string(info.fingerprint) + ")");
   if (h.n_layers != info.n_layers())
-    return make_error(label + ": layer count mismatch (chunk " + std::to_string(h.n_layers) +
+    return make_error(label() + ": layer count mismatch (chunk " + std::to_string(h.n_layers) +
                       ", model " + std::to_string(info.n_layers()) + ")");
   if (h.payload_bytes != c.payload.size())
-    return make_error(label + ": payload length " + std::to_string(c.payload.size()) +
+    return make_error(label() + ": payload length " + std::to_string(c.payload.size()) +
                       " does not match header " + std::to_string(h.payload_bytes));
   if (h.token_begin > h.token_end || h.token_end > h.total_tokens)
-    return make_error(label + ": invalid token range " + range_str(h.token_begin, h.token_end) +
+    return make_error(label() + ": invalid token range " + range_str(h.token_begin, h.token_end) +
                       " of " + std::to_string(h.total_tokens));
   if (h.kind == layer_kind::meta) {
     if (h.layer != info.n_layers())
-      return make_error(label + ": meta chunk with layer index " + std::to_string(h.layer));
+      return make_error(label() + ": meta chunk with layer index " + std::to_string(h.layer));
   } else {
     if (h.layer >= info.n_layers())
-      return make_error(label + ": layer index out of range");
+      return make_error(label() + ": layer index out of range");
     if (info.layers[h.layer] != h.kind)
-      return make_error(label + ": layer kind mismatch (chunk " + to_string(h.kind) + ", model " +
+      return make_error(label() + ": layer kind mismatch (chunk " + to_string(h.kind) + ", model " +
                         to_string(info.layers[h.layer]) + ")");
   }
   if (checksum(c.payload) != h.payload_xxh3)
-    return make_error(label + ": checksum mismatch (payload corrupted)");
+    return make_error(label() + ": checksum mismatch (payload corrupted)");
   return {};
 }
 
@@ -76,19 +76,19 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
 
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto& h = chunks[i].header;
-    const std::string label = chunk_label(i, h);
+    auto label = [&] { return chunk_label(i, h); };
     if (h.kind == layer_kind::linear) {
       if (h.token_begin != 0 || h.token_end != length)
-        return make_error(label + ": linear state at length " + std::to_string(h.token_end) +
+        return make_error(label() + ": linear state at length " + std::to_string(h.token_end) +
                           " but " + std::to_string(length) +
                           " is required (state is reusable only at the exact length saved)");
       if (out.state[h.layer])
-        return make_error(label + ": duplicate state (first is chunk " +
+        return make_error(label() + ": duplicate state (first is chunk " +
                           std::to_string(*out.state[h.layer]) + ")");
       out.state[h.layer] = i;
     } else if (h.kind == layer_kind::full) {
       if (h.token_end > length)
-        return make_error(label + ": KV range " + range_str(h.token_begin, h.token_end) +
+        return make_error(label() + ": KV range " + range_str(h.token_begin, h.token_end) +
                           " extends past length " + std::to_string(length));
       out.kv[h.layer].push_back(i);
     } else {
@@ -96,7 +96,7 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
     }
     const uint64_t want = expected_payload(h.layer, h.token_begin, h.token_end);
     if (h.payload_bytes != want)
-      return make_error(label + ": payload length " + std::to_string(h.payload_bytes) +
+      return make_error(label() + ": payload length " + std::to_string(h.payload_bytes) +
                         " but " + std::to_string(want) + " expected for " +
                         range_str(h.token_begin, h.token_end));
   }

@@ -90,22 +90,23 @@ std::vector<std::byte> serialize(const kv_chunk& chunk) {
 }
 
 result<chunk_header> parse_header(std::span<const std::byte> bytes, size_t index) {
-  const std::string where = "kv chunk " + std::to_string(index);
+  // Labels are built only for an error: this runs for every chunk received.
+  auto where = [index] { return "kv chunk " + std::to_string(index); };
   if (bytes.size() < chunk_header::wire_size)
-    return make_error(where + ": truncated header (" + std::to_string(bytes.size()) + " of " +
+    return make_error(where() + ": truncated header (" + std::to_string(bytes.size()) + " of " +
                       std::to_string(chunk_header::wire_size) + " bytes)");
   const std::byte* p = bytes.data();
   if (get<uint32_t>(p, 0) != chunk_header::magic_value)
-    return make_error(where + ": bad magic (not a prfaas kv chunk)");
+    return make_error(where() + ": bad magic (not a prfaas kv chunk)");
   const auto version = get<uint16_t>(p, 4);
   if (version != chunk_header::current_version)
-    return make_error(where + ": unsupported format version " + std::to_string(version) +
+    return make_error(where() + ": unsupported format version " + std::to_string(version) +
                       " (expected " + std::to_string(chunk_header::current_version) + ")");
   if (get<uint64_t>(p, 56) != XXH3_64bits(p, header_checked_bytes))
-    return make_error(where + ": header checksum mismatch (corrupted header)");
+    return make_error(where() + ": header checksum mismatch (corrupted header)");
   const auto kind = get<uint8_t>(p, 6);
   if (kind < 1 || kind > 3 || get<uint8_t>(p, 7) != 0)
-    return make_error(where + ": invalid layer kind " + std::to_string(kind));
+    return make_error(where() + ": invalid layer kind " + std::to_string(kind));
   chunk_header h;
   h.version = version;
   h.kind = static_cast<layer_kind>(kind);
@@ -118,12 +119,12 @@ result<chunk_header> parse_header(std::span<const std::byte> bytes, size_t index
   h.sequence_no = get<uint32_t>(p, 36);
   h.payload_bytes = get<uint64_t>(p, 40);
   h.payload_xxh3 = get<uint64_t>(p, 48);
-  const std::string label = chunk_label(index, h);
+  auto label = [&] { return chunk_label(index, h); };
   if (h.token_begin > h.token_end || h.token_end > h.total_tokens)
-    return make_error(label + ": invalid token range [" + std::to_string(h.token_begin) + ", " +
+    return make_error(label() + ": invalid token range [" + std::to_string(h.token_begin) + ", " +
                       std::to_string(h.token_end) + ") of " + std::to_string(h.total_tokens));
   if (h.kind != layer_kind::meta && h.layer >= h.n_layers)
-    return make_error(label + ": layer index out of range (model has " +
+    return make_error(label() + ": layer index out of range (model has " +
                       std::to_string(h.n_layers) + " layers)");
   return h;
 }
@@ -135,14 +136,14 @@ result<kv_chunk> parse_one(std::span<const std::byte> bytes, size_t index, size_
   auto h = parse_header(bytes, index);
   if (!h)
     return h.err();
-  const std::string label = chunk_label(index, *h);
+  auto label = [&] { return chunk_label(index, *h); };
   const size_t available = bytes.size() - chunk_header::wire_size;
   if (h->payload_bytes > available)
-    return make_error(label + ": truncated payload (" + std::to_string(available) + " of " +
+    return make_error(label() + ": truncated payload (" + std::to_string(available) + " of " +
                       std::to_string(h->payload_bytes) + " bytes)");
   auto payload = bytes.subspan(chunk_header::wire_size, static_cast<size_t>(h->payload_bytes));
   if (checksum(payload) != h->payload_xxh3)
-    return make_error(label + ": checksum mismatch (payload corrupted)");
+    return make_error(label() + ": checksum mismatch (payload corrupted)");
   consumed = chunk_header::wire_size + payload.size();
   return kv_chunk{*h, std::vector<std::byte>(payload.begin(), payload.end())};
 }
@@ -158,8 +159,7 @@ result<kv_chunk> parse_chunk(std::span<const std::byte> bytes, size_t index) {
   return c;
 }
 
-result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes) {
-  std::vector<kv_chunk> out;
+result<void> parse_stream_into(std::span<const std::byte> bytes, std::vector<kv_chunk>& out) {
   size_t off = 0;
   while (off < bytes.size()) {
     size_t consumed = 0;
@@ -169,6 +169,13 @@ result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes) {
     out.push_back(std::move(c).value());
     off += consumed;
   }
+  return {};
+}
+
+result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes) {
+  std::vector<kv_chunk> out;
+  if (auto r = parse_stream_into(bytes, out); !r)
+    return r.err();
   return out;
 }
 

@@ -10,16 +10,36 @@ namespace prfaas::engine {
 
 /// A sequence is its record plus a running digest of its tokens; all bytes are
 /// regenerated from (seed, layer, digest) on demand, so nothing big is stored.
+/// Without synthesized content no byte is derived from a digest but the last one
+/// (which samples the next token): then only that one is kept.
 struct profile_engine::sequence : sequence_base {
-  std::vector<uint64_t> digest; ///< digest[i] covers tokens [0, i]
+  explicit sequence(bool keep_all) : keep_all(keep_all) {}
 
+  bool keep_all;
+  std::vector<uint64_t> digest; ///< digest[i] covers tokens [0, i] (when keep_all)
+  uint64_t last = 0;            ///< covers every token appended
+  size_t count = 0;             ///< tokens appended
+
+  static uint64_t empty_digest(uint64_t seed) { return mix64(seed ^ 0x656d707479ULL); }
   uint64_t digest_at(uint32_t len, uint64_t seed) const { // covers tokens [0, len)
-    return len == 0 ? mix64(seed ^ 0x656d707479ULL) : digest[len - 1];
+    if (len == 0)
+      return empty_digest(seed);
+    if (!keep_all && len != count)
+      throw std::logic_error("profile engine: digest at " + std::to_string(len) + " of " +
+                             std::to_string(count) + " tokens was not kept");
+    return keep_all ? digest[len - 1] : last;
   }
   void append(token t, uint64_t seed) {
-    const uint64_t prev = digest.empty() ? mix64(seed ^ 0x656d707479ULL) : digest.back();
-    digest.push_back(mix64(prev ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1) *
-                                      0x9e3779b97f4a7c15ULL));
+    const uint64_t prev = count == 0 ? empty_digest(seed) : last;
+    last = mix64(prev ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1) *
+                           0x9e3779b97f4a7c15ULL);
+    ++count;
+    if (keep_all)
+      digest.push_back(last);
+  }
+  void reserve(size_t n) {
+    if (keep_all)
+      digest.reserve(n);
   }
 };
 
@@ -135,7 +155,7 @@ kv_chunk profile_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, 
   for (uint32_t t = begin; t < end; ++t) {
     const uint64_t next = cumulative(t + 1);
     const uint64_t len = std::min(next - cum, payload.size() - off);
-    fill(payload.data() + off, len, mix64(s.digest[t] ^ (uint64_t{layer} << 32)));
+    fill(payload.data() + off, len, mix64(s.digest_at(t + 1, config_.seed) ^ (uint64_t{layer} << 32)));
     off += len;
     cum = next;
   }
@@ -191,7 +211,9 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
     return ok.err();
   if (auto ok = check_reuse(req, who); !ok)
     return ok.err();
-  auto s = std::make_unique<sequence>();
+  auto s = std::make_unique<sequence>(config_.synthesize_content);
+  s->rec.tokens.reserve(req.prompt.size());
+  s->reserve(req.prompt.size());
   for (token t : req.prompt) {
     s->rec.tokens.push_back(t);
     s->append(t, config_.seed);
@@ -211,7 +233,7 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
       sink(info_.layers[l] == layer_kind::full ? kv_chunk_of(*s, l, r, n)
                                                : state_chunk_of(*s, l, n));
   }
-  const uint64_t draw = mix64(s->digest.back() ^ mix64(req.sampling.seed + req.sampling.first_index));
+  const uint64_t draw = mix64(s->last ^ mix64(req.sampling.seed + req.sampling.first_index));
   s->rec.pending = static_cast<token>(draw % vocab);
   s->rec.sampled = req.sampling.first_index + 1;
   prefill_result out;
@@ -238,7 +260,7 @@ result<std::vector<token>> profile_engine::decode_step(std::span<const seq_id> b
     auto& s = static_cast<sequence&>(*seqs_.at(id));
     s.rec.tokens.push_back(s.rec.pending);
     s.append(s.rec.pending, config_.seed);
-    const uint64_t draw = mix64(s.digest.back() ^ mix64(s.rec.sampling.seed + s.rec.sampled));
+    const uint64_t draw = mix64(s.last ^ mix64(s.rec.sampling.seed + s.rec.sampled));
     s.rec.pending = static_cast<token>(draw % vocab);
     ++s.rec.sampled;
     out.push_back(s.rec.pending);
@@ -250,8 +272,9 @@ result<void> profile_engine::import_sequence(seq_id id, std::span<const kv_chunk
   auto rec = check_import(id, chunks);
   if (!rec)
     return rec.err();
-  auto s = std::make_unique<sequence>();
+  auto s = std::make_unique<sequence>(config_.synthesize_content);
   s->rec = std::move(rec).value();
+  s->reserve(s->rec.tokens.size());
   for (token t : s->rec.tokens)
     s->append(t, config_.seed);
   if (auto v = verify(*s, chunks, "import " + seq_str(id)); !v)

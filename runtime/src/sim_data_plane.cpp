@@ -32,32 +32,6 @@ constexpr double drained_eps = 0.5;
 
 } // namespace
 
-struct sim_data_fabric::flow {
-  std::string src, dst, sink, meta;
-  uint64_t id = 0;
-  data_plane::done_handler done;
-  std::vector<bulk_ptr> chunks;
-  uint64_t payload = 0; ///< bytes as pushed (unscaled), for transfer_stats
-  double pushed = 0;    ///< wire bytes pushed
-  double sent = 0;      ///< wire bytes through the link
-  double rate = 0;      ///< wire bytes/s now
-  bool finished = false;
-  bool ended = false;   ///< `done` called (or about to be)
-  link* on = nullptr;   ///< while on a link
-  transfer_stats stats;
-};
-
-struct sim_data_fabric::link {
-  std::string from, to; ///< clusters
-  bool shared = true;   ///< false: every transfer gets the full rate (intra-cluster)
-  double capacity_bps = 0;
-  double loss = 0;
-  std::vector<std::shared_ptr<flow>> flows;
-  time_point updated{};
-  uint64_t gen = 0;
-  double delivered = 0;
-};
-
 /// One node's face of the fabric: the data_plane interface. Inside an engine job that
 /// runs ahead of virtual time (sim_time.hpp) every call happens later, at the job's
 /// instant: the current deferral is asked first, before arguments are moved.
@@ -183,6 +157,35 @@ private:
   bool stopped_ = false;
 };
 
+struct sim_data_fabric::flow {
+  std::string src, dst, sink, meta;
+  uint64_t id = 0;
+  data_plane::done_handler done;
+  std::vector<bulk_ptr> chunks;
+  uint64_t payload = 0; ///< bytes as pushed (unscaled), for transfer_stats
+  double pushed = 0;    ///< wire bytes pushed
+  double sent = 0;      ///< wire bytes through the link
+  double rate = 0;      ///< wire bytes/s now
+  bool finished = false;
+  bool ended = false;   ///< `done` called (or about to be)
+  link* on = nullptr;   ///< while on a link
+  sim_data_plane* to = nullptr; ///< the receiver's plane while one is attached
+  sim_data_plane::peer_stats* out = nullptr; ///< the sender's statistics toward dst
+  transfer_stats stats;
+};
+
+struct sim_data_fabric::link {
+  std::string from, to; ///< clusters
+  bool shared = true;   ///< false: every transfer gets the full rate (intra-cluster)
+  double capacity_bps = 0;
+  double loss = 0;
+  std::vector<std::shared_ptr<flow>> flows;
+  time_point updated{};
+  uint64_t gen = 0;
+  double delivered = 0;
+  uint64_t messages = 0;
+};
+
 sim_data_fabric::sim_data_fabric(caf::actor_system& sys, sim_network* net)
   : sys_(sys), net_(net), timer_(std::make_unique<sim_timer>(sys)) {
 }
@@ -252,13 +255,20 @@ data_plane_ptr sim_data_fabric::attach(data_plane_config cfg, metrics&, logger_p
   auto name = cfg.node;
   auto p = std::make_shared<sim_data_plane>(shared_from_this(), std::move(cfg), std::move(log));
   planes_[name] = p.get();
+  for (auto& [key, f] : flows_)
+    if (f->dst == name)
+      f->to = p.get();
   return p;
 }
 
 void sim_data_fabric::detach(sim_data_plane* p) {
   auto it = planes_.find(p->node());
-  if (it != planes_.end() && it->second == p)
+  if (it != planes_.end() && it->second == p) {
     planes_.erase(it);
+    for (auto& [key, f] : flows_)
+      if (f->to == p)
+        f->to = nullptr;
+  }
   std::vector<std::shared_ptr<flow>> mine;
   for (auto& [key, f] : flows_)
     if (f->src == p->node())
@@ -277,6 +287,7 @@ sim_link_totals sim_data_fabric::totals(const std::string& from, const std::stri
   const double dt = seconds(timer_->now() - l.updated);
   t.bytes_delivered = l.delivered;
   t.capacity_bps = l.capacity_bps;
+  t.messages = l.messages;
   for (auto& f : l.flows) {
     double sent = dt > 0 ? std::min(f->pushed, f->sent + f->rate * dt) : f->sent;
     t.bytes_delivered += sent - f->sent;
@@ -324,7 +335,9 @@ void sim_data_fabric::open(sim_data_plane* src, uint64_t id, const std::string& 
   f->id = id;
   f->done = std::move(done);
   f->stats.opened = timer_->now();
-  src->stats(peer); // the peer shows up in links() from its first transfer
+  f->out = &src->stats(peer); // the peer shows up in links() from its first transfer
+  if (auto p = planes_.find(peer); p != planes_.end())
+    f->to = p->second;
   auto [it, fresh] = flows_.emplace(std::pair{f->src, id}, f);
   if (!fresh) {
     transfer_outcome out{.id = id, .ok = false, .error = "transfer id " + std::to_string(id) +
@@ -364,6 +377,7 @@ void sim_data_fabric::push(const std::string& src, uint64_t id, std::vector<std:
   f.payload += chunk.size();
   f.pushed += wire_size_ ? wire_size_(chunk) : static_cast<double>(chunk.size());
   ++f.stats.chunks;
+  ++l.messages;
   f.chunks.push_back(std::make_shared<vector_bulk>(std::move(chunk)));
   reschedule(l);
 }
@@ -402,12 +416,9 @@ void sim_data_fabric::advance(link& l) {
     const double moved = std::min(f->pushed - f->sent, f->rate * dt);
     f->sent += moved;
     l.delivered += moved;
-    if (auto p = planes_.find(f->src); p != planes_.end()) {
-      auto& st = p->second->stats(f->dst);
-      st.sent += moved;
-      if (l.loss > 0) // re-sends of what the link lost: extra bytes, same goodput
-        st.retransmitted += moved * l.loss / (1 - l.loss);
-    }
+    f->out->sent += moved;
+    if (l.loss > 0) // re-sends of what the link lost: extra bytes, same goodput
+      f->out->retransmitted += moved * l.loss / (1 - l.loss);
   }
 }
 
@@ -416,8 +427,7 @@ void sim_data_fabric::reschedule(link& l) {
   std::vector<flow*> active;
   for (auto& f : l.flows) {
     f->rate = 0;
-    if (f->pushed - f->sent > drained_eps && net_->reachable(f->src, f->dst) &&
-        planes_.count(f->dst))
+    if (f->pushed - f->sent > drained_eps && f->to && net_->reachable(f->src, f->dst))
       active.push_back(f.get());
   }
   if (active.empty())

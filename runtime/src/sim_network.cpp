@@ -101,6 +101,7 @@ void sim_network::block(const std::string& from, const std::string& to) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     blocked_.emplace(from, to);
+    all_reachable_.store(blocked_.empty() && isolated_.empty(), std::memory_order_release);
   }
   changed();
 }
@@ -109,6 +110,7 @@ void sim_network::unblock(const std::string& from, const std::string& to) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     blocked_.erase({from, to});
+    all_reachable_.store(blocked_.empty() && isolated_.empty(), std::memory_order_release);
   }
   changed();
 }
@@ -127,6 +129,7 @@ void sim_network::isolate(const std::string& node) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     isolated_.insert(node);
+    all_reachable_.store(blocked_.empty() && isolated_.empty(), std::memory_order_release);
   }
   changed();
 }
@@ -135,6 +138,7 @@ void sim_network::rejoin(const std::string& node) {
   {
     std::lock_guard<std::mutex> guard{mtx_};
     isolated_.erase(node);
+    all_reachable_.store(blocked_.empty() && isolated_.empty(), std::memory_order_release);
   }
   changed();
 }
@@ -146,6 +150,8 @@ std::chrono::nanoseconds sim_network::latency(const std::string& a, const std::s
 }
 
 bool sim_network::reachable(const std::string& from, const std::string& to) const {
+  if (all_reachable_.load(std::memory_order_acquire))
+    return true;
   std::lock_guard<std::mutex> guard{mtx_};
   return !blocked_.count({from, to}) && !isolated_.count(from) && !isolated_.count(to);
 }

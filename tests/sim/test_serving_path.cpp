@@ -225,3 +225,56 @@ TEST_CASE("a link that collapses mid-transfer times the transfer out and the gat
   CHECK(u->finished->prfaas["prefill_node"] == "d0");
   CHECK(u->tokens == reference_tokens(prompt, 8));
 }
+
+TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens and bytes in fewer messages") {
+  struct outcome {
+    std::vector<sv::token> tokens;
+    double bytes = 0, ttft_s = 0;
+    uint64_t messages = 0;
+  };
+  const uint32_t n = 20000, max_tokens = 16;
+  const auto prompt = prompt_of(n, 5);
+  auto run = [&](const std::string& deployment) {
+    sim_fixture f{deployment};
+    f.start("p0");
+    f.start("d0");
+    f.advance(2s);
+    auto c = submit(f, "grouped", prompt, max_tokens);
+    f.advance(30s);
+    REQUIRE(c->ended);
+    auto u = c->a->channel->next(0ms);
+    REQUIRE(u);
+    REQUIRE_FALSE(u->error);
+    REQUIRE(u->finished);
+    CHECK(u->finished->prfaas["route"] == "prfaas");
+    auto t = f.net().data_fabric()->totals("prfaas", "pd");
+    CHECK(t.open == 0);
+    return outcome{u->tokens, t.bytes_delivered, u->finished->prfaas["ttft_ms"].get<double>() / 1e3,
+                   t.messages};
+  };
+  auto grouped_yaml = yaml;
+  const std::string pf = "name: pf, cache_blocks: 0,";
+  grouped_yaml.replace(grouped_yaml.find(pf), pf.size(), pf + " layers_per_push: 8,");
+  const auto one = run(yaml);
+  const auto grouped = run(grouped_yaml);
+
+  CHECK(one.tokens == reference_tokens(prompt, max_tokens));
+  CHECK(grouped.tokens == one.tokens);
+  CHECK(grouped.bytes == Approx(one.bytes).epsilon(1e-9));
+  // 64 layers and the sequence record, then the transfer's TransferMeta: 66 messages
+  // layer by layer; 8 groups of 8 layers, the record, the TransferMeta: 10.
+  CHECK(one.messages == 66);
+  CHECK(grouped.messages == 10);
+  // Larger messages leave the link less of the prefill to hide behind.
+  CHECK(grouped.ttft_s >= one.ttft_s);
+  CHECK(one.ttft_s >= h200_prefill_s(n));
+
+  grouped_yaml.replace(grouped_yaml.find("layers_per_push: 8"), 18, "layers_per_push: 0");
+  try {
+    sim_fixture bad{grouped_yaml};
+    FAIL("layers_per_push: 0 was accepted");
+  } catch (const prfaas::config_error& e) {
+    CHECK(e.path() == "nodes[0].actors[0].layers_per_push");
+    CHECK_THAT(e.reason(), Catch::Contains("between 1 and 4096"));
+  }
+}

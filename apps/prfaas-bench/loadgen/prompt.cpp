@@ -19,10 +19,12 @@ uint64_t splitmix64(uint64_t& state) {
 
 void append_random(std::string& out, uint64_t seed, size_t length) {
   uint64_t state = seed;
+  size_t at = out.size();
+  out.resize(at + length); // written in place: this makes every simulated prompt
   while (length > 0) {
     uint64_t word = splitmix64(state);
     for (int i = 0; i < 10 && length > 0; ++i, --length, word >>= 6)
-      out.push_back(alphabet[word & 63]);
+      out[at++] = alphabet[word & 63];
   }
 }
 

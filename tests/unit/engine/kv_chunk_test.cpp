@@ -124,3 +124,28 @@ TEST_CASE("kv chunk header rejects invalid ranges and kinds") {
   c.header.kind = static_cast<layer_kind>(9);
   CHECK(contains(parse_chunk(serialize(c)).message(), "invalid layer kind 9"));
 }
+
+TEST_CASE("kv chunk streams parsed one message after another number their chunks as one transfer") {
+  // A transfer of several messages, each one chunk or several (layers_per_push).
+  std::vector<kv_chunk> first = {sample_chunk(10), sample_chunk(20)};
+  std::vector<kv_chunk> second = {sample_chunk(30)};
+  auto a = to_wire(first);
+  auto b = to_wire(second);
+  std::vector<kv_chunk> out;
+  REQUIRE(parse_stream_into(a, out).ok());
+  REQUIRE(parse_stream_into(b, out).ok());
+  REQUIRE(out.size() == 3);
+  CHECK(out[0].payload == first[0].payload);
+  CHECK(out[2].payload == second[0].payload);
+  // An error in the second message names the chunk by its place in the transfer.
+  b[b.size() - 1] ^= std::byte{1};
+  out.resize(2);
+  auto bad = parse_stream_into(b, out);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(contains(bad.message(), "kv chunk 2 (layer 3): checksum mismatch"));
+  // A message cut inside its second chunk is refused, not half taken silently.
+  out.clear();
+  auto cut = parse_stream_into(std::span(a.data(), a.size() - 5), out);
+  REQUIRE_FALSE(cut.ok());
+  CHECK(contains(cut.message(), "kv chunk 1 (layer 3): truncated payload"));
+}

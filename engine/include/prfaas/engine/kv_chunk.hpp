@@ -63,6 +63,9 @@ result<kv_chunk> parse_chunk(std::span<const std::byte> bytes, size_t index = 0)
 
 /// Parse a concatenation of serialized chunks.
 result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes);
+/// Parse a concatenation of serialized chunks onto the end of `out`; errors number
+/// the chunks from out.size() on, so a transfer of several messages reads as one.
+result<void> parse_stream_into(std::span<const std::byte> bytes, std::vector<kv_chunk>& out);
 
 /// "kv chunk 3 (layer 2)" — the prefix used by every chunk error message.
 std::string chunk_label(size_t index, const chunk_header& header);

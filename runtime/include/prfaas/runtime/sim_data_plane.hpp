@@ -47,6 +47,7 @@ struct sim_link_totals {
   double backlog_bytes = 0;   ///< pushed, not yet sent
   uint32_t active = 0;        ///< transfers with bytes waiting
   uint32_t open = 0;          ///< transfers not yet complete
+  uint64_t messages = 0;      ///< data-plane messages (pushes) taken onto the link
 };
 
 class sim_data_fabric : public std::enable_shared_from_this<sim_data_fabric> {

@@ -7,6 +7,7 @@
 // simulated data plane (sim_data_plane.hpp), which shares this network's latency and
 // reachability and is reached through data_fabric().
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -72,6 +73,9 @@ private:
   std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> latency_;
   std::set<std::pair<std::string, std::string>> blocked_;
   std::set<std::string> isolated_;
+  /// Nothing blocked and nobody isolated (the common case): reachable() answers
+  /// without the lock or the string lookups, which the data plane asks per transfer.
+  std::atomic<bool> all_reachable_{true};
   uint64_t delivered_ = 0;
   uint64_t dropped_ = 0;
   std::vector<std::function<void()>> listeners_;
