@@ -16,6 +16,7 @@
 //  * an order whose deadline passed while it queued is answered request_timeout
 //    without computing.
 
+#include <atomic>
 #include <deque>
 #include <span>
 
@@ -432,6 +433,27 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   update_gauges(self);
 }
 
+/// A new epoch for this worker's reports: above any of an earlier life of the worker
+/// (the directory replaces what it had from a worker when the epoch rises). Wall-clock
+/// nanoseconds live; in a simulation the virtual clock, so that nothing in a run reads
+/// the wall clock. A restart at the same instant (virtual time stands still while a
+/// supervisor restarts an actor) still gets a higher epoch: epochs given out in this
+/// process only rise.
+uint64_t epoch_now(self_ptr self) {
+  static std::atomic<uint64_t> last{0};
+  const auto since = virtual_time(self->system())
+                       ? self->clock().now().time_since_epoch()
+                       : std::chrono::system_clock::now().time_since_epoch();
+  const auto now =
+    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(since).count());
+  uint64_t prev = last.load();
+  uint64_t next;
+  do
+    next = std::max(prev + 1, now);
+  while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
                              address directory_addr, duration pull_timeout,
@@ -448,9 +470,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
       [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); });
   }
   s.directory = directory_addr;
-  s.epoch = static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count());
+  s.epoch = epoch_now(self);
   s.inbox = std::make_shared<actor_inbox>(self);
   s.runner = std::make_unique<engine_runner>(
     ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "pf." + name);
@@ -520,8 +540,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
       if (directory::Reannounce ra; parse_remote(msg, ra)) {
         // Everything the cache holds, at a new epoch (it replaces what the directory
         // had from us). Read on the engine thread, answered from here.
-        s.epoch = std::max(s.epoch + 1, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch()).count()));
+        s.epoch = std::max(s.epoch + 1, epoch_now(self));
         auto rp = self->make_response_promise<remote_message>();
         directory::BlocksStored all;
         all.set_node(ctx->node());
