@@ -285,3 +285,45 @@ TEST_CASE("a crashed node's entries are gone") {
   CHECK(node_blocks(m, "p0") == 4);
   CHECK(m.nodes_size() == 2);
 }
+
+TEST_CASE("a real prefill worker's epochs come from the virtual clock and rise across a restart at the same instant") {
+  // The directory replaces a worker's entries when its epoch rises: a worker restarted
+  // by its supervisor, which in virtual time happens at the instant of the crash, must
+  // still report a higher epoch than its previous life.
+  sim_fixture f{R"(
+deployment: epochs
+failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+model: { engine: reference, block_tokens: 16 }
+nodes:
+  - name: p0
+    control: "tcp://127.0.0.1:7100"
+    data: "tcp://127.0.0.1:7200"
+    actors:
+      - { type: prefill_worker, name: pf, cache_blocks: 8 }
+)"};
+  f.start("p0");
+  f.advance(2s);
+  auto epoch = [&] {
+    auto out = f.request("p0", prfaas::make_remote({"p0", "client"}, {"p0", "pf"}, dir::Reannounce{}), 1s);
+    f.run();
+    REQUIRE(out->done);
+    REQUIRE(out->reply);
+    dir::BlocksStored all;
+    REQUIRE(prfaas::parse_remote(*out->reply, all));
+    CHECK(all.node() == "p0");
+    return all.epoch();
+  };
+  const auto first = epoch();
+  CHECK(first > 0);
+  CHECK(first < 3'000'000'000ull); // nanoseconds of virtual time (2 s in), not of the wall clock
+  const auto again = epoch();
+  CHECK(again > first);
+  auto old = f.at("p0").context().msgr().lookup("pf");
+  const auto instant = f.now();
+  caf::anon_send_exit(old, caf::exit_reason::kill);
+  f.run(); // the supervisor restarts it; virtual time stands still
+  REQUIRE(f.at("p0").context().msgr().lookup("pf") != old);
+  REQUIRE(f.now() == instant);
+  CHECK(epoch() > again);
+}
