@@ -79,6 +79,19 @@ std::shared_ptr<client_request> submit(sim_fixture& f, const std::string& id,
   return c;
 }
 
+/// Waits `wait` of virtual time; the request must have ended, without an error, with
+/// its final update (tokens and summary).
+sv::stream_update finished_update(sim_fixture& f, const client_request& c,
+                                  std::chrono::nanoseconds wait) {
+  f.advance(wait);
+  REQUIRE(c.ended);
+  auto u = c.a->channel->next(0ms);
+  REQUIRE(u);
+  REQUIRE_FALSE(u->error);
+  REQUIRE(u->finished);
+  return *u;
+}
+
 std::vector<sv::token> prompt_of(uint32_t n, uint32_t salt) {
   std::vector<sv::token> p(n);
   for (uint32_t i = 0; i < n; ++i)
@@ -128,17 +141,12 @@ TEST_CASE("a long prompt is prefilled on the PrfaaS cluster and decoded in the P
   auto prompt = prompt_of(n, 1);
   const auto t0 = f.now();
   auto c = submit(f, "long-1", prompt, max_tokens);
-  f.advance(30s);
-  REQUIRE(c->ended);
-  auto u = c->a->channel->next(0ms);
-  REQUIRE(u);
-  REQUIRE_FALSE(u->error);
-  REQUIRE(u->finished);
-  const auto& s = *u->finished;
+  const auto u = finished_update(f, *c, 30s);
+  const auto& s = *u.finished;
   CHECK(s.prfaas["route"] == "prfaas");
   CHECK(s.prfaas["prefill_node"] == "p0");
   CHECK(s.completion_tokens == max_tokens);
-  CHECK(u->tokens == reference_tokens(prompt, max_tokens));
+  CHECK(u.tokens == reference_tokens(prompt, max_tokens));
 
   // TTFT: the H200 prefill plus what the link could not hide (the last layer's chunk
   // and the meta) plus a few 1 ms control-plane hops — all virtual, so exact.
@@ -240,16 +248,11 @@ TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens
     f.start("d0");
     f.advance(2s);
     auto c = submit(f, "grouped", prompt, max_tokens);
-    f.advance(30s);
-    REQUIRE(c->ended);
-    auto u = c->a->channel->next(0ms);
-    REQUIRE(u);
-    REQUIRE_FALSE(u->error);
-    REQUIRE(u->finished);
-    CHECK(u->finished->prfaas["route"] == "prfaas");
+    const auto u = finished_update(f, *c, 30s);
+    CHECK(u.finished->prfaas["route"] == "prfaas");
     auto t = f.net().data_fabric()->totals("prfaas", "pd");
     CHECK(t.open == 0);
-    return outcome{u->tokens, t.bytes_delivered, u->finished->prfaas["ttft_ms"].get<double>() / 1e3,
+    return outcome{u.tokens, t.bytes_delivered, u.finished->prfaas["ttft_ms"].get<double>() / 1e3,
                    t.messages};
   };
   auto grouped_yaml = yaml;
