@@ -209,8 +209,10 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
                             engine_ns, cache = self->state.cache,
                             cache_events = self->state.cache_events,
-                            group = self->state.layers_per_push](engine::engine& e) mutable {
-    // Chunks go out `group` at a time, concatenated (the receiver parses a stream).
+                            group = self->state.layers_per_push,
+                            cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
+    // Chunks go out `group` at a time, concatenated (the receiver parses a stream); a
+    // message never grows past the data plane's max_chunk_bytes for that, though.
     std::vector<std::byte> out;
     uint32_t held = 0;
     auto flush = [&] {
@@ -221,6 +223,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       held = 0;
     };
     auto send = [&](const engine::kv_chunk& c) {
+      if (out.size() + engine::chunk_header::wire_size + c.payload.size() > cap)
+        flush();
       engine::serialize_append(c, out);
       if (++held >= group)
         flush();
@@ -618,8 +622,9 @@ void register_types(actor_registry& r) {
                     {"directory", param_kind::string, "\"\"",
                      "KV directory (node/actor or a local name) told what the cache holds"},
                     {"layers_per_push", param_kind::integer, "1",
-                     "layers whose KV chunks travel together in one data-plane message (1 = "
-                     "layer by layer; larger = fewer messages, later first bytes)"}},
+                     "layers whose KV chunks travel together in one data-plane message, up to "
+                     "data_plane.max_chunk_bytes (1 = layer by layer; larger = fewer messages, "
+                     "later first bytes)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            return ctx.system().spawn(prefill_worker, &ctx, name, model,

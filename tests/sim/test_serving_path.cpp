@@ -260,6 +260,11 @@ TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens
   grouped_yaml.replace(grouped_yaml.find(pf), pf.size(), pf + " layers_per_push: 8,");
   const auto one = run(yaml);
   const auto grouped = run(grouped_yaml);
+  // A message never grows past the data plane's max_chunk_bytes to fill its group:
+  // below any chunk's size, every chunk goes alone again.
+  auto capped_yaml = grouped_yaml;
+  capped_yaml.replace(capped_yaml.find("model:"), 6, "data_plane: { max_chunk_bytes: 1 }\nmodel:");
+  const auto capped = run(capped_yaml);
 
   CHECK(one.tokens == reference_tokens(prompt, max_tokens));
   CHECK(grouped.tokens == one.tokens);
@@ -268,6 +273,8 @@ TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens
   // layer by layer; 8 groups of 8 layers, the record, the TransferMeta: 10.
   CHECK(one.messages == 66);
   CHECK(grouped.messages == 10);
+  CHECK(capped.messages == 66);
+  CHECK(capped.tokens == one.tokens);
   // Larger messages leave the link less of the prefill to hide behind.
   CHECK(grouped.ttft_s >= one.ttft_s);
   CHECK(one.ttft_s >= h200_prefill_s(n));
