@@ -232,6 +232,15 @@ private:
       if (!spec)
         return;
       if (closed_) {
+        if (started_ < capacity_ && ctx_.o.ramp_up_s > 0) { // stream `started_` starts later
+          const auto at = ctx_.t0 + std::chrono::duration_cast<clock_type::duration>(
+                                      std::chrono::duration<double>(ctx_.o.ramp_up_s * started_ /
+                                                                    capacity_));
+          while (!interrupted && clock_type::now() < at)
+            std::this_thread::sleep_until(
+                std::min(at, clock_type::now() + std::chrono::milliseconds(100)));
+        }
+        ++started_;
         std::unique_lock lock{mu_};
         // Bounded waits so ^C and --duration are noticed while every stream is busy.
         while (busy_ >= capacity_ && !interrupted)
@@ -331,6 +340,7 @@ private:
   lg::request_source& source_;
   bool closed_;
   size_t capacity_;
+  size_t started_ = 0; ///< closed: requests handed to streams so far (dispatcher only)
   std::mutex mu_;
   std::condition_variable work_cv_, slot_cv_;
   std::deque<lg::request_spec> queue_;      ///< guarded by mu_
@@ -396,6 +406,7 @@ json config_json(const serve_options& o, const std::string& model) {
             {"timeout_s", o.timeout_s}};
   if (o.arrival == "closed") {
     c["concurrency"] = o.concurrency;
+    c["ramp_up_s"] = o.ramp_up_s;
   } else if (o.workload != "trace") {
     c["rate"] = o.rate;
     if (o.arrival == "bursty")
@@ -468,6 +479,10 @@ void add_serve_options(CLI::App& s, serve_options& o) {
       ->expected(2)
       ->delimiter(',');
   s.add_option("--concurrency", o.concurrency, "closed: number of streams")->capture_default_str();
+  s.add_option("--ramp-up", o.ramp_up_s,
+               "closed: seconds over which the streams start, evenly spaced (0 = all at once)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   s.add_option("--requests,--limit", o.requests,
                "number of requests (default: 100 synthetic, the whole trace)");
   s.add_option("--duration", o.duration_s, "stop issuing after this many seconds");
@@ -503,6 +518,8 @@ int run_serve_bench(const serve_options& o) {
       throw std::invalid_argument("--timeout must be > 0");
     if (o.arrival == "closed" && o.concurrency == 0)
       throw std::invalid_argument("--concurrency must be >= 1");
+    if (o.ramp_up_s > 0 && o.arrival != "closed")
+      throw std::invalid_argument("--ramp-up applies to --arrival closed only");
     source = make_source(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "prfaas-bench serve: %s\n", e.what());

@@ -38,6 +38,9 @@ struct serve_options {
   double burst_on_s = 10, burst_off_s = 10;
   std::vector<double> mmpp_rates{2.0, 0.5}, mmpp_dwell_s{10, 10};
   size_t concurrency = 1;
+  /// closed: stream k starts at k·ramp_up_s/concurrency, not all at once (identical
+  /// requests started together stay in lock-step and queue behind each other).
+  double ramp_up_s = 0;
   size_t requests = 0; ///< 0: 100 synthetic, the whole trace
   double duration_s = 0;
   uint64_t seed = 1;

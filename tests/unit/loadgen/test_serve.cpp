@@ -3,6 +3,7 @@
 // streamed as SSE or whole; 429 with Retry-After; an error event mid-stream). The real
 // gateway's end-to-end runs are elsewhere; this pins the client to the contract.
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -291,4 +292,30 @@ TEST_CASE("serve: a bad trace line or an unreachable server stops it before any 
   auto down = serve({"--url", "http://127.0.0.1:" + std::to_string(port), "--requests", "1"});
   CHECK(down.code == 1);
   CHECK_THAT(down.output, Contains("/v1/models"));
+}
+
+TEST_CASE("serve: --ramp-up starts the closed loop's streams evenly over its span") {
+  // Four streams over 2 s: the first requests go out at about 0, 0.5, 1 and 1.5 s, not
+  // all at once (identical requests started together stay in lock-step).
+  fake_gateway gw{{.delay = 100ms}};
+  auto r = serve({"--url", gw.url(), "--model", "fake-model", "--workload", "fixed", "--input-len",
+                  "10", "--output-len", "2", "--arrival", "closed", "--concurrency", "4",
+                  "--ramp-up", "2", "--requests", "4", "--per-request"});
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.result["config"]["ramp_up_s"] == 2.0);
+  REQUIRE(r.result["per_request"].size() == 4);
+  std::vector<double> sent;
+  for (auto& x : r.result["per_request"])
+    sent.push_back(x["sent_s"].get<double>());
+  std::sort(sent.begin(), sent.end());
+  for (size_t k = 0; k < sent.size(); ++k) {
+    INFO("stream " << k);
+    CHECK(sent[k] >= 0.5 * k); // never before its start (lateness is the machine's)
+  }
+
+  auto open = serve({"--url", gw.url(), "--model", "fake-model", "--rate", "5", "--ramp-up", "1",
+                     "--requests", "1"});
+  CHECK(open.code == 1);
+  CHECK_THAT(open.output, Contains("--ramp-up applies to --arrival closed only"));
 }
