@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,13 +37,43 @@ struct worker_view {
   uint32_t active = 0;          ///< last reported active work
   uint32_t capacity = 1;        ///< decode: max batch; prefill: max queue
   uint64_t queued_tokens = 0;   ///< prefill: tokens waiting (last report)
-  uint32_t assigned = 0;        ///< routed here since the last report
-  uint64_t assigned_tokens = 0; ///< prefill tokens routed here since the last report
+  uint32_t assigned = 0;        ///< routed here that the last report may not include
+  uint64_t assigned_tokens = 0; ///< prefill tokens of those
   uint64_t reports = 0;         ///< load reports received (a fresh one tells "drained")
   double tokens_per_s = 0;      ///< prefill: the engine's measured pace; 0 = not yet known
 
+  using time_point = std::chrono::steady_clock::time_point;
+  /// A request routed here: when, and its prefill tokens.
+  struct route_booked {
+    time_point at;
+    uint64_t tokens = 0;
+  };
+  /// Routes not yet known to be in a report (oldest first).
+  std::deque<route_booked> booked;
+
   /// Up and taking new work.
   bool routable() const { return up && enabled; }
+
+  /// Counts a request routed here at `now` until a report shows it.
+  void book(time_point now, uint64_t tokens) {
+    booked.push_back({now, tokens});
+    ++assigned;
+    assigned_tokens += tokens;
+  }
+  /// A load report arrived, answering a poll sent at `polled`. The routes booked
+  /// before polled - grace had reached the worker before it answered (the order
+  /// travels from the gateway, the poll from here: grace bounds how much longer the
+  /// order's way can be); the later ones may still be on their way, and stay counted.
+  /// Forgetting them made a just-chosen worker look idle, and the next request queue
+  /// behind it.
+  void settle(time_point polled, std::chrono::nanoseconds grace) {
+    while (!booked.empty() && booked.front().at < polled - grace)
+      booked.pop_front();
+    assigned = static_cast<uint32_t>(booked.size());
+    assigned_tokens = 0;
+    for (auto& b : booked)
+      assigned_tokens += b.tokens;
+  }
 
   /// Estimated pending prefill work in tokens (report + what we sent since).
   uint64_t pending_tokens() const { return queued_tokens + assigned_tokens; }

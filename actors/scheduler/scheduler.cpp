@@ -75,15 +75,15 @@ cluster_view workers_of(const deployment_config& dep, const std::vector<std::str
   return v;
 }
 
-void apply_load(worker_view& w, const WorkerLoad& l) {
+void apply_load(worker_view& w, const WorkerLoad& l, worker_view::time_point polled,
+                std::chrono::nanoseconds grace) {
   w.queue = l.queue_depth();
   w.active = l.active();
   w.capacity = std::max<uint32_t>(1, l.capacity());
   w.queued_tokens = l.queued_tokens();
   if (l.tokens_per_s() > 0)
     w.tokens_per_s = l.tokens_per_s();
-  w.assigned = 0;
-  w.assigned_tokens = 0;
+  w.settle(polled, grace);
   ++w.reports;
 }
 
@@ -125,6 +125,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   if (params.dur("convert_interval") > duration{0})
     self->state.roles.emplace(role_settings(params), self->state.view);
   const auto interval = params.dur("load_interval");
+  const auto grace = params.dur("route_grace");
   const auto me = ctx->local(self_name);
   auto& m = ctx->node_metrics();
   auto* no_route = &m.counter("prfaas_scheduler_no_route_total", "Route queries with no worker to serve them");
@@ -158,14 +159,16 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
                    policy_name, self->state.view.prefill.size(), self->state.view.decode.size());
 
-  auto poll = [self, ctx, me, interval](bool prefill, size_t i) {
+  auto poll = [self, ctx, me, interval, grace](bool prefill, size_t i) {
     auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
+    const auto polled = self->clock().now();
     request_remote(self, *ctx, make_remote(me, list[i].addr, LoadQuery{}), interval * 5)
       .then(
-        [self, prefill, i](remote_message& r) {
+        [self, prefill, i, polled, grace](remote_message& r) {
           WorkerLoad l;
           if (parse_remote(r, l))
-            apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l);
+            apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l,
+                       polled, grace);
         },
         [](caf::error&) {}); // stale load is kept; liveness comes from membership
   };
@@ -201,11 +204,11 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     }
     auto& p = v.prefill[c.prefill];
     auto& d = v.decode[c.decode];
-    p.assigned += 1;
     // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
     // session's prefix must not look busy with its own cache hits).
-    p.assigned_tokens += c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens();
-    d.assigned += 1;
+    const auto now = self->clock().now();
+    p.book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
+    d.book(now, 0);
     ctx->node_metrics()
       .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
       .Increment();
@@ -356,6 +359,9 @@ void register_types(actor_registry& r) {
                     {"threshold", param_kind::integer, "4096",
                      "policy threshold: offload prompts longer than this many uncached tokens"},
                     {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
+                    {"route_grace", param_kind::duration, "20ms",
+                     "a route stays counted against its worker until a load report polled this "
+                     "long after it (the order may still be on its way from the gateway)"},
                     {"scarce_utilisation", param_kind::number, "0.85",
                      "prfaas policy: link utilisation at which bandwidth becomes scarce"},
                     {"abundant_utilisation", param_kind::number, "0.6",

@@ -233,3 +233,29 @@ TEST_CASE("the least-loaded decode worker has the lowest occupancy per capacity"
   v.prefill = {worker("n", "p")};
   CHECK(threshold_policy(100)->decide(prompt(5), v).decode == 1);
 }
+
+TEST_CASE("a route stays booked against its worker until a report polled route_grace after it") {
+  // The order travels from the gateway, the poll from the scheduler: a report answering
+  // a poll sent just after a route may not include the order yet. Forgetting the route
+  // then made the worker look idle, and the next request queued behind it.
+  using namespace std::chrono_literals;
+  auto w = worker("p0", "pf", true);
+  const worker_view::time_point t0{};
+  w.book(t0 + 10ms, 300);
+  w.book(t0 + 40ms, 200);
+  CHECK(w.assigned == 2);
+  CHECK(w.pending_tokens() == 500);
+  w.queued_tokens = 300; // the report's own count (it did see the first order)
+  w.settle(t0 + 45ms, 20ms); // polled 5 ms after the second route: it may be on its way
+  CHECK(w.assigned == 1);
+  CHECK(w.assigned_tokens == 200);
+  CHECK(w.pending_tokens() == 500);
+  w.queued_tokens = 500;
+  w.settle(t0 + 60ms, 20ms); // polled 20 ms after it: the report includes it
+  CHECK(w.assigned == 1);    // (not earlier than polled - grace: still counted)
+  w.settle(t0 + 61ms, 20ms);
+  CHECK(w.assigned == 0);
+  CHECK(w.assigned_tokens == 0);
+  CHECK(w.booked.empty());
+  CHECK(w.pending_tokens() == 500);
+}
