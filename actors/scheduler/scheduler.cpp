@@ -5,7 +5,9 @@
 //    decode_worker; a worker in a prefill-only cluster is a PrfaaS worker);
 //  * liveness, from the node's failure detector (membership events);
 //  * load, polled with serving.LoadQuery every `load_interval`, plus what it routed
-//    since the last answer, so a burst between two polls is still spread.
+//    that the answer may not include yet (routed after the poll, less `route_grace`:
+//    the order may still be on its way from the gateway), so a burst between two
+//    polls is still spread and a just-chosen worker never looks idle.
 //  * link state, from link monitors that list it among their `subscribers`: while a
 //    cross-cluster link is down, nothing is offloaded across it; the PrfaaS side's
 //    utilisation, throughput and backlog drive the prfaas policy's bandwidth mode
