@@ -26,6 +26,11 @@ class block_table {
 public:
   static constexpr uint32_t none = UINT32_MAX;
 
+  struct slot {
+    uint32_t idx = none;
+    uint32_t tag = 0;
+  };
+
   /// The tag of a block id (a 64-bit mix, top half).
   static uint32_t tag_of(uint64_t id) {
     id ^= id >> 33;
@@ -52,6 +57,37 @@ public:
         return s.idx;
     }
   }
+
+  /// A read-only view for tight loops: the slots and sizes copied out, so the
+  /// compiler need not reload them from the table after every store it cannot see
+  /// past. Valid until the table changes.
+  class reader {
+  public:
+    /// Also the line of the slot two on: a probe from a line's last slots runs into
+    /// the next (an address, not a pointer: past the last slot it points nowhere, and
+    /// a prefetch does not fault). Not conditional: GCC 12 drops a prefetch behind a
+    /// branch, or at an index masked to wrap, from such loops altogether.
+    void prefetch(uint32_t tag) const {
+      const auto* home = &slots_[tag >> shift_];
+      __builtin_prefetch(home);
+      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(home) + 2 * sizeof(slot)));
+    }
+    uint32_t candidate(uint32_t tag) const {
+      for (size_t i = tag >> shift_;; i = (i + 1) & mask_) {
+        const auto s = slots_[i];
+        if (s.idx == none || s.tag == tag)
+          return s.idx;
+      }
+    }
+
+  private:
+    friend class block_table;
+    reader(const block_table& t) : slots_(t.slots_.get()), shift_(32 - t.bits_), mask_(t.capacity() - 1) {}
+    const slot* slots_;
+    unsigned shift_;
+    size_t mask_;
+  };
+  reader read() const { return reader(*this); }
 
   /// The node index for `id` (none if absent); `id_of(index)` reads a node's id.
   template <class IdOf>
@@ -86,11 +122,6 @@ public:
   void erase(uint32_t tag, uint32_t idx);
 
 private:
-  struct slot {
-    uint32_t idx = none;
-    uint32_t tag = 0;
-  };
-
   size_t home(uint32_t tag) const { return tag >> (32 - bits_); }
   size_t capacity() const { return size_t{1} << bits_; }
   size_t next(size_t i) const { return (i + 1) & (capacity() - 1); }

@@ -12,11 +12,8 @@ uint8_t bit(tier t) {
 }
 
 /// The fastest tier in a non-empty mask.
-uint8_t fastest(uint8_t mask) {
-  uint8_t t = 0;
-  while (!(mask & (1u << t)))
-    ++t;
-  return t;
+uint8_t fastest(unsigned mask) {
+  return static_cast<uint8_t>(__builtin_ctz(mask));
 }
 
 } // namespace
@@ -226,6 +223,32 @@ void prefix_index::touch(node_idx i) {
   link_back(i);
 }
 
+void prefix_index::touch_in_order(std::span<const node_idx> seq) {
+  for (size_t a = 0; a < seq.size();) {
+    const auto first = seq[a];
+    if (!at(first).listed) { // parked: rejoins alone
+      link_back(first);
+      ++a;
+      continue;
+    }
+    size_t b = a; // seq[a..b] follow each other on the list as they are now
+    while (b + 1 < seq.size() && at(seq[b]).next == seq[b + 1])
+      ++b;
+    const auto last = seq[b];
+    a = b + 1;
+    if (last == tail_)
+      continue;
+    auto& f = at(first);
+    auto& l = at(last);
+    (f.prev == no_node ? head_ : at(f.prev).next) = l.next;
+    at(l.next).prev = f.prev;
+    f.prev = tail_;
+    at(tail_).next = first;
+    l.next = no_node;
+    tail_ = last;
+  }
+}
+
 void prefix_index::enforce_capacity() {
   while (size_ > capacity_ && head_ != no_node) {
     const auto victim = head_;
@@ -399,27 +422,59 @@ size_t prefix_index::drop_node(const std::string& node) {
   return dropped;
 }
 
-void prefix_index::visit(node_idx ni, size_t i) {
+[[gnu::always_inline]] inline prefix_index::ref prefix_index::ref_for(const node& n,
+                                                                    holder_idx h) const {
+  if (n.spilled) {
+    for (auto r : spills_[n.holders.spill])
+      if (holder_of(r) == h)
+        return r;
+    return 0;
+  }
+  for (auto r : n.holders.refs) {
+    if (!r)
+      return 0;
+    if (holder_of(r) == h)
+      return r;
+  }
+  return 0;
+}
+
+[[gnu::always_inline]] inline void prefix_index::visit(const node& n, uint32_t i) {
+  if (i == 0) {
+    for (auto r : refs_of(n))
+      alive_.push_back({holder_of(r), fastest(r & tier_mask)});
+    return;
+  }
+  // Usually one or two holders are alive and the entry has a few: look each one up.
+  const size_t alive = alive_.size();
+  if (alive <= 4 && (alive == 1 || !n.spilled)) {
+    size_t kept = 0;
+    for (size_t k = 0; k < alive; ++k) {
+      auto a = alive_[k];
+      const auto r = ref_for(n, a.h);
+      if (!r) {
+        ended_.push_back({a.h, i, a.slowest});
+        continue;
+      }
+      a.slowest = std::max<uint32_t>(a.slowest, fastest(r & tier_mask));
+      alive_[kept++] = a;
+    }
+    if (kept != alive)
+      alive_.resize(kept);
+    return;
+  }
   const auto stamp = ++step_;
-  const auto refs = refs_of(at(ni));
-  for (auto r : refs) {
+  for (auto r : refs_of(n)) {
     seen_at_[holder_of(r)] = stamp;
     tier_here_[holder_of(r)] = fastest(r & tier_mask);
   }
-  if (i == 0) {
-    for (auto r : refs) {
-      alive_.push_back(holder_of(r));
-      slowest_[holder_of(r)] = tier_here_[holder_of(r)];
-    }
-    return;
-  }
   next_.clear();
-  for (auto h : alive_) {
-    if (seen_at_[h] == stamp) {
-      next_.push_back(h);
-      slowest_[h] = std::max(slowest_[h], tier_here_[h]);
+  for (auto a : alive_) {
+    if (seen_at_[a.h] == stamp) {
+      a.slowest = std::max(a.slowest, tier_here_[a.h]);
+      next_.push_back(a);
     } else {
-      ended_.emplace_back(h, static_cast<uint32_t>(i));
+      ended_.push_back({a.h, i, a.slowest});
     }
   }
   alive_.swap(next_);
@@ -434,48 +489,86 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   // a holder missing block i leaves with a match of i blocks.
   if (seen_at_.size() < holders_.size()) {
     seen_at_.resize(holders_.size());
-    slowest_.resize(holders_.size());
     tier_here_.resize(holders_.size());
   }
+  if (matched_.size() < ids.size())
+    matched_.resize(ids.size());
   alive_.clear();
   ended_.clear();
   // Staged lookups (a chain's walk is a series of dependent steps, its lookups are
-  // not): the table slots of block i + 2·ahead are prefetched, block i + ahead is
-  // probed and its node prefetched, block i is confirmed against its node.
-  constexpr size_t ahead = lookahead;
-  node_idx candidate[ahead];
-  auto probe = [&](size_t k) {
-    const auto c = table_.candidate(block_table::tag_of(ids[k]));
-    if (c != no_node)
-      __builtin_prefetch(&at(c));
-    candidate[k % ahead] = c;
+  // not): the table slots of block i + slot_ahead are prefetched, block i + node_ahead
+  // is probed and its node prefetched, block i is confirmed against its node. The
+  // matched entries are marked used after the walk, in order, a run at a time.
+  // Distances in blocks: a slot's line takes as long to come as ~8 steps of the walk
+  // (prfaas-bench directory: 24/8 did at least as well as 16/8, 32/8, 32/16, 48/16).
+  constexpr size_t slot_ahead = 24, node_ahead = 8, ring = 32;
+  static_assert(node_ahead < slot_ahead && slot_ahead <= ring);
+  const auto table = table_.read();
+  const auto* const pages = pages_.data();
+  auto node_at = [pages](node_idx k) -> const node& {
+    return pages[k >> page_bits][k & ((1u << page_bits) - 1)];
   };
-  for (size_t k = 0; k < std::min(ahead, ids.size()); ++k)
+  const size_t n = ids.size();
+  uint32_t tag[ring];          // of block k at k % ring, from its slot prefetch on
+  node_idx candidate[ring];    // likewise, from its probe on
+  auto stage = [&](size_t k) { // block k: prefetch its slots
+    tag[k % ring] = block_table::tag_of(ids[k]);
+    table.prefetch(tag[k % ring]);
+  };
+  auto probe = [&](size_t k) { // block k: read its slot, prefetch its node
+    const auto c = table.candidate(tag[k % ring]);
+    if (c != no_node)
+      __builtin_prefetch(&node_at(c));
+    candidate[k % ring] = c;
+  };
+  for (size_t k = 0; k < std::min(slot_ahead, n); ++k)
+    stage(k);
+  for (size_t k = 0; k < std::min(node_ahead, n); ++k)
     probe(k);
-  for (size_t k = ahead; k < std::min(2 * ahead, ids.size()); ++k)
-    table_.prefetch(block_table::tag_of(ids[k]));
-  size_t i = 0;
-  for (; i < ids.size(); ++i) {
-    auto ni = candidate[i % ahead];
-    if (ni != no_node && at(ni).id != ids[i])
-      ni = find(ids[i]); // another id with the same tag came first
+  auto step = [&](size_t k) { // block k's entry (no_node: none), the lookups ahead staged
+    auto ni = candidate[k % ring];
+    if (ni != no_node && node_at(ni).id != ids[k])
+      ni = find(ids[k]); // another id with the same tag came first
+    if (ni == no_node)
+      return ni;
+    if (k + slot_ahead < n)
+      stage(k + slot_ahead);
+    if (k + node_ahead < n)
+      probe(k + node_ahead);
+    return ni;
+  };
+  auto* const matched = matched_.data();
+  uint32_t i = 0;
+  for (; i < n && (i == 0 || alive_.size() > 1); ++i) {
+    const auto ni = step(i);
     if (ni == no_node)
       break;
-    if (i + 2 * ahead < ids.size())
-      table_.prefetch(block_table::tag_of(ids[i + 2 * ahead]));
-    if (i + ahead < ids.size())
-      probe(i + ahead);
-    visit(ni, i);
+    visit(node_at(ni), i);
     if (alive_.empty())
       break;
-    touch(ni);
+    matched[i] = ni;
   }
-  for (auto h : alive_)
-    ended_.emplace_back(h, static_cast<uint32_t>(i));
+  if (alive_.size() == 1) { // the usual case from early on: only its ref is looked for
+    auto a = alive_[0];
+    for (; i < n; ++i) {
+      const auto ni = step(i);
+      if (ni == no_node)
+        break;
+      const auto r = ref_for(node_at(ni), a.h);
+      if (!r)
+        break;
+      a.slowest = std::max<uint32_t>(a.slowest, fastest(r & tier_mask));
+      matched[i] = ni;
+    }
+    alive_[0] = a;
+  }
+  touch_in_order({matched, i});
+  for (auto a : alive_)
+    ended_.push_back({a.h, i, a.slowest});
 
-  for (auto& [h, n] : ended_)
-    if (n > 0)
-      out.nodes.push_back({holders_[h].ref, n, static_cast<tier>(slowest_[h])});
+  for (auto& e : ended_)
+    if (e.blocks > 0)
+      out.nodes.push_back({holders_[e.h].ref, e.blocks, static_cast<tier>(e.slowest)});
   std::sort(out.nodes.begin(), out.nodes.end(), [](const node_match& a, const node_match& b) {
     if (a.blocks != b.blocks)
       return a.blocks > b.blocks;

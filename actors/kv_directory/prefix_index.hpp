@@ -173,6 +173,8 @@ private:
   node_idx find(block_id id) const;
   std::span<ref> refs_of(node& n);
   std::span<const ref> refs_of(const node& n) const;
+  /// The ref of `h` on the entry (0: none).
+  ref ref_for(const node& n, holder_idx h) const;
   /// Adds tier bits `mask` for `hi`; true when `hi` was not on the entry before.
   bool add_ref(node& n, holder_idx hi, uint8_t mask);
   /// Clears tier bits `mask` of `hi`; true when that removed `hi` from the entry.
@@ -198,13 +200,22 @@ private:
   void link_back(node_idx i);
   void unlink(node_idx i);
   void touch(node_idx i);
+  /// touch() of each of `seq` in order, moving each run of them that already follows
+  /// itself on the recency list in one splice (a stored chain is such a run).
+  void touch_in_order(std::span<const node_idx> seq);
   void enforce_capacity();
-  /// Hints for block ids[k] coming up: the table slots of ids[k + 2·lookahead] and the
+  /// Hints for store() and evict() (match() stages its own): for block ids[k] coming up,
+  /// the table slots of ids[k + 2·lookahead] and the
   /// node ids[k + lookahead] probably is are prefetched (lookups then hit the cache).
   static constexpr size_t lookahead = 8;
   void prefetch_ahead(std::span<const block_id> ids, size_t k) const;
-  /// One step of match(): entry `ni` is block `i` of the query; narrows alive_.
-  void visit(node_idx ni, size_t i);
+  /// A holder still matching in match(), with the slowest tier it needed so far.
+  struct alive_holder {
+    holder_idx h;
+    uint32_t slowest;
+  };
+  /// One step of match(): entry `n` is block `i` of the query; narrows alive_.
+  void visit(const node& n, uint32_t i);
   std::string key_of(const std::string& node, const std::string& actor) const;
 
   size_t capacity_;
@@ -221,12 +232,17 @@ private:
   std::unordered_map<std::string, holder_idx> holder_by_name_; ///< key_of(node, actor)
   uint64_t references_ = 0;
   uint64_t evictions_ = 0, queries_ = 0, hit_blocks_ = 0, stale_ = 0;
-  // scratch for match(), per holder slot; `seen_at_` holds steps, which never repeat
+  // scratch for match(); `seen_at_` (per holder slot) holds steps, which never repeat
   uint64_t step_ = 0;
   std::vector<uint64_t> seen_at_;
-  std::vector<uint8_t> slowest_, tier_here_;
-  std::vector<holder_idx> alive_, next_;
-  std::vector<std::pair<holder_idx, uint32_t>> ended_;
+  std::vector<uint32_t> tier_here_;
+  std::vector<alive_holder> alive_, next_;
+  std::vector<node_idx> matched_; ///< entries matched so far, grown, never shrunk
+  struct ended_holder {
+    holder_idx h;
+    uint32_t blocks, slowest;
+  };
+  std::vector<ended_holder> ended_;
 };
 
 } // namespace prfaas::directory

@@ -234,6 +234,31 @@ TEST_CASE("capacity evicts least recently used leaves and never a parent before 
   CHECK(ix.blocks_of("a", "w") == 5);
 }
 
+TEST_CASE("a match marks its blocks used in chain order wherever they lie on the recency list") {
+  prefix_index ix{6};
+  auto a = holder("a", "pd");
+  put(ix, a, {1, 2, 3, 4});
+  put(ix, a, {10});
+  put(ix, a, {1, 2, 50}); // recency, least first: 3 4 10 1 2 50
+  std::vector<block_id> q{1, 2, 3, 4};
+  CHECK(ix.match(q).longest == 4); // now 10 50 1 2 3 4
+  put(ix, a, {60});
+  CHECK_FALSE(ix.contains(10));
+  CHECK(ix.contains(4));
+  put(ix, a, {70});
+  CHECK_FALSE(ix.contains(50));
+  CHECK(ix.contains(4));
+  put(ix, a, {80}); // 1, 2 and 3 have children: parked; 4 goes, 3 rejoins as least recent
+  CHECK_FALSE(ix.contains(4));
+  std::vector<block_id> q3{1, 2, 3};
+  CHECK(ix.match(q3).longest == 3); // parked 1 and 2 rejoin, then 3: 60 70 80 1 2 3
+  put(ix, a, {90});
+  CHECK_FALSE(ix.contains(60));
+  CHECK(ix.contains(3));
+  CHECK(ix.contains(70));
+  CHECK(ix.audit().empty());
+}
+
 TEST_CASE("a chain longer than the capacity keeps its head") {
   prefix_index ix{3};
   put(ix, holder("a", "pd"), {1, 2, 3, 4, 5, 6});
