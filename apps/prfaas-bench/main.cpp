@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   transport->add_option("--payload", t.payload_bytes, "bytes per small message");
   transport->add_option("--repeat", t.repeat, "runs per measurement (best is reported)");
   transport->add_flag("--json", t.json, "also print one JSON line");
+  transport->add_flag("!--no-inline", t.inline_delivery,
+                      "transport.inline_delivery: false (every delivery wakes a CAF worker)");
   prfaas::bench::serve_options serve_opts;
   auto* serve = app.add_subcommand(
     "serve", "load generator for the OpenAI-compatible API: latency, throughput, goodput");

@@ -12,6 +12,7 @@ struct transport_options {
   uint32_t bulk_bytes = 1u << 20;
   int repeat = 3;                   ///< each measurement is the best of this many runs
   bool json = false;
+  bool inline_delivery = true;      ///< transport.inline_delivery of both nodes
 };
 
 /// Runs the transport benchmark between this process and a forked server process

@@ -240,7 +240,7 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
              {"request_timeout", "retry_interval", "max_retry_interval", "outbound_queue", "overflow",
               "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
               "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "linger", "send_hwm",
-              "receive_hwm"});
+              "receive_hwm", "inline_delivery"});
   auto key = [&](const char* k) { return join(path, k); };
   if (auto n = node["request_timeout"])
     out.request_timeout = time(n, key("request_timeout"), true);
@@ -285,6 +285,8 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
     out.send_hwm = uint32(n, key("send_hwm"));
   if (auto n = node["receive_hwm"])
     out.receive_hwm = uint32(n, key("receive_hwm"));
+  if (auto n = node["inline_delivery"])
+    out.inline_delivery = choice(n, key("inline_delivery"), {"true", "false"}) == "true";
 }
 
 void deployment_parser::parse_clusters(const YAML::Node& node, deployment_config& cfg) const {

@@ -38,6 +38,31 @@ bool valid_name(const std::string& s) {
   return !s.empty() && s.size() <= 256 && s.find('/') == std::string::npos;
 }
 
+/// The wire thread as a CAF execution unit for inline delivery: the actor a frame
+/// wakes is resumed right there for one message, as a worker would resume it; more
+/// messages, or actors it wakes in turn, go to the scheduler.
+class inline_unit final : public caf::execution_unit {
+public:
+  explicit inline_unit(caf::actor_system& sys) : caf::execution_unit(&sys) {}
+
+  void exec_later(caf::resumable* job) override {
+    if (running_ || job->subtype() == caf::resumable::io_actor) {
+      system().scheduler().enqueue(job);
+      return;
+    }
+    running_ = true;
+    auto res = job->resume(this, 1);
+    running_ = false;
+    if (res == caf::resumable::resume_later)
+      system().scheduler().enqueue(job); // keeps the reference, as a worker's queue does
+    else
+      intrusive_ptr_release(job); // the reference enqueue took for this wake-up
+  }
+
+private:
+  bool running_ = false;
+};
+
 /// An actor that is only an enqueue function: how the messenger takes part in CAF's
 /// request/response protocol without a mailbox or a thread of its own (the same
 /// trick as CAF's remote actor proxies).
@@ -138,6 +163,8 @@ void messenger::start(wire_ptr w, caf::actor transport_actor) {
     if (auto m = self.lock())
       m->on_reply(what);
   });
+  if (cfg_.inline_delivery && wire_->own_thread())
+    inline_ = std::make_unique<inline_unit>(sys_);
   running_ = true;
   wire_->start([this](const inbound_frame& f) { on_frame(f); },
                [this](drop_reason r) { counters_.drop(r); });
@@ -301,6 +328,8 @@ void messenger::on_frame(const inbound_frame& f) {
     count_drop(res.reason, f, "decode");
     return;
   }
+  // Inline delivery only while nothing waits behind this frame (see messenger.hpp).
+  auto* eu = f.more_waiting ? nullptr : inline_.get();
   switch (env.kind()) {
     case wire::ONEWAY: {
       auto dest = lookup(env.destination().actor());
@@ -315,17 +344,18 @@ void messenger::on_frame(const inbound_frame& f) {
       msg.type = env.type();
       msg.payload = env.payload();
       msg.bulk = f.bulk;
-      caf::anon_send(dest, std::move(msg));
+      caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
+        caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::move(msg)), eu);
       return;
     }
     case wire::REQUEST:
       counters_.frames_accepted.Increment();
-      on_request(env, f.bulk);
+      on_request(env, f.bulk, eu);
       return;
     case wire::RESPONSE:
     case wire::ERROR:
       counters_.frames_accepted.Increment();
-      on_response(env, f.bulk);
+      on_response(env, f.bulk, eu);
       return;
     default: { // HEARTBEAT: failure detection lives in the transport actor
       counters_.frames_accepted.Increment();

@@ -20,12 +20,13 @@ std::chrono::nanoseconds to_ns(std::chrono::steady_clock::duration d) {
 
 // -- outbound: this node asks ----------------------------------------------------------
 
-void messenger::answer(const caf::strong_actor_ptr& to, caf::message_id mid, caf::message msg) {
+void messenger::answer(const caf::strong_actor_ptr& to, caf::message_id mid, caf::message msg,
+                       caf::execution_unit* eu) {
   if (!to)
     return;
   auto self = caf::actor_cast<caf::strong_actor_ptr>(outbound_);
   to->enqueue(caf::make_mailbox_element(std::move(self), mid.response_id(), {}, std::move(msg)),
-              nullptr);
+              eu);
 }
 
 void messenger::fail(outbound_request& r, caf::error err) {
@@ -178,7 +179,7 @@ messenger::sweep(uint64_t generation) {
   return next;
 }
 
-void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
+void messenger::on_response(wire::Envelope& env, bulk_ptr bulk, caf::execution_unit* eu) {
   outbound_request done;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
@@ -191,7 +192,10 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
   }
   if (env.kind() == wire::ERROR) {
     auto code = static_cast<errc>(env.error_code());
-    fail(done, make_error(code == errc::none ? errc::remote_error : code, env.error_text()));
+    answer(done.sender, done.mid,
+           caf::make_message(
+             make_error(code == errc::none ? errc::remote_error : code, env.error_text())),
+           eu);
     return;
   }
   remote_message r;
@@ -200,7 +204,7 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk) {
   r.type = std::move(*env.mutable_type());
   r.payload = std::move(*env.mutable_payload());
   r.bulk = std::move(bulk);
-  answer(done.sender, done.mid, caf::make_message(std::move(r)));
+  answer(done.sender, done.mid, caf::make_message(std::move(r)), eu);
 }
 
 void messenger::peer_changed(const membership_event& ev) {
@@ -247,7 +251,7 @@ void messenger::timers_lost(const caf::error& reason) {
 
 // -- inbound: a peer asks this node ----------------------------------------------------
 
-void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
+void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_unit* eu) {
   dedup_cache::key key{env.source().node(), env.source_incarnation(), env.request_id()};
   auto t = now();
   auto budget = env.deadline_budget_ns() > 0
@@ -314,7 +318,7 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk) {
   caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
     caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
                               caf::make_message_id(seq), {}, std::move(msg)),
-    nullptr);
+    eu);
 }
 
 void messenger::on_reply(caf::mailbox_element_ptr& what) {

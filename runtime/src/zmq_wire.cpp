@@ -211,39 +211,60 @@ void zmq_wire::run() {
   }
 }
 
-bool zmq_wire::drain_inbound() {
-  constexpr int batch_limit = 4096;
-  for (int n = 0; n < batch_limit && !stop_; ++n) {
-    zmq::message_t id;
-    if (!router_.recv(id, zmq::recv_flags::dontwait))
-      return false;
-    zmq::message_t parts[2];
-    size_t count = 0;
-    while (router_.get(zmq::sockopt::rcvmore)) {
-      zmq::message_t part;
-      if (!router_.recv(part, zmq::recv_flags::none))
-        break;
-      if (count < 2)
-        parts[count] = std::move(part);
-      ++count; // frames beyond the second are counted, not kept
-    }
-    inbound_frame f;
-    f.peer = std::string_view{static_cast<const char*>(id.data()), id.size()};
-    f.parts = count;
-    if (zap_ && count >= 1) {
-      // Set by ZeroMQ from our ZAP handler's reply; valid while the frame lives.
-      if (const char* user = zmq_msg_gets(parts[0].handle(), "User-Id"))
-        f.authenticated_node = user;
-    }
-    if (count >= 1) {
-      f.header = static_cast<const std::byte*>(parts[0].data());
-      f.header_size = parts[0].size();
-    }
-    if (count >= 2)
-      f.bulk = std::make_shared<zmq_bulk>(std::move(parts[1]));
-    on_frame_(f);
+bool zmq_wire::receive(received& r) {
+  if (!router_.recv(r.id, zmq::recv_flags::dontwait))
+    return false;
+  r.count = 0;
+  while (router_.get(zmq::sockopt::rcvmore)) {
+    zmq::message_t part;
+    if (!router_.recv(part, zmq::recv_flags::none))
+      break;
+    if (r.count < 2)
+      r.parts[r.count] = std::move(part);
+    ++r.count; // frames beyond the second are counted, not kept
   }
   return true;
+}
+
+void zmq_wire::deliver(received& r, bool more_waiting) {
+  inbound_frame f;
+  f.peer = std::string_view{static_cast<const char*>(r.id.data()), r.id.size()};
+  f.parts = r.count;
+  f.more_waiting = more_waiting;
+  if (zap_ && r.count >= 1) {
+    // Set by ZeroMQ from our ZAP handler's reply; valid while the frame lives.
+    if (const char* user = zmq_msg_gets(r.parts[0].handle(), "User-Id"))
+      f.authenticated_node = user;
+  }
+  if (r.count >= 1) {
+    f.header = static_cast<const std::byte*>(r.parts[0].data());
+    f.header_size = r.parts[0].size();
+  }
+  if (r.count >= 2)
+    f.bulk = std::make_shared<zmq_bulk>(std::move(r.parts[1]));
+  on_frame_(f);
+}
+
+bool zmq_wire::drain_inbound() {
+  // One frame is read ahead, so each is delivered knowing whether another waits
+  // behind it (inbound_frame::more_waiting) at no extra call into ZeroMQ.
+  constexpr int batch_limit = 4096;
+  received cur, next;
+  if (!receive(cur))
+    return false;
+  for (int n = 0;; ++n) {
+    if (stop_)
+      return true;
+    if (n == batch_limit) { // the frame read ahead still goes up, to the workers
+      deliver(cur, true);
+      return true;
+    }
+    const bool more = receive(next);
+    deliver(cur, more);
+    if (!more)
+      return false;
+    std::swap(cur, next);
+  }
 }
 
 } // namespace prfaas

@@ -126,6 +126,8 @@ const std::vector<bad_config> bad_configs = {
     // -- enums --
     {one_node + "transport: { overflow: drop_all }\n", "transport.overflow",
      "invalid value \"drop_all\" (expected one of: drop_newest, drop_oldest)"},
+    {one_node + "transport: { inline_delivery: maybe }\n", "transport.inline_delivery",
+     "invalid value \"maybe\" (expected one of: true, false)"},
     {one_node + "log_level: verbose\n", "log_level",
      "invalid value \"verbose\" (expected one of: trace, debug, info, warn, error, off)"},
     {header +
@@ -402,6 +404,7 @@ transport:
   max_envelope_bytes: 1MB
   retry_interval: 100us
   send_hwm: 0
+  inline_delivery: false
 )",
                               "<string>");
   CHECK(cfg.seed == 18446744073709551615u);
@@ -418,6 +421,8 @@ transport:
   CHECK(cfg.transport.retry_interval == 100us);
   CHECK(cfg.transport.max_retry_interval == transport_config{}.max_retry_interval);
   CHECK(cfg.transport.send_hwm == 0);
+  CHECK_FALSE(cfg.transport.inline_delivery);
+  CHECK(transport_config{}.inline_delivery);
   CHECK(cfg.transport.request_timeout == transport_config{}.request_timeout);
 }
 

@@ -79,6 +79,11 @@ struct transport_config {
   duration linger = std::chrono::milliseconds(100);
   uint32_t send_hwm = 100000;
   uint32_t receive_hwm = 100000;
+  /// A frame for an idle local actor, with no other frame waiting behind it, runs that
+  /// actor for one message on the wire's own thread instead of waking a CAF worker
+  /// (two thread hand-offs fewer per round trip; see messenger.hpp). Handlers must not
+  /// block — as on CAF's workers — or they hold up the node's inbound frames.
+  bool inline_delivery = true;
 
   bool operator==(const transport_config&) const = default;
 };

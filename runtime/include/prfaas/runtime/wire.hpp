@@ -26,6 +26,8 @@ struct inbound_frame {
   /// With CURVE: the node the connection authenticated as (the ZAP handler's user id,
   /// from the peer's public key). The envelope's source must be that node.
   std::string_view authenticated_node;
+  /// More frames were already waiting behind this one (the receiver is busy).
+  bool more_waiting = false;
 };
 
 /// Result of handing a frame to the wire.
@@ -54,6 +56,10 @@ public:
 
   /// Where the wire actually listens (e.g. the port chosen for `tcp://127.0.0.1:*`).
   virtual std::string local_endpoint() const = 0;
+
+  /// True when `on_frame` runs on a thread of the wire's own, which then may run an
+  /// actor inline (transport_config::inline_delivery); false from an actor's context.
+  virtual bool own_thread() const { return false; }
 };
 
 using wire_ptr = std::shared_ptr<frame_wire>;

@@ -53,6 +53,7 @@ public:
   size_t purge(const std::string& peer) override;
   void stop() override;
   std::string local_endpoint() const override { return endpoint_; }
+  bool own_thread() const override { return true; }
 
   /// Messages waiting in the backlogs (not yet handed to ZeroMQ).
   size_t backlog() const;
@@ -73,7 +74,18 @@ private:
   bool try_send(peer_link& p, outbound& o);
   /// Retries every backlog; true if something is still waiting.
   bool flush_backlogs();
-  bool drain_inbound(); ///< true if the batch limit was hit
+  /// One inbound message: the peer's identity and its first two frames (`count`
+  /// frames in all).
+  struct received {
+    zmq::message_t id;
+    zmq::message_t parts[2];
+    size_t count = 0;
+  };
+  /// Reads the next message without waiting; false if none.
+  bool receive(received& r);
+  /// Hands `r` to on_frame_.
+  void deliver(received& r, bool more_waiting);
+  bool drain_inbound(); ///< true if the batch limit was hit (or stopping)
 
   std::string self_;
   transport_config cfg_;
