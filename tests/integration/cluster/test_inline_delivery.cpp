@@ -13,8 +13,8 @@
 #include <zmq.hpp>
 
 #include "prfaas/messages/remote_actor.hpp"
-#include "prfaas/messages/type_ids.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
@@ -72,8 +72,7 @@ TEST_CASE("inline delivery runs an idle actor on the wire thread and only when e
                   return caf::actor_cast<caf::actor>(ctx.system().spawn(where, &ctx));
                 }});
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", size_t{2});
-  cfg.add_message_types<caf::id_block::prfaas>();
+  prfaas::configure_actor_system(cfg); // as prfaas-node runs CAF
   caf::actor_system sys{cfg};
   zmq::context_t zctx{1};
   prfaas::node_options opts;
