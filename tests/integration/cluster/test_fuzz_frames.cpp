@@ -14,6 +14,7 @@
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/envelope.pb.h"
 #include "prfaas/wire/examples.pb.h"
+#include "support/live_nodes.hpp"
 #include "support/process.hpp"
 
 using namespace std::chrono_literals;
@@ -45,29 +46,16 @@ std::string valid_request(uint64_t id) {
 TEST_CASE("a node survives 100000 random and mutated frames and accounts for each") {
   auto ports = free_ports(4);
   int target_port = ports[0];
-  auto yaml = "deployment: fuzz\n"
-              "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
-              "transport: { max_envelope_bytes: 64KiB, max_bulk_bytes: 1MiB }\n"
-              "nodes:\n"
-              "  - name: target\n"
-              "    control: tcp://127.0.0.1:" + std::to_string(target_port) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(ports[1]) + "\n"
-              "    actors: [ { type: echo, name: echo } ]\n"
-              "  - name: client\n"
-              "    control: tcp://127.0.0.1:" + std::to_string(ports[2]) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(ports[3]) + "\n";
+  auto yaml = std::string{"deployment: fuzz\n"
+                          "failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }\n"
+                          "transport: { max_envelope_bytes: 64KiB, max_bulk_bytes: 1MiB }\n"
+                          "nodes:\n"} +
+              node_entry("target", ports[0], ports[1], "    actors: [ { type: echo, name: echo } ]\n") +
+              node_entry("client", ports[2], ports[3]);
   auto dep = prfaas::parse_deployment(yaml, "<fuzz>");
-  auto registry = prfaas::actor_registry::with_builtins();
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", size_t{2});
-  cfg.add_message_types<caf::id_block::prfaas>();
-  caf::actor_system sys{cfg};
-  zmq::context_t zctx{1};
-  prfaas::node_options opts;
-  opts.zmq = &zctx;
-  opts.log = prfaas::make_null_logger();
-  prfaas::node target{sys, dep, "target", registry, opts};
-  target.start();
+  live_nodes live;
+  auto& target = live.start(dep, "target");
+  auto& zctx = live.zmq();
 
   // Only the fuzzer talks to the target while it runs (the client node starts later),
   // so every inbound message counted during this phase is one of ours.
@@ -149,9 +137,8 @@ TEST_CASE("a node survives 100000 random and mutated frames and accounts for eac
                 << counters.inbound_dropped());
 
   // Still serving: a real node of the deployment gets its answer.
-  prfaas::node client{sys, dep, "client", registry, opts};
-  client.start();
-  caf::scoped_actor self{sys};
+  auto& client = live.start(dep, "client");
+  caf::scoped_actor self{live.system()};
   prfaas::examples::Ping ping;
   ping.set_sequence(77);
   std::optional<prfaas::examples::Pong> pong;

@@ -10,14 +10,13 @@
 
 #include <catch2/catch.hpp>
 #include <caf/all.hpp>
-#include <zmq.hpp>
 
 #include "prfaas/messages/remote_actor.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/wire/examples.pb.h"
+#include "support/live_nodes.hpp"
 #include "support/process.hpp"
 
 using namespace std::chrono_literals;
@@ -43,19 +42,13 @@ prfaas::remote_actor::behavior_type where(prfaas::remote_actor::pointer, prfaas:
 }
 
 std::string deployment(const std::vector<uint16_t>& ports, bool inline_delivery) {
-  auto p = [&](size_t i) { return std::to_string(ports[i]); };
   return "deployment: inline\n"
          "failure_detector: { interval: 100ms, misses: 30, suspect_misses: 10 }\n"
          "transport: { inline_delivery: " + std::string{inline_delivery ? "true" : "false"} +
          " }\n"
-         "nodes:\n"
-         "  - name: target\n"
-         "    control: tcp://127.0.0.1:" + p(0) + "\n"
-         "    data: tcp://127.0.0.1:" + p(1) + "\n"
-         "    actors: [ { type: where, name: where } ]\n"
-         "  - name: client\n"
-         "    control: tcp://127.0.0.1:" + p(2) + "\n"
-         "    data: tcp://127.0.0.1:" + p(3) + "\n";
+         "nodes:\n" +
+         node_entry("target", ports[0], ports[1], "    actors: [ { type: where, name: where } ]\n") +
+         node_entry("client", ports[2], ports[3]);
 }
 
 } // namespace
@@ -71,19 +64,11 @@ TEST_CASE("inline delivery runs an idle actor on the wire thread and only when e
                 .factory = [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
                   return caf::actor_cast<caf::actor>(ctx.system().spawn(where, &ctx));
                 }});
-  caf::actor_system_config cfg;
-  prfaas::configure_actor_system(cfg); // as prfaas-node runs CAF
-  caf::actor_system sys{cfg};
-  zmq::context_t zctx{1};
-  prfaas::node_options opts;
-  opts.zmq = &zctx;
-  opts.log = prfaas::make_null_logger();
-  prfaas::node target{sys, dep, "target", registry, opts};
-  target.start();
-  prfaas::node client{sys, dep, "client", registry, opts};
-  client.start();
+  live_nodes live{std::move(registry)};
+  auto& target = live.start(dep, "target");
+  auto& client = live.start(dep, "client");
 
-  caf::scoped_actor self{sys};
+  caf::scoped_actor self{live.system()};
   auto ask = [&](uint64_t seq, prfaas::duration budget) {
     prfaas::examples::Ping ping;
     ping.set_sequence(seq);

@@ -18,6 +18,7 @@
 #include "prfaas/messages/protocol.hpp"
 #include "prfaas/wire/envelope.pb.h"
 #include "prfaas/wire/examples.pb.h"
+#include "support/live_nodes.hpp"
 #include "support/process.hpp"
 
 using namespace std::chrono_literals;
@@ -35,21 +36,13 @@ std::string keys_of(const std::string& node, const std::string& pub, const std::
 
 /// The deployment: `target` (an echo actor) and `client`, then `security` as given.
 std::string deployment(const std::vector<uint16_t>& ports, const std::string& security) {
-  auto p = [&](size_t i) { return std::to_string(ports[i]); };
   return "deployment: secured\n"
          "failure_detector: { interval: 100ms, misses: 30, suspect_misses: 10 }\n"
          "data_plane: { chunk_timeout: 100ms, transfer_timeout: 4s }\n"
-         "nodes:\n"
-         "  - name: target\n"
-         "    control: tcp://127.0.0.1:" + p(0) + "\n"
-         "    data: tcp://127.0.0.1:" + p(1) + "\n"
-         "    actors: [ { type: echo, name: echo } ]\n"
-         "  - name: client\n"
-         "    control: tcp://127.0.0.1:" + p(2) + "\n"
-         "    data: tcp://127.0.0.1:" + p(3) + "\n"
-         "  - name: bystander\n" // listed, never started: a name to impersonate
-         "    control: tcp://127.0.0.1:" + p(4) + "\n"
-         "    data: tcp://127.0.0.1:" + p(5) + "\n" +
+         "nodes:\n" +
+         node_entry("target", ports[0], ports[1], "    actors: [ { type: echo, name: echo } ]\n") +
+         node_entry("client", ports[2], ports[3]) +
+         node_entry("bystander", ports[4], ports[5]) + // listed, never started: a name to impersonate
          security;
 }
 
