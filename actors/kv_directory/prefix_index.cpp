@@ -1,6 +1,7 @@
 #include "kv_directory/prefix_index.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace prfaas::directory {
@@ -223,23 +224,25 @@ void prefix_index::touch(node_idx i) {
   link_back(i);
 }
 
-void prefix_index::touch_in_order(std::span<const node_idx> seq) {
+void prefix_index::touch_in_order(std::span<const node_idx> seq, node* const* where) {
   for (size_t a = 0; a < seq.size();) {
     const auto first = seq[a];
-    if (!at(first).listed) { // parked: rejoins alone
+    if (!where[a]->listed) { // parked: rejoins alone
       link_back(first);
       ++a;
       continue;
     }
-    size_t b = a; // seq[a..b] follow each other on the list as they are now
-    while (b + 1 < seq.size() && at(seq[b]).next == seq[b + 1])
+    // seq[a..b] follow each other on the list as it is now (a run computed before the
+    // splices could be stale: a query may name a block twice)
+    size_t b = a;
+    while (b + 1 < seq.size() && where[b]->next == seq[b + 1])
       ++b;
     const auto last = seq[b];
+    auto& f = *where[a];
+    auto& l = *where[b];
     a = b + 1;
     if (last == tail_)
       continue;
-    auto& f = at(first);
-    auto& l = at(last);
     (f.prev == no_node ? head_ : at(f.prev).next) = l.next;
     at(l.next).prev = f.prev;
     f.prev = tail_;
@@ -445,24 +448,7 @@ size_t prefix_index::drop_node(const std::string& node) {
       alive_.push_back({holder_of(r), fastest(r & tier_mask)});
     return;
   }
-  // Usually one or two holders are alive and the entry has a few: look each one up.
-  const size_t alive = alive_.size();
-  if (alive <= 4 && (alive == 1 || !n.spilled)) {
-    size_t kept = 0;
-    for (size_t k = 0; k < alive; ++k) {
-      auto a = alive_[k];
-      const auto r = ref_for(n, a.h);
-      if (!r) {
-        ended_.push_back({a.h, i, a.slowest});
-        continue;
-      }
-      a.slowest = std::max<uint32_t>(a.slowest, fastest(r & tier_mask));
-      alive_[kept++] = a;
-    }
-    if (kept != alive)
-      alive_.resize(kept);
-    return;
-  }
+  // Many alive (match() narrows a few itself): mark the entry's holders, keep the marked.
   const auto stamp = ++step_;
   for (auto r : refs_of(n)) {
     seen_at_[holder_of(r)] = stamp;
@@ -491,8 +477,10 @@ match_result prefix_index::match(std::span<const block_id> ids) {
     seen_at_.resize(holders_.size());
     tier_here_.resize(holders_.size());
   }
-  if (matched_.size() < ids.size())
+  if (matched_.size() < ids.size()) {
     matched_.resize(ids.size());
+    matched_at_.resize(ids.size());
+  }
   alive_.clear();
   ended_.clear();
   // Staged lookups (a chain's walk is a series of dependent steps, its lookups are
@@ -504,77 +492,134 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   constexpr size_t slot_ahead = 24, node_ahead = 8, ring = 32;
   static_assert(node_ahead < slot_ahead && slot_ahead <= ring);
   const auto table = table_.read();
-  const auto* const pages = pages_.data();
-  auto node_at = [pages](node_idx k) -> const node& {
+  auto* const pages = pages_.data();
+  auto node_at = [pages](node_idx k) __attribute__((always_inline)) -> node& {
     return pages[k >> page_bits][k & ((1u << page_bits) - 1)];
   };
   const size_t n = ids.size();
   uint32_t tag[ring];          // of block k at k % ring, from its slot prefetch on
   node_idx candidate[ring];    // likewise, from its probe on
-  auto stage = [&](size_t k) { // block k: prefetch its slots
+  node* candidate_at[ring];    // and where it is (null: none)
+  auto stage = [&](size_t k) __attribute__((always_inline)) { // block k: prefetch its slots
     tag[k % ring] = block_table::tag_of(ids[k]);
     table.prefetch(tag[k % ring]);
   };
-  auto probe = [&](size_t k) { // block k: read its slot, prefetch its node
+  auto probe = [&](size_t k) __attribute__((always_inline)) { // block k: read its slot, prefetch its node
     const auto c = table.candidate(tag[k % ring]);
+    node* at_c = nullptr;
     if (c != no_node)
-      __builtin_prefetch(&node_at(c));
+      __builtin_prefetch(at_c = &node_at(c));
     candidate[k % ring] = c;
+    candidate_at[k % ring] = at_c;
   };
   for (size_t k = 0; k < std::min(slot_ahead, n); ++k)
     stage(k);
   for (size_t k = 0; k < std::min(node_ahead, n); ++k)
     probe(k);
-  auto step = [&](size_t k) { // block k's entry (no_node: none), the lookups ahead staged
-    auto ni = candidate[k % ring];
-    if (ni != no_node && node_at(ni).id != ids[k])
-      ni = find(ids[k]); // another id with the same tag came first
-    if (ni == no_node)
-      return ni;
+  // Block k's entry `ni` and where it is (null: none), the lookups ahead staged.
+  auto step = [&](size_t k, node_idx& ni) __attribute__((always_inline)) -> node* {
+    ni = candidate[k % ring];
+    node* at_k = candidate_at[k % ring];
+    if (at_k && at_k->id != ids[k]) { // another id with the same tag came first
+      ni = find(ids[k]);
+      at_k = ni == no_node ? nullptr : &node_at(ni);
+    }
+    if (!at_k)
+      return at_k;
     if (k + slot_ahead < n)
       stage(k + slot_ahead);
     if (k + node_ahead < n)
       probe(k + node_ahead);
-    return ni;
+    return at_k;
   };
+  // Block k matched: its entry is marked used after the walk.
   auto* const matched = matched_.data();
+  auto* const matched_at = matched_at_.data();
+  auto keep = [&](uint32_t k, node_idx ni, node* at_k) __attribute__((always_inline)) {
+    matched[k] = ni;
+    matched_at[k] = at_k;
+  };
   uint32_t i = 0;
-  for (; i < n && (i == 0 || alive_.size() > 1); ++i) {
-    const auto ni = step(i);
-    if (ni == no_node)
+  bool walking = true;
+  // More holders alive than an entry keeps inline (block 0 spilled): the general
+  // narrowing, with a mark per holder slot.
+  for (; i < n && (i == 0 || alive_.size() > inline_refs); ++i) {
+    node_idx ni;
+    node* at_i = step(i, ni);
+    if (!at_i || (visit(*at_i, i), alive_.empty())) {
+      walking = false;
       break;
-    visit(node_at(ni), i);
-    if (alive_.empty())
-      break;
-    matched[i] = ni;
-  }
-  if (alive_.size() == 1) { // the usual case from early on: only its ref is looked for
-    auto a = alive_[0];
-    for (; i < n; ++i) {
-      const auto ni = step(i);
-      if (ni == no_node)
-        break;
-      const auto r = ref_for(node_at(ni), a.h);
-      if (!r)
-        break;
-      a.slowest = std::max<uint32_t>(a.slowest, fastest(r & tier_mask));
-      matched[i] = ni;
     }
-    alive_[0] = a;
+    keep(i, ni, at_i);
   }
-  touch_in_order({matched, i});
+  // From here a few holders are alive (mostly one), kept in locals. A chain's entries
+  // usually carry the very same refs (stores walk a chain in order, holder after
+  // holder), and an entry whose refs equal the last narrowing entry's changes nothing:
+  // most blocks cost one 16-byte compare. `none_yet` is no entry's refs (they are
+  // packed at the front).
+  alive_holder alive[inline_refs];
+  size_t live = 0;
+  for (auto a : alive_)
+    alive[live++] = a;
+  constexpr uint64_t none_yet[2] = {0, ~uint64_t{0}};
+  uint64_t last_refs[2] = {none_yet[0], none_yet[1]};
+  static_assert(sizeof(node::holders.refs) == sizeof(last_refs));
+  for (; walking && i < n; ++i) {
+    node_idx ni;
+    node* at_i = step(i, ni);
+    if (!at_i)
+      break;
+    const node& e = *at_i;
+    if (e.spilled) {
+      last_refs[0] = none_yet[0];
+      last_refs[1] = none_yet[1];
+    } else {
+      uint64_t refs[2];
+      std::memcpy(refs, e.holders.refs, sizeof refs);
+      if (refs[0] == last_refs[0] && refs[1] == last_refs[1]) {
+        keep(i, ni, at_i);
+        continue;
+      }
+      last_refs[0] = refs[0];
+      last_refs[1] = refs[1];
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < live; ++k) {
+      auto a = alive[k];
+      const auto r = ref_for(e, a.h);
+      if (!r) {
+        ended_.push_back({a.h, i, a.slowest});
+        continue;
+      }
+      a.slowest = std::max<uint32_t>(a.slowest, fastest(r & tier_mask));
+      alive[kept++] = a;
+    }
+    live = kept;
+    if (live == 0)
+      break;
+    keep(i, ni, at_i);
+  }
+  if (walking)
+    alive_.assign(alive, alive + live);
+  touch_in_order({matched, i}, matched_at);
   for (auto a : alive_)
     ended_.push_back({a.h, i, a.slowest});
 
-  for (auto& e : ended_)
-    if (e.blocks > 0)
-      out.nodes.push_back({holders_[e.h].ref, e.blocks, static_cast<tier>(e.slowest)});
-  std::sort(out.nodes.begin(), out.nodes.end(), [](const node_match& a, const node_match& b) {
+  // Holders longest first, then by cluster, node and actor (sorted as indices: a
+  // holder_ref is three strings to move).
+  std::erase_if(ended_, [](const ended_holder& e) { return e.blocks == 0; });
+  std::sort(ended_.begin(), ended_.end(), [this](const ended_holder& a, const ended_holder& b) {
     if (a.blocks != b.blocks)
       return a.blocks > b.blocks;
-    return std::tie(a.holder.cluster, a.holder.node, a.holder.actor) <
-           std::tie(b.holder.cluster, b.holder.node, b.holder.actor);
+    const auto& x = holders_[a.h].ref;
+    const auto& y = holders_[b.h].ref;
+    return std::tie(x.cluster, x.node, x.actor) < std::tie(y.cluster, y.node, y.actor);
   });
+  out.nodes.reserve(ended_.size());
+  for (auto& e : ended_)
+    out.nodes.push_back({holders_[e.h].ref, e.blocks, static_cast<tier>(e.slowest)});
+  // A cluster first appears at its longest holder, and in that order clusters are
+  // longest first, then by name, as they are to be listed.
   for (size_t k = 0; k < out.nodes.size(); ++k) {
     auto& n = out.nodes[k];
     auto c = std::find_if(out.clusters.begin(), out.clusters.end(),
@@ -583,15 +628,9 @@ match_result prefix_index::match(std::span<const block_id> ids) {
       out.clusters.push_back({n.holder.cluster, n.blocks, {}});
       c = out.clusters.end() - 1;
     }
-    if (n.blocks == c->blocks) // nodes are sorted longest first
+    if (n.blocks == c->blocks)
       c->best.push_back(k);
   }
-  std::stable_sort(out.clusters.begin(), out.clusters.end(),
-                   [](const cluster_match& a, const cluster_match& b) {
-                     if (a.blocks != b.blocks)
-                       return a.blocks > b.blocks;
-                     return a.cluster < b.cluster;
-                   });
   out.longest = out.nodes.empty() ? 0 : out.nodes.front().blocks;
   hit_blocks_ += out.longest;
   return out;

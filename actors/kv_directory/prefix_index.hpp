@@ -146,10 +146,10 @@ private:
   static constexpr unsigned inline_refs = 8;
   static constexpr unsigned page_bits = 18; ///< 10 MiB: five whole huge pages
 
+  /// What match() reads comes first (32 bytes): a node that straddles two cache lines
+  /// more often has that part on one.
   struct node {
     block_id id = 0;
-    node_idx parent = no_node;
-    node_idx prev = no_node, next = no_node; ///< recency list; `next` chains free nodes
     uint32_t children : 29 = 0;
     uint32_t listed : 1 = 0;  ///< on the recency list (else parked, or free)
     uint32_t spilled : 1 = 0; ///< refs in spills_[holders.spill]
@@ -158,6 +158,9 @@ private:
       ref refs[inline_refs]; ///< packed at the front, 0 past the last
       uint32_t spill;
     } holders{};
+    node_idx next = no_node; ///< recency list (toward the most recent); chains free nodes
+    node_idx prev = no_node;
+    node_idx parent = no_node;
   };
   static_assert(sizeof(node) == 40, "the per-block budget counts on 40-byte nodes");
 
@@ -200,9 +203,10 @@ private:
   void link_back(node_idx i);
   void unlink(node_idx i);
   void touch(node_idx i);
-  /// touch() of each of `seq` in order, moving each run of them that already follows
-  /// itself on the recency list in one splice (a stored chain is such a run).
-  void touch_in_order(std::span<const node_idx> seq);
+  /// touch() of each of `seq` (at `where`) in order, moving each run of them that
+  /// already follows itself on the recency list in one splice (a stored chain is such
+  /// a run).
+  void touch_in_order(std::span<const node_idx> seq, node* const* where);
   void enforce_capacity();
   /// Hints for store() and evict() (match() stages its own): for block ids[k] coming up,
   /// the table slots of ids[k + 2·lookahead] and the
@@ -214,7 +218,8 @@ private:
     holder_idx h;
     uint32_t slowest;
   };
-  /// One step of match(): entry `n` is block `i` of the query; narrows alive_.
+  /// One step of match() while more than inline_refs holders are alive: entry `n` is
+  /// block `i` of the query; narrows alive_ (block 0: fills it).
   void visit(const node& n, uint32_t i);
   std::string key_of(const std::string& node, const std::string& actor) const;
 
@@ -238,6 +243,7 @@ private:
   std::vector<uint32_t> tier_here_;
   std::vector<alive_holder> alive_, next_;
   std::vector<node_idx> matched_; ///< entries matched so far, grown, never shrunk
+  std::vector<node*> matched_at_;  ///< where they are
   struct ended_holder {
     holder_idx h;
     uint32_t blocks, slowest;
