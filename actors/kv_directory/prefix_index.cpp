@@ -512,24 +512,75 @@ match_result prefix_index::match(std::span<const block_id> ids) {
     candidate[k % ring] = c;
     candidate_at[k % ring] = at_c;
   };
-  for (size_t k = 0; k < std::min(slot_ahead, n); ++k)
-    stage(k);
-  for (size_t k = 0; k < std::min(node_ahead, n); ++k)
-    probe(k);
-  // Block k's entry `ni` and where it is (null: none), the lookups ahead staged.
+  // Two ways to find block k's entry. Entries of a stored chain are mostly handed out
+  // one after another (the next fresh index, or the free list, which eviction refills
+  // a chain tail at a time), so the entry after block k-1's is often block k's.
+  // *Following* checks that one (its id tells) and needs no table lookup, and runs
+  // through memory in order with the entries ahead prefetched; a table lookup lands on
+  // a random page of a big table, and on a VM that is mostly a page walk. Where the
+  // run breaks, the block is looked up (not staged: one lookup) and following goes
+  // on from its entry; a second break within `settle` blocks means entries do not lie
+  // in order here, and the walk *stages* table lookups as above until `settle` blocks
+  // in a row lay in order again.
+  // (Checking the entry `follow_ahead / 2` on to stage lookups before a break came
+  // out slower: a staged stretch costs more page walks than the one lookup it saves.)
+  constexpr size_t follow_ahead = 32, settle = 8;
+  const node_idx allocated = allocated_;
+  bool following = true;
+  node_idx before = no_node; // block k-1's entry
+  size_t streak = 0; // following: blocks since the last break; staging: blocks in order
+  auto prime = [&](size_t from) { // staging from block `from` on
+    for (size_t k = from; k < std::min(from + slot_ahead, n); ++k)
+      stage(k);
+    for (size_t k = from; k < std::min(from + node_ahead, n); ++k)
+      probe(k);
+  };
+  auto follow_from = [&](node_idx ni) { // following from entry `ni` on
+    for (node_idx j = ni + 1; j <= ni + follow_ahead && j < allocated; ++j)
+      __builtin_prefetch(&node_at(j));
+  };
+  // Block k's entry `ni` and where it is (null: none); blocks are stepped in order.
   auto step = [&](size_t k, node_idx& ni) __attribute__((always_inline)) -> node* {
-    ni = candidate[k % ring];
-    node* at_k = candidate_at[k % ring];
-    if (at_k && at_k->id != ids[k]) { // another id with the same tag came first
-      ni = find(ids[k]);
-      at_k = ni == no_node ? nullptr : &node_at(ni);
+    node* at_k = nullptr;
+    if (following) {
+      ni = before + 1;
+      if (before != no_node && ni < allocated &&
+          (at_k = &node_at(ni), at_k->live && at_k->id == ids[k])) {
+        ++streak;
+        if (ni + follow_ahead < allocated)
+          __builtin_prefetch(&node_at(ni + follow_ahead));
+      } else { // block 0, or the run broke
+        ni = find(ids[k]);
+        at_k = ni == no_node ? nullptr : &node_at(ni);
+        if (k > 0 && streak < settle) {
+          following = false;
+          prime(k + 1);
+        } else if (at_k) {
+          follow_from(ni);
+        }
+        streak = 0;
+      }
+    } else {
+      ni = candidate[k % ring];
+      at_k = candidate_at[k % ring];
+      if (at_k && at_k->id != ids[k]) { // another id with the same tag came first
+        ni = find(ids[k]);
+        at_k = ni == no_node ? nullptr : &node_at(ni);
+      }
+      if (at_k) {
+        if (k + slot_ahead < n)
+          stage(k + slot_ahead);
+        if (k + node_ahead < n)
+          probe(k + node_ahead);
+        streak = before != no_node && ni == before + 1 ? streak + 1 : 0;
+        if (streak == settle) {
+          following = true;
+          streak = 0;
+          follow_from(ni);
+        }
+      }
     }
-    if (!at_k)
-      return at_k;
-    if (k + slot_ahead < n)
-      stage(k + slot_ahead);
-    if (k + node_ahead < n)
-      probe(k + node_ahead);
+    before = ni;
     return at_k;
   };
   // Block k matched: its entry is marked used after the walk.
