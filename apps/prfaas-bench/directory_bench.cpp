@@ -301,6 +301,7 @@ struct latency_figures {
   double bytes_per_block = 0, build_s = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
   double cpu_p50_us = 0, cpu_p99_us = 0, cpu_p999_us = 0; ///< thread CPU time
+  double mean_match = 0; ///< blocks per query (all of them unless churned)
 };
 
 /// Chains of `chain_blocks`; half share a random-length prefix with an earlier chain;
@@ -318,7 +319,10 @@ latency_figures measure_latency(const directory_options& o) {
   const auto before = allocated_bytes();
   dir::prefix_index ix{o.latency_blocks};
   auto t0 = clock_type::now();
-  while (ix.size() + o.chain_blocks <= o.latency_blocks) {
+  const uint64_t to_store = o.latency_churn * o.latency_blocks;
+  uint64_t stored = 0;
+  while (o.latency_churn > 0 ? stored < to_store : ix.size() + o.chain_blocks <= o.latency_blocks) {
+    stored += o.chain_blocks;
     std::vector<uint64_t> ids;
     ids.reserve(o.chain_blocks);
     if (!chains.empty() && rng() % 2) {
@@ -352,15 +356,17 @@ latency_figures measure_latency(const directory_options& o) {
   us.reserve(o.latency_queries);
   cpu_us.reserve(o.latency_queries);
   uint64_t matched = 0;
+  const size_t first = o.latency_churn > 0 ? chains.size() * 3 / 4 : 0;
   for (uint64_t q = 0; q < o.latency_queries; ++q) {
-    auto& c = chains[rng() % chains.size()];
+    auto& c = chains[first + rng() % (chains.size() - first)];
     const auto cpu = thread_cpu_seconds();
     const auto t = clock_type::now();
     matched += ix.match(c).longest;
     us.push_back(seconds_since(t) * 1e6);
     cpu_us.push_back((thread_cpu_seconds() - cpu) * 1e6);
   }
-  if (matched != o.latency_queries * o.chain_blocks)
+  f.mean_match = static_cast<double>(matched) / static_cast<double>(o.latency_queries);
+  if (o.latency_churn == 0 && matched != o.latency_queries * o.chain_blocks)
     std::cerr << "directory bench: warning: latency queries matched " << matched << " blocks of "
               << o.latency_queries * o.chain_blocks << "\n";
   f.p50_us = percentile(us, 50);
@@ -400,6 +406,10 @@ void add_directory_options(CLI::App& app, directory_options& o) {
   c->add_option("--latency-blocks", o.latency_blocks, "entries of the latency/memory index")->check(CLI::PositiveNumber);
   c->add_option("--chain-blocks", o.chain_blocks, "blocks per latency query chain")->check(CLI::Range(2u, 100000u));
   c->add_option("--latency-queries", o.latency_queries, "timed latency queries")->check(CLI::PositiveNumber);
+  c->add_option("--latency-churn", o.latency_churn,
+                "store this many times the latency index's size before querying (0: fill once; "
+                "more: evictions hand entries out again, as after a long run)")
+    ->check(CLI::Range(0u, 100u));
   c->add_option("--batch", o.batch, "events folded into one message to the actor (per worker)")->check(CLI::PositiveNumber);
   c->add_option("--window", o.window, "queries in flight to the actor")->check(CLI::PositiveNumber);
   c->add_option("--repeat", o.repeat, "runs per throughput figure (best and spread shown)")->check(CLI::PositiveNumber);
@@ -458,8 +468,9 @@ int run_directory_bench(const directory_options& o) {
     if (o.latency) {
       auto f = measure_latency(o);
       std::cout << "  (c) match " << o.chain_blocks << " blocks at " << f.entries / 1e6
-                << "M entries (synthetic chains: the trace indexes " << rf.entries
-                << ")\n                              p50 " << f.p50_us << " us, p99 " << f.p99_us << " us, p999 "
+                << "M entries (synthetic chains: the trace indexes " << rf.entries << "; "
+                << (o.latency_churn > 0 ? std::to_string(o.latency_churn) + "x the index stored" : "filled once")
+                << ", mean match " << f.mean_match << " blocks)\n                              p50 " << f.p50_us << " us, p99 " << f.p99_us << " us, p999 "
                 << f.p999_us << " us, max " << f.max_us << " us (wall clock)\n"
                 << "                              p50 " << f.cpu_p50_us << " us, p99 "
                 << f.cpu_p99_us << " us, p999 " << f.cpu_p999_us << " us (thread CPU time)\n";
@@ -473,6 +484,8 @@ int run_directory_bench(const directory_options& o) {
       j["match_cpu_p99_us"] = f.cpu_p99_us;
       j["match_cpu_p999_us"] = f.cpu_p999_us;
       j["latency_entries"] = f.entries;
+      j["latency_churn"] = o.latency_churn;
+      j["match_mean_blocks"] = f.mean_match;
       j["bytes_per_block"] = f.bytes_per_block;
     }
     if (o.json)

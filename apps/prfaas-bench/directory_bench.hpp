@@ -32,6 +32,11 @@ struct directory_options {
   uint64_t latency_blocks = 10'000'000; ///< entries the latency index is filled to
   uint32_t chain_blocks = 256;      ///< blocks per latency query
   uint64_t latency_queries = 200'000;
+  /// Blocks stored into the latency index before the queries, in multiples of its size
+  /// (0: filled once). Above 1, evictions hand entries out again from the free list, as
+  /// in a directory that has run a while; queries then pick among the last quarter of
+  /// the chains stored.
+  uint32_t latency_churn = 0;
   uint32_t batch = 64;              ///< events per message to the actor (one worker's)
   uint32_t window = 256;            ///< queries in flight to the actor
   int repeat = 3;                   ///< runs per throughput figure; best and spread shown
