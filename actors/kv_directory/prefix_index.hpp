@@ -26,6 +26,9 @@
 // Layout (for >= 10M blocks at <= 64 B each): entries are 40-byte nodes in fixed
 // 10 MiB pages on huge pages (indices never move: parents and the recency list are
 // 32-bit indices), found through a block_table of 8-byte slots (11-21 B per entry).
+// A chain's entries, handed out one after another when it is stored, are mostly
+// neighbours, and match() walks them so (see there): a table lookup only where the run
+// breaks.
 // Up to 8 holders sit in the node as 16-bit refs (13-bit holder slot, 3 tier bits);
 // more spill to a side vector. Which blocks a holder has is not kept per holder:
 // replacing or dropping a holder with blocks scans every node once (rare: a worker
