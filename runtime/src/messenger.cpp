@@ -302,12 +302,13 @@ send_status messenger::send_bytes(const std::string& peer, std::string header, b
 // -- inbound frames ----------------------------------------------------------------------
 
 void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* detail) {
-  counters_.drop(r);
-  // Bounded: a flood of bad frames must not become a flood of log lines.
+  // Bounded: a flood of bad frames must not become a flood of log lines. Logged before
+  // it is counted, so whoever sees the count finds the line.
   if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
     drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
     log_->warn("frame_dropped reason={} size={} detail={}", to_string(r), f.header_size, detail);
   }
+  counters_.drop(r);
 }
 
 void messenger::on_frame(const inbound_frame& f) {
@@ -318,8 +319,8 @@ void messenger::on_frame(const inbound_frame& f) {
   auto& env = *arena.make<wire::Envelope>();
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (res.ok && !f.authenticated_node.empty() && env.source().node() != f.authenticated_node) {
-    count_drop(drop_reason::impersonation, f, "source node is not the authenticated one");
     log_->warn("frame_impersonation claimed={} authenticated={}", env.source().node(), f.authenticated_node);
+    count_drop(drop_reason::impersonation, f, "source node is not the authenticated one");
     return;
   }
   if (!res.ok) {

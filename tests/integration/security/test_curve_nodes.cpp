@@ -8,7 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <caf/all.hpp>
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/sinks/base_sink.h>
 #include <zmq.hpp>
 
 #include "prfaas/messages/type_ids.hpp"
@@ -26,6 +26,26 @@ using namespace prfaas::test;
 using Catch::Matchers::Contains;
 
 namespace {
+
+/// Log lines kept in memory, readable while other threads log.
+class text_sink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+  std::string text() {
+    std::lock_guard<std::mutex> guard{mutex_};
+    return out_.str();
+  }
+
+protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    out_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  }
+  void flush_() override {}
+
+private:
+  std::ostringstream out_;
+};
 
 /// One node's entry of `security.nodes`; without a secret when `secret` is empty (the
 /// node runs elsewhere).
@@ -111,10 +131,10 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
   cfg.add_message_types<caf::id_block::prfaas>();
   caf::actor_system sys{cfg};
 
-  // The target's log lines, to find its refusals in.
-  std::ostringstream target_log;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(target_log);
-  auto log = std::make_shared<spdlog::logger>("target", sink);
+  // The target's log lines, to find its refusals in (read under the sink's lock: the
+  // node's threads go on logging).
+  auto target_log = std::make_shared<text_sink>();
+  auto log = std::make_shared<spdlog::logger>("target", target_log);
   log->set_level(spdlog::level::info);
 
   zmq::context_t zctx{1};
@@ -159,9 +179,9 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     CHECK(ping(sys, client, 4, 10s) == std::optional<uint64_t>{4});
     CHECK(delivered == delivered_before);
     log->flush();
-    CHECK_THAT(target_log.str(), Contains("auth_refused plane=control address=127.0.0.1 key=" +
+    CHECK_THAT(target_log->text(), Contains("auth_refused plane=control address=127.0.0.1 key=" +
                                           intruder_keys.public_key + " reason=unknown_key"));
-    CHECK_THAT(target_log.str(), Contains("auth_refused plane=data"));
+    CHECK_THAT(target_log->text(), Contains("auth_refused plane=data"));
     intruder.stop();
   }
 
@@ -210,7 +230,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     send_as("bystander"); // the same connection, another name: dropped before any actor
     REQUIRE(eventually([&] { return impersonations() >= 1; }, 10s, 20ms));
     log->flush();
-    CHECK_THAT(target_log.str(), Contains("frame_impersonation claimed=bystander authenticated=client"));
+    CHECK_THAT(target_log->text(), Contains("frame_impersonation claimed=bystander authenticated=client"));
   }
 
   SECTION("a node without CURVE") {
@@ -227,10 +247,10 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     REQUIRE(eventually([&] { return refused(target, "control") >= 1; }, 10s, 50ms));
     REQUIRE(eventually([&] { return refused(target, "data") >= 1; }, 10s, 50ms));
     log->flush();
-    CHECK_THAT(target_log.str(), Contains("auth_refused plane=control"));
+    CHECK_THAT(target_log->text(), Contains("auth_refused plane=control"));
     // libzmq reports a mechanism mismatch, or no detail when the plaintext peer hung up
     // first (both were seen in CI): either is a handshake refusal.
-    CHECK_THAT(target_log.str(), Contains("key=none reason=handshake_failed"));
+    CHECK_THAT(target_log->text(), Contains("key=none reason=handshake_failed"));
     plain.stop();
   }
   client.stop();
