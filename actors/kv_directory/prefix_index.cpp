@@ -608,14 +608,17 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   // holder), and an entry whose refs equal the last narrowing entry's changes nothing:
   // most blocks cost one 16-byte compare. `none_yet` is no entry's refs (they are
   // packed at the front).
+  // (Not reached with more alive: the loop above ran to the end of the query.)
+  const bool narrow_here = walking && i < n;
   alive_holder alive[inline_refs];
   size_t live = 0;
-  for (auto a : alive_)
-    alive[live++] = a;
+  if (narrow_here)
+    for (auto a : alive_)
+      alive[live++] = a;
   constexpr uint64_t none_yet[2] = {0, ~uint64_t{0}};
   uint64_t last_refs[2] = {none_yet[0], none_yet[1]};
   static_assert(sizeof(node::holders.refs) == sizeof(last_refs));
-  for (; walking && i < n; ++i) {
+  for (; narrow_here && i < n; ++i) {
     node_idx ni;
     node* at_i = step(i, ni);
     if (!at_i)
@@ -650,7 +653,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
       break;
     keep(i, ni, at_i);
   }
-  if (walking)
+  if (narrow_here)
     alive_.assign(alive, alive + live);
   touch_in_order({matched, i}, matched_at);
   for (auto a : alive_)

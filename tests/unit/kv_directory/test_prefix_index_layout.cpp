@@ -170,3 +170,22 @@ TEST_CASE("following never takes a freed entry for a block, even one with id 0")
     REQUIRE(ix.audit().empty());
   }
 }
+
+TEST_CASE("a match ends with more holders alive than an entry keeps inline") {
+  // Ten holders of the same blocks: block 0's refs spill, and a query may end before
+  // any holder drops out.
+  prefix_index ix{1u << 10};
+  plain_model m;
+  for (int h = 0; h < 10; ++h) {
+    put(ix, m, "n" + std::to_string(h), {1, 2, 3});
+    if (h < 3)
+      put(ix, m, "n" + std::to_string(h), {4}, 3);
+  }
+  for (auto& q : std::vector<std::vector<block_id>>{{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4, 5}}) {
+    INFO("query of " << q.size() << " blocks");
+    auto r = ix.match(q);
+    CHECK(answer(r) == m.match(q));
+    CHECK(r.nodes.size() == 10);
+    REQUIRE(ix.audit().empty());
+  }
+}
