@@ -29,7 +29,7 @@ struct directory_options {
   uint64_t worker_blocks = 16384;   ///< each worker's cache, in 512-token blocks
   uint32_t duplicate = 8;           ///< disjoint copies of the trace, interleaved in time
   uint64_t capacity = 1ull << 24;   ///< index capacity (entries)
-  uint64_t latency_blocks = 10'000'000; ///< entries the latency index is filled to
+  uint64_t latency_blocks = 10'000'000; ///< entries the latency index is filled to (at least)
   uint32_t chain_blocks = 256;      ///< blocks per latency query
   uint64_t latency_queries = 200'000;
   /// Blocks stored into the latency index before the queries, in multiples of its size
