@@ -52,7 +52,7 @@ TEST_CASE("directory bench: ops and block ops are counted as Dynamo's mooncake_b
   CHECK(j["latency_entries"].get<uint64_t>() >= 1000);
   CHECK(j["match_mean_blocks"].get<double>() == Approx(16.0));
   CHECK(j["bytes_per_block"].get<double>() > 0);
-  CHECK(r.output.find("targets, in block ops:") != std::string::npos);
+  CHECK(read_file(cmd.out_file).find("targets, in block ops:") != std::string::npos);
 }
 
 TEST_CASE("directory bench: a missing trace or a bad option stops it with a message") {
