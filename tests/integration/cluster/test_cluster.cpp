@@ -102,14 +102,25 @@ TEST_CASE("three node processes detect a kill and a restart") {
       std::chrono::steady_clock::now() - killed);
   }
   // The bound: five missed 100 ms intervals, judged on 100 ms ticks, plus generous
-  // slack for a loaded 2-core machine and the 5 ms polling of /health. The floor: the
-  // last heartbeat may have arrived up to one interval before the kill, so silence
-  // counted from it reaches the limit one interval sooner (CI saw 447 ms).
+  // slack for a loaded 2-core machine and the 5 ms polling of /health. No floor on
+  // the time since the kill: silence counts from the last heartbeat heard, which a
+  // starved n2 may have sent well before it died (CI saw 447 ms). The detector must
+  // not call a peer down early, so the silence it logs is checked instead.
   auto bound = interval * misses + interval + 1500ms;
   for (auto& [n, d] : detection) {
     INFO(n << " detected the kill after " << d.count() << " ms");
-    CHECK(d >= interval * (misses - 1) - 50ms);
     CHECK(d <= bound);
+    std::string logs;
+    REQUIRE(eventually([&] {
+      logs = c.logs(n);
+      return logs.find("peer_down peer=n2 ") != std::string::npos;
+    }, 5s));
+    auto at = logs.find("peer_down peer=n2 ");
+    auto silent = logs.find("silent_ms=", at);
+    REQUIRE(silent != std::string::npos);
+    auto silent_ms = std::stoll(logs.substr(silent + 10, 12));
+    INFO(n << " logged the peer down after " << silent_ms << " ms of silence");
+    CHECK(std::chrono::milliseconds{silent_ms} >= interval * misses);
   }
   WARN("kill -9 detection: n0 " << detection["n0"].count() << " ms, n1 "
                                 << detection["n1"].count() << " ms (bound "
@@ -119,16 +130,23 @@ TEST_CASE("three node processes detect a kill and a restart") {
   // No request hangs: every ping to n2 ended, with an error, and the books balance.
   std::this_thread::sleep_for(1s); // longer than the pingers' 800 ms deadline
   for (auto n : {"n0", "n1"}) {
-    auto m = c.metrics(n);
     auto t = std::string{"target=\"n2/echo\""};
-    auto requests = metric(m, "prfaas_pinger_requests_total", {t});
-    auto replies = metric(m, "prfaas_pinger_replies_total", {t});
-    auto errors = metric(m, "prfaas_pinger_errors_total", {t});
-    auto in_flight = metric(m, "prfaas_pinger_in_flight", {t});
+    std::string m;
+    double requests = 0, replies = 0, errors = 0, in_flight = 0;
+    // The pinger's counters move outside the registry's lock and a scrape reads the
+    // counters before the gauge, so one scrape may catch a round half-counted.
+    auto balanced = eventually([&] {
+      m = c.metrics(n);
+      requests = metric(m, "prfaas_pinger_requests_total", {t});
+      replies = metric(m, "prfaas_pinger_replies_total", {t});
+      errors = metric(m, "prfaas_pinger_errors_total", {t});
+      in_flight = metric(m, "prfaas_pinger_in_flight", {t});
+      return requests == replies + errors + in_flight;
+    }, 5s);
     INFO(n << ": requests " << requests << " replies " << replies << " errors " << errors
            << " in flight " << in_flight);
     CHECK(errors > 0);
-    CHECK(requests == replies + errors + in_flight);
+    CHECK(balanced);
     CHECK(in_flight <= 1); // at most the one started in the current round
     CHECK(metric(m, "prfaas_pinger_errors_total", {t, "code=\"peer_down\""})
             + metric(m, "prfaas_pinger_errors_total", {t, "code=\"request_timeout\""})

@@ -471,7 +471,7 @@ model:
   max_context: 131072
 clusters:
   pd: { kind: pd }
-failure_detector: { interval: 100ms, misses: 5, suspect_misses: 2 }
+failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }  # 1 s: a gateway frozen for half a second on a loaded machine must not call the survivor down
 nodes:
   - name: gw
     cluster: pd

@@ -17,6 +17,9 @@ TEST_CASE("data plane faults: corrupted chunks are detected, nacked and re-sent"
     c.faults.seed = 7;
     c.faults.corrupt = 0.3;
     c.default_link.connections = 2;
+    // Re-sends come from NACKs only: a timed-out chunk re-sent before its corrupt
+    // copy is judged would leave the NACK late and the two sides' counts apart.
+    c.chunk_timeout = 10s;
   }};
   auto chunks = make_chunks(40, 20000, 21);
   p.send(1, chunks);
