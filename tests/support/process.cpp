@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -54,30 +56,66 @@ std::string command_line(const command& cmd) {
 
 } // namespace
 
+namespace {
+
+/// The kernel's ephemeral range: ports it hands to bind(0) and to outgoing
+/// connections. 32768-60999 unless the machine says otherwise.
+std::pair<int, int> ephemeral_range() {
+  std::ifstream in{"/proc/sys/net/ipv4/ip_local_port_range"};
+  int lo = 32768, hi = 60999;
+  if (!(in >> lo >> hi))
+    return {32768, 60999};
+  return {lo, hi};
+}
+
+} // namespace
+
 std::vector<uint16_t> free_ports(size_t n) {
+  // Ports a child is to bind later are taken from below the ephemeral range: there,
+  // between our check and the child's bind, neither another test's bind(0) nor the
+  // source port of any outgoing connection can take them. Only an explicit pick can,
+  // and those are spread at random over thousands of ports.
+  auto [lo, hi] = ephemeral_range();
+  int first = 10000, last = lo - 1;
+  if (last - first < 1000) { // an unusual range: take ports above it instead
+    first = hi + 1;
+    last = 65535;
+  }
+  std::random_device rd;
+  std::mt19937 rng{rd() ^ static_cast<unsigned>(::getpid())};
+  std::uniform_int_distribution<int> pick{first, last};
   std::vector<int> fds;
   std::vector<uint16_t> ports;
   auto close_all = [&] {
     for (int fd : fds)
       ::close(fd);
   };
-  for (size_t i = 0; i < n; ++i) {
+  for (int attempt = 0; ports.size() < n; ++attempt) {
+    if (attempt > 10000) {
+      close_all();
+      throw std::runtime_error("cannot find " + std::to_string(n) + " free loopback ports in " +
+                               std::to_string(first) + "-" + std::to_string(last));
+    }
+    auto port = static_cast<uint16_t>(pick(rng));
+    if (std::find(ports.begin(), ports.end(), port) != ports.end())
+      continue;
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+      auto why = std::string{std::strerror(errno)};
+      close_all();
+      throw std::runtime_error("cannot open a socket to find a free port: " + why);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    socklen_t len = sizeof(a);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      auto why = std::string{std::strerror(errno)};
-      if (fd >= 0)
-        ::close(fd);
-      close_all();
-      throw std::runtime_error("cannot find a free loopback port: " + why);
+    a.sin_port = htons(port);
+    // No SO_REUSEADDR: a port with connections lingering in TIME_WAIT is passed over.
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd);
+      continue;
     }
     fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
+    ports.push_back(port);
   }
   close_all();
   return ports;

@@ -17,8 +17,10 @@
 
 namespace prfaas::test {
 
-/// `n` distinct TCP ports on 127.0.0.1 that were free a moment ago (each bound to
-/// port 0 and held until all are found, then released).
+/// `n` distinct TCP ports on 127.0.0.1 that were free a moment ago (each bound and
+/// held until all are found, then released), picked at random below the kernel's
+/// ephemeral range so that nothing but another explicit pick can take them before
+/// the caller binds them.
 std::vector<uint16_t> free_ports(size_t n);
 
 /// A fresh directory under the system's temp folder, removed with its contents.
