@@ -54,10 +54,6 @@ std::string command_line(const command& cmd) {
   return line;
 }
 
-} // namespace
-
-namespace {
-
 /// The kernel's ephemeral range: ports it hands to bind(0) and to outgoing
 /// connections. 32768-60999 unless the machine says otherwise.
 std::pair<int, int> ephemeral_range() {

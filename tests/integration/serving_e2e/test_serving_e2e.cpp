@@ -471,7 +471,9 @@ model:
   max_context: 131072
 clusters:
   pd: { kind: pd }
-failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }  # 1 s: a gateway frozen for half a second on a loaded machine must not call the survivor down
+# 1 s: a gateway frozen for half a second on a loaded machine must not call the
+# surviving decode node down.
+failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }
 nodes:
   - name: gw
     cluster: pd

@@ -152,8 +152,9 @@ struct fake_receiver {
           }
           a.k = dw::kind::ack;
           answer(id, a);
-          if (auto w = waiting.find(h->id); w != waiting.end() && all_held(h->id, w->second.second)) {
-            dw::header d;
+          auto w = waiting.find(h->id);
+          if (w != waiting.end() && all_held(h->id, w->second.second)) {
+            dw::header d; // as the real receiver answers on delivery: id and kind
             d.id = h->id;
             d.k = dw::kind::done;
             answer(w->second.first, d);
