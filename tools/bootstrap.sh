@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package prfaas needs to build, test and run.
-# Idempotent: when every package is already installed it does nothing (no apt-get update).
+# Installs every Debian package prfaas needs to build, test and run, then builds the
+# pinned llama.cpp into its cache (tools/llama-cpp.sh: once per machine and pin).
+# Idempotent: when every package is already installed it runs no apt-get at all.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   # toolchain
@@ -12,6 +14,9 @@ packages=(
   libxxhash-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev libjemalloc-dev
   # tests and tools: real HTTP clients, namespaces, link emulation, blackholes, plots
   curl iproute2 nftables procps gnuplot-nox python3
+  # llama.cpp from the npm registry (tools/llama-cpp.sh), a compiler cache outside the
+  # tree, and Node.js for the OpenAI SDK test
+  npm nodejs git openssl ccache
 )
 
 missing=()
@@ -21,15 +26,24 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# npm and node may come from elsewhere than Debian (a machine's own Node.js); what
+# matters is that the commands exist.
+for p in npm nodejs; do
+  if command -v "${p%js}" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1; then
+    for i in "${!missing[@]}"; do [ "${missing[$i]}" = "$p" ] && unset 'missing[i]'; done
+  fi
+done
+missing=("${missing[@]}")
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "bootstrap: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "bootstrap: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "bootstrap: done"
 fi
-
-echo "bootstrap: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "bootstrap: done"
+bash tools/llama-cpp.sh >/dev/null

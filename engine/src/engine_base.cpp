@@ -2,6 +2,10 @@
 
 #include "prfaas/engine/chunk_check.hpp"
 
+#include "sampling.hpp"
+
+#include <algorithm>
+
 #include <unordered_set>
 
 namespace prfaas::engine {
@@ -62,6 +66,22 @@ result<std::vector<kv_chunk>> engine_base::export_checkpoint(seq_id id, uint32_t
 }
 
 void engine_base::release(seq_id id) { seqs_.erase(id); }
+
+std::optional<sampled_logprobs> engine_base::last_logprobs(seq_id id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? std::nullopt : it->second->logprobs;
+}
+
+std::span<const token> engine_base::output_of(const sequence_base& s) {
+  return output_window(s.rec.tokens, s.rec.prompt_tokens, s.rec.sampling.first_index);
+}
+
+result<void> engine_base::check_identity(std::span<const std::byte> identity) const {
+  if (identity.size() == info_.identity.size() &&
+      std::equal(identity.begin(), identity.end(), info_.identity.begin()))
+    return {};
+  return make_error("state from another model (its identity differs from " + info_.model + "'s)");
+}
 
 uint32_t engine_base::length(seq_id id) const {
   auto it = seqs_.find(id);
@@ -134,6 +154,21 @@ result<sequence_record> engine_base::check_import(seq_id id,
   const std::string who = "import " + seq_str(id);
   if (seqs_.count(id))
     return make_error(who + ": id already in use");
+  // The exporter's identity first: "another quantisation" says more than "fingerprint
+  // mismatch". Only an intact meta chunk is read for it (a corrupted one is reported
+  // as such by check_chunks below).
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto& c = chunks[i];
+    if (c.header.kind != layer_kind::meta || c.header.version != chunk_header::current_version ||
+        c.header.payload_bytes != c.payload.size() || checksum(c.payload) != c.header.payload_xxh3)
+      continue;
+    auto identity = meta_identity(c.payload);
+    if (!identity)
+      return make_error(who + ": " + chunk_label(i, c.header) + ": " + identity.message());
+    if (auto ok = check_identity(*identity); !ok)
+      return make_error(who + ": " + ok.message());
+    break;
+  }
   auto checked = check_chunks(info_, chunks, 0, true, [this](uint32_t l, uint32_t b, uint32_t e) {
     return expected_payload(l, b, e);
   });

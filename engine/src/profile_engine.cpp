@@ -84,6 +84,7 @@ profile_engine::profile_engine(profile prof, profile_engine_config config, clock
                                                                          : layer_kind::linear);
   info_.vocab_size = vocab;
   info_.eos_token = 0;
+  info_.end_tokens = {0};
   // The KV layout (not the hardware) decides compatibility: an H200 prefill's chunks
   // import into an H20 decode instance of the same model.
   std::string id = "profile|" + profile_.model + "|" + std::to_string(profile_.layers) + "|" +

@@ -54,6 +54,7 @@ reference_engine::reference_engine(const reference_config& c, std::unique_ptr<re
     info_.layers.push_back(model_->kind(l));
   info_.vocab_size = model_->vocab();
   info_.eos_token = 256;
+  info_.end_tokens = {256};
   info_.state_bytes_total = info_.n_linear() * state_bytes_per_layer();
 }
 
@@ -123,7 +124,9 @@ void reference_engine::load_chunks(sequence& s, std::span<const kv_chunk> chunks
 }
 
 token reference_engine::sample(sequence& s) const {
-  return sample_token(s.logits, s.rec.sampling, s.rec.sampled++);
+  auto r = sample_token(s.logits, s.rec.sampling, s.rec.sampled++, output_of(s));
+  s.logprobs = std::move(r.logprobs);
+  return r.id;
 }
 
 result<prefill_result> reference_engine::prefill(const prefill_request& req,
@@ -168,6 +171,7 @@ result<prefill_result> reference_engine::prefill(const prefill_request& req,
                   on_checkpoint, on_layer);
   prefill_result out;
   out.first_token = sample(*s);
+  out.first_logprobs = s->logprobs;
   s->rec.pending = out.first_token;
   out.computed_tokens = n - r;
   out.modeled_time = std::chrono::duration_cast<nanos>(

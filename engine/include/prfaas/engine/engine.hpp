@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -39,6 +41,16 @@ struct prefill_result {
   token first_token = 0;       ///< sampled from the last prompt position; pending for decode
   uint32_t computed_tokens = 0; ///< prompt tokens actually computed (prompt - reuse)
   nanos modeled_time{0};       ///< the cost model's T_prefill(computed_tokens)
+  /// The first token's log-probabilities, when the request asked for them.
+  std::optional<sampled_logprobs> first_logprobs;
+};
+
+/// A named figure an engine keeps about its own work (e.g. the tokens llama.cpp
+/// evaluated), for metrics and tests.
+struct engine_counter {
+  std::string name; ///< snake_case, e.g. "llama_n_p_eval"
+  std::string help;
+  double value = 0;
 };
 
 /// The engine interface the prefill and decode workers drive. One instance owns
@@ -72,6 +84,13 @@ public:
   /// Create sequence `id` from an export (any chunk order; full-layer KV may be
   /// split into several chunks). All-or-nothing.
   virtual result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) = 0;
+
+  /// Log-probabilities of the token the last decode_step sampled for `id`, when its
+  /// sampling asked for them (nullopt otherwise, or for an unknown id).
+  virtual std::optional<sampled_logprobs> last_logprobs(seq_id id) const = 0;
+
+  /// Figures of the engine's own work; none by default.
+  virtual std::vector<engine_counter> counters() const { return {}; }
 
   /// Drop a sequence; unknown ids are ignored.
   virtual void release(seq_id id) = 0;

@@ -4,6 +4,7 @@
 #include "prfaas/engine/sequence_record.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -13,6 +14,8 @@ namespace prfaas::engine {
 struct sequence_base {
   virtual ~sequence_base() = default;
   sequence_record rec; ///< rec.tokens.size() is the sequence's length
+  /// Of the token sampled last (rec.pending), when rec.sampling asked for them.
+  std::optional<sampled_logprobs> logprobs;
 };
 
 /// The part of the engine interface that does not depend on how an engine computes:
@@ -27,7 +30,8 @@ public:
   result<std::vector<kv_chunk>> export_sequence(seq_id id) const final;
   result<std::vector<kv_chunk>> export_kv(seq_id id, uint32_t begin, uint32_t end) const final;
   result<std::vector<kv_chunk>> export_checkpoint(seq_id id, uint32_t at) const final;
-  void release(seq_id id) final;
+  std::optional<sampled_logprobs> last_logprobs(seq_id id) const final;
+  void release(seq_id id) override;
   bool contains(seq_id id) const final { return seqs_.count(id) != 0; }
   uint32_t length(seq_id id) const final;
 
@@ -57,9 +61,16 @@ protected:
   result<void> check_reuse(const prefill_request& req, const std::string& who) const;
   /// decode_step() checks: every id known, none twice.
   result<void> check_batch(std::span<const seq_id> batch) const;
-  /// import_sequence() checks: id free, chunks valid and complete, meta record valid
-  /// and matching the covered length (> 0). Returns the record of the meta chunk.
+  /// import_sequence() checks: id free, the meta chunk's model identity (check_identity,
+  /// before anything else, so that a state from another model, quantisation or format
+  /// version is called that), chunks valid and complete, meta record valid and
+  /// matching the covered length (> 0). Returns the record of the meta chunk.
   result<sequence_record> check_import(seq_id id, std::span<const kv_chunk> chunks) const;
+  /// Whether an exported identity (empty: the exporter had none) may be imported here;
+  /// the error says which part differs. By default: equal to info_.identity.
+  virtual result<void> check_identity(std::span<const std::byte> identity) const;
+  /// The sampling output of `s` for its next draw, recorded in the sequence.
+  static std::span<const token> output_of(const sequence_base& s);
 
   model_info info_;
   /// Every entry was created by the derived engine, so it is that engine's sequence type.

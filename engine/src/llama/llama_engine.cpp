@@ -1,0 +1,644 @@
+// The llama.cpp engine (llama_engine.hpp): one llama_context per instance, prfaas
+// sequences as llama.cpp sequence ids ("slots"), continuous batching (one llama_decode
+// for a decode step of the whole batch), prefill in n_batch slices, and the sequence
+// state cut into prfaas chunks by state_codec.hpp.
+//
+// What llama.cpp's API does not allow, and what this engine does instead:
+//  * Layer-by-layer streaming while a prefill runs: llama_decode computes every layer
+//    of a slice before it returns, and the state API reads a whole sequence. So the
+//    KV streams slice by slice: after each n_batch slice, every attention layer's KV of
+//    that slice's tokens goes to the sink (the transfer overlaps the later slices); the
+//    recurrent state, which exists only at the last processed position, goes last.
+//  * Recurrent checkpoints at block boundaries: the state is readable only after a
+//    llama_decode, so slices also end at every multiple of checkpoint_interval, and the
+//    recurrent state (PARTIAL_ONLY) is saved there. A prompt whose prefix is cached
+//    still computes from the last checkpoint at or before its last token.
+//  * Reading a token range of the KV: only the whole sequence can be read, so exports
+//    parse one snapshot of it per change of the sequence and cut ranges out of that.
+//  * More sequences than slots: a llama_context holds at most n_seq_max sequences, so
+//    the others are parked as their serialized state and swapped in when a decode step
+//    needs them (the least recently used one not in the step is parked in its place).
+
+#include "prfaas/engine/engine_base.hpp"
+#include "prfaas/engine/chunk_check.hpp"
+#include "prfaas/engine/llama_engine.hpp"
+
+#include "llama/identity.hpp"
+#include "llama/model_store.hpp"
+#include "llama/state_codec.hpp"
+#include "sampling.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include <llama.h>
+
+#ifndef PRFAAS_LLAMA_RELEASE
+#define PRFAAS_LLAMA_RELEASE "unknown"
+#endif
+
+namespace prfaas::engine {
+
+const char* llama_release() { return PRFAAS_LLAMA_RELEASE; }
+
+namespace {
+
+using llama_detail::loaded_model;
+namespace codec = llama_codec;
+
+std::string layout_text(const codec::layout& l) {
+  std::string s = "kv " + std::to_string(l.n_full()) + " layers";
+  if (l.n_full() > 0) {
+    s += " (cell ext " + std::to_string(l.cell_ext) + ", v_trans " + std::to_string(l.v_trans) + ":";
+    for (auto& k : l.kv)
+      s += " k" + std::to_string(k.k_type) + "/" + std::to_string(k.k_row) + " v" +
+           std::to_string(k.v_type) + "/" + std::to_string(k.v_token_bytes());
+    s += ")";
+  }
+  s += ", recurrent " + std::to_string(l.n_linear()) + " layers";
+  if (l.n_linear() > 0) {
+    s += " (of " + std::to_string(l.rec_n_layer_total) + ":";
+    for (auto& r : l.rec)
+      s += " r" + std::to_string(r.r_type) + "/" + std::to_string(r.r_row) + " s" +
+           std::to_string(r.s_type) + "/" + std::to_string(r.s_row);
+    s += ")";
+  }
+  return s;
+}
+
+struct context_deleter {
+  void operator()(llama_context* c) const { llama_free(c); }
+};
+
+class llama_engine final : public engine_base {
+public:
+  static result<std::unique_ptr<engine>> create(const llama_config& c);
+
+  result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
+  result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
+  result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
+  void release(seq_id id) override;
+
+  double prefill_seconds(uint64_t tokens) const override;
+  double decode_seconds(uint32_t batch, uint64_t context) const override;
+  double kv_bytes(uint64_t tokens) const override;
+  std::vector<engine_counter> counters() const override;
+
+private:
+  struct sequence : sequence_base {
+    seq_id id = 0;
+    int32_t slot = -1;              ///< llama seq id while resident
+    std::vector<std::byte> parked;  ///< its whole state while not resident
+    uint64_t last_used = 0;         ///< for the choice of whom to park
+    /// Linear-layer payloads (state_codec) at recorded lengths.
+    std::map<uint32_t, std::vector<std::vector<std::byte>>> checkpoints;
+    /// A parsed copy of the state, valid while `snap_version == version`.
+    uint64_t version = 0;
+    uint64_t snap_version = UINT64_MAX;
+    std::vector<std::byte> snap_blob;
+    codec::parsed_state snap;
+  };
+
+  llama_engine(const llama_config& c, std::shared_ptr<loaded_model> m)
+      : config_(c), model_(std::move(m)) {}
+
+public:
+  ~llama_engine() override {
+    if (batch_capacity_ != 0)
+      llama_batch_free(batch_);
+  }
+
+private:
+  result<void> init();
+  llama_memory_t mem() const { return llama_get_memory(ctx_.get()); }
+  sequence& seq(seq_id id) const { return static_cast<sequence&>(*seqs_.at(id)); }
+
+  /// The state of llama seq `slot` (flags 0 or PARTIAL_ONLY).
+  std::vector<std::byte> read_state(int32_t slot, uint32_t flags) const;
+  /// A free slot, parking the least recently used sequence not in `pinned` if needed;
+  /// -1 when every slot is pinned.
+  int32_t claim_slot(std::span<const seq_id> pinned);
+  result<void> make_resident(sequence& s, std::span<const seq_id> pinned);
+  void park(sequence& s);
+  void free_slot(sequence& s);
+  /// The parsed snapshot of `s` (refreshed when the sequence changed since).
+  const codec::parsed_state& snapshot(const sequence& s) const;
+  result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
+  /// Loads validated chunks (state_codec build) into `s`'s slot.
+  result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
+                           const checked_chunks& checked, int32_t slot);
+  void save_checkpoint(sequence& s, uint32_t at);
+  token sample(sequence& s, const float* logits);
+
+  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;
+  kv_chunk kv_chunk_of(const sequence_base& s, uint32_t layer, uint32_t begin,
+                       uint32_t end) const override;
+  kv_chunk state_chunk_of(const sequence_base& s, uint32_t layer, uint32_t at) const override;
+  bool has_state_at(const sequence_base& s, uint32_t at) const override;
+  result<void> check_identity(std::span<const std::byte> identity) const override;
+
+  llama_config config_;
+  std::shared_ptr<loaded_model> model_;
+  std::unique_ptr<llama_context, context_deleter> ctx_;
+  const llama_vocab* vocab_ = nullptr;
+  codec::layout layout_;
+  std::vector<seq_id> slot_owner_; ///< by slot: the sequence in it (when slot_used_)
+  std::vector<bool> slot_used_;
+  llama_batch batch_{};
+  uint32_t batch_capacity_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
+  uint64_t swaps_ = 0;
+  /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
+  double prefill_tps_ = 0, decode_s_per_token_ = 0;
+  double flops_per_token_ = 0;
+};
+
+result<std::unique_ptr<engine>> llama_engine::create(const llama_config& c) {
+  auto m = llama_detail::load_model(c.gguf, false);
+  if (!m)
+    return m.err();
+  if (!(*m)->facts.unsupported.empty())
+    return make_error(c.gguf + ": architecture " + (*m)->facts.architecture +
+                      " is not supported: " + (*m)->facts.unsupported);
+  std::unique_ptr<llama_engine> e(new llama_engine(c, std::move(m).value()));
+  if (auto r = e->init(); !r)
+    return r.err();
+  return std::unique_ptr<engine>(std::move(e));
+}
+
+result<void> llama_engine::init() {
+  const auto& f = model_->facts;
+  if (config_.context == 0)
+    config_.context = f.n_ctx_train;
+  if (config_.context > f.n_ctx_train)
+    return make_error(config_.gguf + ": a context of " + std::to_string(config_.context) +
+                      " tokens is larger than the model's " + std::to_string(f.n_ctx_train));
+  if (config_.slots == 0 || config_.slots > 256)
+    return make_error("llama engine: slots must be between 1 and 256");
+  if (config_.batch == 0 || config_.ubatch == 0 || config_.ubatch > config_.batch)
+    return make_error("llama engine: need 0 < ubatch <= batch");
+  if (config_.threads == 0)
+    return make_error("llama engine: threads must be at least 1");
+  auto cp = llama_context_default_params();
+  // Each sequence its own stream of `context` cells: a sequence's state reads and
+  // loads on its own, and sequences never compete for cells.
+  cp.n_ctx = config_.context * config_.slots;
+  cp.n_batch = config_.batch;
+  cp.n_ubatch = config_.ubatch;
+  cp.n_seq_max = config_.slots;
+  cp.kv_unified = false;
+  cp.n_threads = static_cast<int32_t>(config_.threads);
+  cp.n_threads_batch = static_cast<int32_t>(config_.threads);
+  cp.no_perf = false;
+  ctx_.reset(llama_init_from_model(model_->model, cp));
+  if (!ctx_)
+    return make_error(config_.gguf + ": llama.cpp could not create a context of " +
+                      std::to_string(config_.context) + " tokens x " +
+                      std::to_string(config_.slots) + " sequences");
+  vocab_ = llama_model_get_vocab(model_->model);
+  batch_capacity_ = std::max(config_.batch, config_.slots);
+  batch_ = llama_batch_init(static_cast<int32_t>(batch_capacity_), 0, 1);
+  slot_owner_.assign(config_.slots, 0);
+  slot_used_.assign(config_.slots, false);
+
+  // Learn the state layout from a probe: two tokens in slot 0 of the fresh context.
+  const token probe[2] = {llama_vocab_bos(vocab_) >= 0 ? llama_vocab_bos(vocab_) : 0, 1};
+  if (auto r = decode_slice(0, probe, 0, false); !r)
+    return make_error(config_.gguf + ": probe prefill failed: " + r.message());
+  const bool hybrid = model_->facts.hybrid;
+  const bool rec_only = model_->facts.recurrent && !hybrid;
+  auto full = read_state(0, 0);
+  auto partial = hybrid ? read_state(0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) : std::vector<std::byte>{};
+  llama_memory_seq_rm(mem(), 0, -1, -1);
+  llama_perf_context_reset(ctx_.get()); // the probe is not work anyone asked for
+  auto lay = codec::discover(full, partial, hybrid, rec_only);
+  if (!lay)
+    return make_error(config_.gguf + ": architecture " + model_->facts.architecture +
+                      " is not supported: " + lay.message());
+  layout_ = std::move(lay).value();
+
+  info_.model = model_->facts.name.empty() ? model_->facts.architecture : model_->facts.name;
+  for (uint32_t l = 0; l < layout_.n_full(); ++l)
+    info_.layers.push_back(layer_kind::full);
+  for (uint32_t l = 0; l < layout_.n_linear(); ++l)
+    info_.layers.push_back(layer_kind::linear);
+  info_.vocab_size = model_->facts.n_vocab;
+  info_.eos_token = llama_vocab_eos(vocab_);
+  for (token t = 0; t < static_cast<token>(info_.vocab_size); ++t)
+    if (llama_vocab_is_eog(vocab_, t))
+      info_.end_tokens.push_back(t);
+  info_.state_bytes_total = layout_.rec_bytes();
+  info_.identity = llama_detail::full_identity(model_->identity_base, layout_text(layout_));
+  info_.fingerprint = checksum(info_.identity);
+  flops_per_token_ = 2.0 * static_cast<double>(llama_model_n_params(model_->model));
+  return {};
+}
+
+std::vector<std::byte> llama_engine::read_state(int32_t slot, uint32_t flags) const {
+  const size_t n = llama_state_seq_get_size_ext(ctx_.get(), slot, flags);
+  std::vector<std::byte> out(n);
+  const size_t got = llama_state_seq_get_data_ext(ctx_.get(), reinterpret_cast<uint8_t*>(out.data()),
+                                                  n, slot, flags);
+  out.resize(got);
+  return out;
+}
+
+result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0,
+                                        bool logits) {
+  batch_.n_tokens = static_cast<int32_t>(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch_.token[i] = tokens[i];
+    batch_.pos[i] = static_cast<llama_pos>(pos0 + i);
+    batch_.n_seq_id[i] = 1;
+    batch_.seq_id[i][0] = slot;
+    batch_.logits[i] = logits && i + 1 == tokens.size();
+  }
+  const int32_t rc = llama_decode(ctx_.get(), batch_);
+  if (rc != 0)
+    return make_error("llama_decode returned " + std::to_string(rc) +
+                      (rc == 1 ? " (no room in the KV cache)" : ""));
+  return {};
+}
+
+int32_t llama_engine::claim_slot(std::span<const seq_id> pinned) {
+  for (uint32_t i = 0; i < slot_used_.size(); ++i)
+    if (!slot_used_[i])
+      return static_cast<int32_t>(i);
+  sequence* victim = nullptr;
+  for (uint32_t i = 0; i < slot_owner_.size(); ++i) {
+    const seq_id owner = slot_owner_[i];
+    if (!slot_used_[i] || std::find(pinned.begin(), pinned.end(), owner) != pinned.end() ||
+        !seqs_.count(owner))
+      continue;
+    auto& s = seq(owner);
+    if (!victim || s.last_used < victim->last_used)
+      victim = &s;
+  }
+  if (!victim)
+    return -1;
+  const int32_t slot = victim->slot;
+  park(*victim);
+  return slot;
+}
+
+void llama_engine::park(sequence& s) {
+  s.parked = read_state(s.slot, 0);
+  free_slot(s);
+  ++swaps_;
+}
+
+void llama_engine::free_slot(sequence& s) {
+  if (s.slot < 0)
+    return;
+  llama_memory_seq_rm(mem(), s.slot, -1, -1);
+  slot_used_[static_cast<size_t>(s.slot)] = false;
+  slot_owner_[static_cast<size_t>(s.slot)] = 0;
+  s.slot = -1;
+}
+
+result<void> llama_engine::make_resident(sequence& s, std::span<const seq_id> pinned) {
+  s.last_used = ++clock_;
+  if (s.slot >= 0)
+    return {};
+  const int32_t slot = claim_slot(pinned);
+  if (slot < 0)
+    return make_error("all " + std::to_string(config_.slots) + " slots are in this step");
+  const size_t got = llama_state_seq_set_data_ext(ctx_.get(),
+                                                  reinterpret_cast<const uint8_t*>(s.parked.data()),
+                                                  s.parked.size(), slot, 0);
+  if (got == 0) {
+    llama_memory_seq_rm(mem(), slot, -1, -1);
+    return make_error("llama.cpp refused a parked state of " + std::to_string(s.parked.size()) +
+                      " bytes");
+  }
+  s.parked = {};
+  s.parked.shrink_to_fit();
+  s.slot = slot;
+  slot_used_[static_cast<size_t>(slot)] = true;
+  slot_owner_[static_cast<size_t>(slot)] = s.id;
+  ++swaps_;
+  return {};
+}
+
+const codec::parsed_state& llama_engine::snapshot(const sequence& cs) const {
+  auto& s = const_cast<sequence&>(cs); // a cache of what the state is; not the state
+  if (s.snap_version == s.version)
+    return s.snap;
+  s.snap_blob = s.slot >= 0 ? read_state(s.slot, 0) : s.parked;
+  auto p = codec::parse(layout_, s.snap_blob);
+  // The layout was learnt from this context and checked on a probe: a state it cannot
+  // parse is a bug, not input. Fail loudly rather than export garbage.
+  if (!p)
+    throw std::logic_error("llama engine: own state unreadable: " + p.message());
+  s.snap = std::move(p).value();
+  s.snap_version = s.version;
+  return s.snap;
+}
+
+void llama_engine::save_checkpoint(sequence& s, uint32_t at) {
+  auto& cp = s.checkpoints[at];
+  if (layout_.n_linear() == 0)
+    return; // a transformer's "state" at any length is its KV: nothing to keep
+  const auto blob = read_state(s.slot, layout_.has_kv ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
+  auto p = layout_.has_kv ? codec::parse_recurrent(layout_, blob) : codec::parse(layout_, blob);
+  if (!p)
+    throw std::logic_error("llama engine: own recurrent state unreadable: " + p.message());
+  cp.resize(layout_.n_linear());
+  for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
+    cp[l].clear();
+    codec::export_rec(layout_, *p, l, cp[l]);
+  }
+}
+
+token llama_engine::sample(sequence& s, const float* logits) {
+  auto r = sample_token({logits, info_.vocab_size}, s.rec.sampling, s.rec.sampled++, output_of(s));
+  s.logprobs = std::move(r.logprobs);
+  return r.id;
+}
+
+result<void> llama_engine::load_chunks(sequence& s, std::span<const kv_chunk> chunks,
+                                       const checked_chunks& checked, int32_t slot) {
+  codec::state_parts parts;
+  parts.length = checked.length;
+  parts.kv.resize(layout_.n_full());
+  parts.rec.resize(layout_.n_linear());
+  for (uint32_t l = 0; l < layout_.n_full(); ++l)
+    for (size_t i : checked.kv[l]) {
+      const auto& h = chunks[i].header;
+      parts.kv[l].push_back({chunks[i].payload, h.token_end - h.token_begin});
+    }
+  for (uint32_t l = 0; l < layout_.n_linear(); ++l)
+    parts.rec[l] = chunks[*checked.state[layout_.n_full() + l]].payload;
+  auto blob = codec::build(layout_, parts);
+  if (!blob)
+    return blob.err();
+  if (slot < 0) { // no free slot now: keep it parked until a step needs it
+    s.parked = std::move(blob).value();
+    return {};
+  }
+  const size_t got = llama_state_seq_set_data_ext(
+    ctx_.get(), reinterpret_cast<const uint8_t*>(blob->data()), blob->size(), slot, 0);
+  if (got == 0) {
+    llama_memory_seq_rm(mem(), slot, -1, -1);
+    return make_error("llama.cpp refused the state (" + std::to_string(blob->size()) + " bytes)");
+  }
+  s.slot = slot;
+  slot_used_[static_cast<size_t>(slot)] = true;
+  return {};
+}
+
+result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
+  const std::string who = "prefill " + seq_str(req.id);
+  if (auto ok = check_prompt(req, who); !ok)
+    return ok.err();
+  if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
+    return make_error(who + ": invalid sampling temperature");
+  if (auto ok = check_reuse(req, who); !ok)
+    return ok.err();
+  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
+  if (n >= config_.context)
+    return make_error(who + ": prompt of " + std::to_string(n) + " tokens leaves no room in a " +
+                      std::to_string(config_.context) + "-token context");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto owned = std::make_unique<sequence>();
+  auto& s = *owned;
+  s.id = req.id;
+  const int32_t slot = claim_slot({});
+  if (slot < 0)
+    return make_error(who + ": no slot");
+  const uint32_t r = req.reuse_tokens;
+  if (r > 0) { // check_reuse: the chunks tile [0, r) and hold every linear state at r
+    auto checked = check_chunks(info_, req.reuse, r, false, [this](uint32_t l, uint32_t b, uint32_t e) {
+      return expected_payload(l, b, e);
+    });
+    if (!checked)
+      return make_error(who + ": reuse rejected: " + checked.message());
+    if (auto ok = load_chunks(s, req.reuse, *checked, slot); !ok)
+      return make_error(who + ": reuse rejected: " + ok.message());
+  } else {
+    s.slot = slot;
+    slot_used_[static_cast<size_t>(slot)] = true;
+  }
+  slot_owner_[static_cast<size_t>(slot)] = req.id;
+  auto fail = [&](const std::string& why) -> result<prefill_result> {
+    free_slot(s);
+    return make_error(who + ": " + why);
+  };
+  s.rec.tokens.assign(req.prompt.begin(), req.prompt.end());
+  s.rec.prompt_tokens = n;
+  s.rec.sampling = req.sampling;
+  s.rec.sampled = req.sampling.first_index;
+  s.rec.identity = info_.identity;
+  const uint32_t every = req.checkpoint_interval;
+  if (every != 0 && r % every == 0 && r > 0)
+    save_checkpoint(s, r);
+  for (uint32_t pos = r; pos < n;) {
+    uint32_t end = std::min(n, pos + config_.batch);
+    if (every != 0)
+      end = std::min(end, (pos / every + 1) * every);
+    if (auto ok = decode_slice(slot, req.prompt.subspan(pos, end - pos), pos, end == n); !ok)
+      return fail(ok.message());
+    ++s.version;
+    if (every != 0 && end % every == 0)
+      save_checkpoint(s, end);
+    if (sink) {
+      const auto& st = snapshot(s);
+      for (uint32_t l = 0; l < layout_.n_full(); ++l) {
+        std::vector<std::byte> payload;
+        codec::export_kv(layout_, st, l, pos, end, payload);
+        sink(make_chunk(kv_header(l, pos, end, end), std::move(payload)));
+      }
+    }
+    pos = end;
+  }
+  prefill_result out;
+  out.first_token = sample(s, llama_get_logits_ith(ctx_.get(), -1));
+  out.first_logprobs = s.logprobs;
+  s.rec.pending = out.first_token;
+  out.computed_tokens = n - r;
+  prompt_tokens_ += n - r;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (n - r >= 64 && secs > 0)
+    prefill_tps_ = prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * (n - r) / secs : (n - r) / secs;
+  out.modeled_time = std::chrono::duration_cast<nanos>(std::chrono::duration<double>(secs));
+  if (sink) {
+    const auto& st = snapshot(s);
+    for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
+      std::vector<std::byte> payload;
+      codec::export_rec(layout_, st, l, payload);
+      sink(make_chunk(state_header(layout_.n_full() + l, n), std::move(payload)));
+    }
+    sink(make_meta_chunk(info_, s.rec));
+  }
+  s.last_used = ++clock_;
+  seqs_.emplace(req.id, std::move(owned));
+  return out;
+}
+
+result<std::vector<token>> llama_engine::decode_step(std::span<const seq_id> batch) {
+  if (auto ok = check_batch(batch); !ok)
+    return ok.err();
+  if (batch.size() > config_.slots)
+    return make_error("decode: a step of " + std::to_string(batch.size()) +
+                      " sequences exceeds the context's " + std::to_string(config_.slots) + " slots");
+  for (seq_id id : batch) {
+    auto& s = seq(id);
+    if (s.rec.tokens.size() + 1 >= config_.context)
+      return make_error("decode: " + seq_str(id) + " has filled its context of " +
+                        std::to_string(config_.context) + " tokens");
+    if (auto ok = make_resident(s, batch); !ok)
+      return make_error("decode: " + seq_str(id) + ": " + ok.message());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  batch_.n_tokens = static_cast<int32_t>(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& s = seq(batch[i]);
+    batch_.token[i] = s.rec.pending;
+    batch_.pos[i] = static_cast<llama_pos>(s.rec.tokens.size());
+    batch_.n_seq_id[i] = 1;
+    batch_.seq_id[i][0] = s.slot;
+    batch_.logits[i] = 1;
+  }
+  if (const int32_t rc = llama_decode(ctx_.get(), batch_); rc != 0)
+    return make_error("decode: llama_decode returned " + std::to_string(rc));
+  std::vector<token> out;
+  out.reserve(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& s = seq(batch[i]);
+    s.rec.tokens.push_back(s.rec.pending);
+    s.rec.pending = sample(s, llama_get_logits_ith(ctx_.get(), static_cast<int32_t>(i)));
+    ++s.version;
+    out.push_back(s.rec.pending);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double per_token = secs / static_cast<double>(batch.size());
+  decode_s_per_token_ =
+    decode_s_per_token_ > 0 ? 0.9 * decode_s_per_token_ + 0.1 * per_token : per_token;
+  return out;
+}
+
+result<void> llama_engine::import_sequence(seq_id id, std::span<const kv_chunk> chunks) {
+  auto rec = check_import(id, chunks);
+  if (!rec)
+    return rec.err();
+  if (rec->tokens.size() + 1 >= config_.context)
+    return make_error("import " + seq_str(id) + ": " + std::to_string(rec->tokens.size()) +
+                      " tokens leave no room in a " + std::to_string(config_.context) +
+                      "-token context");
+  // check_import validated every chunk; this cannot fail on their account.
+  auto checked = check_chunks(info_, chunks, 0, true, [this](uint32_t l, uint32_t b, uint32_t e) {
+    return expected_payload(l, b, e);
+  });
+  if (!checked)
+    return make_error("import " + seq_str(id) + ": " + checked.message());
+  auto owned = std::make_unique<sequence>();
+  owned->id = id;
+  int32_t slot = -1;
+  for (uint32_t i = 0; i < slot_used_.size() && slot < 0; ++i)
+    if (!slot_used_[i])
+      slot = static_cast<int32_t>(i);
+  if (auto ok = load_chunks(*owned, chunks, *checked, slot); !ok)
+    return make_error("import " + seq_str(id) + ": " + ok.message());
+  owned->rec = std::move(rec).value();
+  owned->last_used = ++clock_;
+  if (owned->slot >= 0)
+    slot_owner_[static_cast<size_t>(owned->slot)] = id;
+  seqs_.emplace(id, std::move(owned));
+  return {};
+}
+
+void llama_engine::release(seq_id id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end())
+    return;
+  free_slot(static_cast<sequence&>(*it->second));
+  seqs_.erase(it);
+}
+
+uint64_t llama_engine::expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const {
+  return layer < layout_.n_full() ? layout_.kv_payload(layer, end - begin)
+                                  : layout_.rec_payload(layer - layout_.n_full());
+}
+
+kv_chunk llama_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, uint32_t begin,
+                                   uint32_t end) const {
+  const auto& s = static_cast<const sequence&>(base);
+  std::vector<std::byte> payload;
+  codec::export_kv(layout_, snapshot(s), layer, begin, end, payload);
+  return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
+                    std::move(payload));
+}
+
+kv_chunk llama_engine::state_chunk_of(const sequence_base& base, uint32_t layer, uint32_t at) const {
+  const auto& s = static_cast<const sequence&>(base);
+  const uint32_t l = layer - layout_.n_full();
+  std::vector<std::byte> payload;
+  if (at == s.rec.tokens.size())
+    codec::export_rec(layout_, snapshot(s), l, payload);
+  else
+    payload = s.checkpoints.at(at)[l];
+  return make_chunk(state_header(layer, at), std::move(payload));
+}
+
+bool llama_engine::has_state_at(const sequence_base& base, uint32_t at) const {
+  const auto& s = static_cast<const sequence&>(base);
+  return at == s.rec.tokens.size() || s.checkpoints.count(at) != 0 ||
+         (layout_.n_linear() == 0 && at <= s.rec.tokens.size());
+}
+
+result<void> llama_engine::check_identity(std::span<const std::byte> identity) const {
+  if (auto why = llama_detail::compare_identity(identity, info_.identity); !why.empty())
+    return make_error(why);
+  return {};
+}
+
+double llama_engine::prefill_seconds(uint64_t tokens) const {
+  // The measured pace once there is one; before, the weights' FLOPs at 20 GFLOP/s a
+  // thread (a rough figure for an AVX2 core).
+  const double tps = prefill_tps_ > 0 ? prefill_tps_
+                                      : 20e9 * config_.threads / std::max(flops_per_token_, 1.0);
+  return static_cast<double>(tokens) / tps;
+}
+
+double llama_engine::decode_seconds(uint32_t batch, uint64_t) const {
+  const double per_token = decode_s_per_token_ > 0
+                             ? decode_s_per_token_
+                             : std::max(flops_per_token_, 1.0) / (20e9 * config_.threads);
+  return per_token * batch;
+}
+
+double llama_engine::kv_bytes(uint64_t tokens) const {
+  return static_cast<double>(tokens * layout_.kv_bytes_per_token() + layout_.rec_bytes());
+}
+
+std::vector<engine_counter> llama_engine::counters() const {
+  const auto p = llama_perf_context(ctx_.get());
+  // llama.cpp reports at least 1 for each count; no time spent means none was counted.
+  const double n_p_eval = p.t_p_eval_ms > 0 ? p.n_p_eval : 0;
+  const double n_eval = p.t_eval_ms > 0 ? p.n_eval : 0;
+  return {
+    {"llama_n_p_eval", "tokens llama.cpp evaluated in batches of several (its prompt-eval count)",
+     n_p_eval},
+    {"llama_n_eval", "llama.cpp's single-token evaluations (its eval count)", n_eval},
+    {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
+     static_cast<double>(prompt_tokens_)},
+    {"llama_sequence_swaps", "sequences parked to host memory or loaded back", static_cast<double>(swaps_)},
+  };
+}
+
+} // namespace
+
+result<gguf_facts> inspect_gguf(const std::string& path) {
+  auto m = llama_detail::load_model(path, true);
+  if (!m)
+    return m.err();
+  return (*m)->facts;
+}
+
+result<std::unique_ptr<engine>> make_llama_engine(const llama_config& config) {
+  return llama_engine::create(config);
+}
+
+} // namespace prfaas::engine

@@ -1,0 +1,105 @@
+#include "llama/model_store.hpp"
+
+#include "llama/identity.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <llama.h>
+
+namespace prfaas::engine::llama_detail {
+
+namespace {
+
+void log_hook(ggml_log_level level, const char* text, void*) {
+  if (level != GGML_LOG_LEVEL_WARN && level != GGML_LOG_LEVEL_ERROR)
+    return;
+  std::fprintf(stderr, "llama.cpp: %s", text);
+}
+
+std::string meta_str(const llama_model* m, const char* key) {
+  char buf[256];
+  const int32_t n = llama_model_meta_val_str(m, key, buf, sizeof buf);
+  return n < 0 ? std::string{} : std::string{buf, static_cast<size_t>(std::min<int32_t>(n, sizeof buf - 1))};
+}
+
+gguf_facts facts_of(const llama_model* m) {
+  gguf_facts f;
+  f.architecture = meta_str(m, "general.architecture");
+  f.name = meta_str(m, "general.name");
+  f.n_ctx_train = static_cast<uint32_t>(std::max(0, llama_model_n_ctx_train(m)));
+  f.n_vocab = static_cast<uint32_t>(std::max(0, llama_vocab_n_tokens(llama_model_get_vocab(m))));
+  f.n_layer = static_cast<uint32_t>(std::max(0, llama_model_n_layer(m)));
+  f.hybrid = llama_model_is_hybrid(m);
+  f.recurrent = llama_model_is_recurrent(m);
+  if (llama_model_n_swa(m) > 0)
+    f.unsupported = "it uses sliding-window attention (n_swa " +
+                    std::to_string(llama_model_n_swa(m)) +
+                    "), whose KV prfaas cannot cut into reusable blocks";
+  else if (llama_model_has_encoder(m))
+    f.unsupported = "it is an encoder-decoder model";
+  else if (llama_model_is_diffusion(m))
+    f.unsupported = "it is a diffusion model";
+  else if (f.n_vocab == 0)
+    f.unsupported = "it has no vocabulary";
+  return f;
+}
+
+} // namespace
+
+loaded_model::~loaded_model() {
+  if (model)
+    llama_model_free(model);
+}
+
+void init_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(log_hook, nullptr);
+    llama_backend_init();
+  });
+}
+
+result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool vocab_only) {
+  init_backend();
+  static std::mutex mtx;
+  static std::map<std::pair<std::string, bool>, std::weak_ptr<loaded_model>> loaded;
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(path, ec).string();
+  const auto key = std::pair{ec ? path : canonical, vocab_only};
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto it = loaded.find(key); it != loaded.end())
+    if (auto m = it->second.lock())
+      return m;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return make_error(path + ": no such file");
+  if (FILE* f = std::fopen(path.c_str(), "rb"))
+    std::fclose(f);
+  else
+    return make_error(path + ": not readable");
+  auto params = llama_model_default_params();
+  params.vocab_only = vocab_only;
+  params.n_gpu_layers = 0; // CPU; the tests need no GPU
+  params.load_mode = LLAMA_LOAD_MODE_MMAP;
+  auto m = std::make_shared<loaded_model>();
+  m->path = path;
+  m->vocab_only = vocab_only;
+  m->model = llama_model_load_from_file(path.c_str(), params);
+  if (!m->model)
+    return make_error(path + ": llama.cpp could not load it (not a GGUF, an architecture this "
+                             "llama.cpp " + std::string{llama_release()} +
+                      " does not know, or damaged; see its message above)");
+  m->facts = facts_of(m->model);
+  if (!vocab_only) {
+    auto id = file_identity(path, m->facts.architecture, m->facts.n_layer);
+    if (!id)
+      return id.err();
+    m->identity_base = std::move(id).value();
+  }
+  loaded[key] = m;
+  return m;
+}
+
+} // namespace prfaas::engine::llama_detail
