@@ -1,7 +1,7 @@
 # llama.cpp as tools/llama-cpp.sh builds it: the pinned release, fetched from the npm
 # registry and built once into a cache outside the work tree. Defines
 #   prfaas::llama          llama.h, gguf.h, ggml.h; libllama and libggml*
-#   prfaas::llama_common   llama-common (chat templates with llama.cpp's Jinja engine)
+#   PRFAAS_LLAMA_SOURCE_DIR its sources (engine/ compiles llama.cpp's Jinja engine from them)
 #   PRFAAS_LLAMA_RELEASE   the pinned release (e.g. v0.5.0)
 #   PRFAAS_LLAMA_SERVER    llama-server of the same build (the side-by-side benchmark)
 #   PRFAAS_LLAMA_VOCAB_DIR the release's vocabulary-only GGUFs (models/ggml-vocab-*.gguf)
@@ -24,7 +24,7 @@ if(NOT EXISTS "${PRFAAS_LLAMA_DIR}/complete")
 endif()
 set(_bin "${PRFAAS_LLAMA_DIR}/build/bin")
 set(_src "${PRFAAS_LLAMA_DIR}/src")
-foreach(_lib llama ggml ggml-base ggml-cpu llama-common)
+foreach(_lib llama ggml ggml-base ggml-cpu)
   string(MAKE_C_IDENTIFIER "${_lib}" _var)
   find_library(LLAMA_LIB_${_var} NAMES ${_lib} PATHS "${_bin}" NO_DEFAULT_PATH NO_CACHE)
   if(NOT LLAMA_LIB_${_var})
@@ -41,11 +41,7 @@ if(NOT TARGET prfaas::llama)
     INTERFACE_INCLUDE_DIRECTORIES "${_src}/include;${_src}/ggml/include"
     INTERFACE_LINK_LIBRARIES "${LLAMA_LIB_llama};${LLAMA_LIB_ggml};${LLAMA_LIB_ggml_base};${LLAMA_LIB_ggml_cpu}"
     INTERFACE_LINK_OPTIONS "LINKER:-rpath,${_bin}")
-  add_library(prfaas::llama_common INTERFACE IMPORTED)
-  set_target_properties(prfaas::llama_common PROPERTIES
-    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_src}/common;${_src}/vendor"
-    INTERFACE_INCLUDE_DIRECTORIES "${_src}/common;${_src}/vendor"
-    INTERFACE_LINK_LIBRARIES "${LLAMA_LIB_llama_common};prfaas::llama")
 endif()
+set(PRFAAS_LLAMA_SOURCE_DIR "${_src}")
 set(PRFAAS_LLAMA_SERVER "${_bin}/llama-server")
 set(PRFAAS_LLAMA_VOCAB_DIR "${_src}/models")

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "prfaas/engine/kv_chunk.hpp"
+#include "prfaas/engine/llama_engine.hpp"
 #include "prfaas/engine/profile_engine.hpp"
 #include "prfaas/engine/reference_engine.hpp"
 
@@ -57,6 +58,73 @@ void check_keys(const YAML::Node& n, const std::string& path,
   }
 }
 
+/// What a GGUF declares, read once per file (path, size and time) in this process.
+engine::result<engine::gguf_facts> cached_facts(const std::string& path) {
+  using key = std::tuple<std::string, uintmax_t, fs::file_time_type>;
+  static std::mutex mtx;
+  static std::map<key, engine::gguf_facts> cache;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
+  if (ec)
+    return engine::inspect_gguf(path); // its own error says what is wrong
+  const key k{path, size, mtime};
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto i = cache.find(k); i != cache.end())
+    return i->second;
+  auto facts = engine::inspect_gguf(path);
+  if (facts)
+    cache.emplace(k, facts.value());
+  return facts;
+}
+
+/// `model.llama` and, for engine: llama, the GGUF's own limits: the file must load, its
+/// architecture be one prfaas serves, the context fit the model.
+void read_llama(const deployment_config& dep, const YAML::Node& n, model_settings& m) {
+  if (auto l = n["llama"]) {
+    if (!l.IsMap())
+      throw config_error("model.llama", "expected a mapping");
+    check_keys(l, "model.llama", {"gguf", "context", "batch", "ubatch", "threads"});
+    if (l["gguf"])
+      m.gguf = resolve_path(dep, scalar<std::string>(l["gguf"], "model.llama.gguf", "a path"));
+    for (auto [key, out] : {std::pair{"context", &m.context}, std::pair{"batch", &m.batch},
+                            std::pair{"ubatch", &m.ubatch}, std::pair{"threads", &m.threads}})
+      if (l[key])
+        *out = scalar<uint32_t>(l[key], std::string{"model.llama."} + key, "an integer");
+    for (auto [key, v] : {std::pair{"batch", m.batch}, std::pair{"ubatch", m.ubatch},
+                          std::pair{"threads", m.threads}})
+      if (v == 0)
+        throw config_error(std::string{"model.llama."} + key, "must be at least 1");
+    if (m.ubatch > m.batch)
+      throw config_error("model.llama.ubatch", "must not exceed model.llama.batch (" +
+                                                   std::to_string(m.batch) + ")");
+  }
+  if (m.engine != "llama")
+    return;
+  if (m.gguf.empty())
+    throw config_error("model.llama.gguf", "engine: llama needs a GGUF file (model.llama.gguf)");
+  auto facts = cached_facts(m.gguf);
+  if (!facts)
+    throw config_error("model.llama.gguf", facts.message());
+  if (!facts->unsupported.empty())
+    throw config_error("model.llama.gguf", "architecture " + facts->architecture +
+                                               " is not supported: " + facts->unsupported);
+  if (m.context == 0)
+    m.context = facts->n_ctx_train;
+  if (m.context > facts->n_ctx_train)
+    throw config_error("model.llama.context",
+                       std::to_string(m.context) + " tokens is larger than the model's context (" +
+                         std::to_string(facts->n_ctx_train) + ", " + m.gguf + ")");
+  if (!n["max_context"])
+    m.max_context = m.context;
+  else if (m.max_context > m.context)
+    throw config_error("model.max_context", std::to_string(m.max_context) +
+                                              " exceeds the llama context of " +
+                                              std::to_string(m.context) + " tokens (model.llama.context)");
+  if (!n["name"] && !facts->name.empty())
+    m.name = facts->name;
+}
+
 } // namespace
 
 model_settings read_model(const deployment_config& dep, const std::string& profile_override,
@@ -66,14 +134,14 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
   if (n && n.IsMap()) {
     check_keys(n, "model",
                {"name", "engine", "block_tokens", "max_context", "reference", "profile",
-                "kv_scale", "seed", "kv_content"});
+                "kv_scale", "seed", "kv_content", "llama"});
     if (n["name"])
       m.name = scalar<std::string>(n["name"], "model.name", "a string");
     if (n["engine"])
       m.engine = scalar<std::string>(n["engine"], "model.engine", "a string");
-    if (m.engine != "reference" && m.engine != "profile")
-      throw config_error("model.engine",
-                         "invalid value \"" + m.engine + "\" (expected one of: reference, profile)");
+    if (m.engine != "reference" && m.engine != "profile" && m.engine != "llama")
+      throw config_error("model.engine", "invalid value \"" + m.engine +
+                                           "\" (expected one of: reference, profile, llama)");
     if (n["block_tokens"])
       m.block_tokens = scalar<uint32_t>(n["block_tokens"], "model.block_tokens", "an integer");
     if (m.block_tokens == 0)
@@ -117,6 +185,8 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
       m.kv_content = c == "tokens";
     }
   }
+  if (n && n.IsMap())
+    read_llama(dep, n, m);
   if (!profile_override.empty())
     m.profile = resolve_path(dep, profile_override);
   if (m.engine == "profile" && m.profile.empty())
@@ -162,6 +232,19 @@ engine::result<engine::profile> cached_profile(const std::string& path) {
 
 std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where,
                                             engine::clock& clk) {
+  if (m.engine == "llama") {
+    engine::llama_config lc;
+    lc.gguf = m.gguf;
+    lc.context = m.context;
+    lc.batch = m.batch;
+    lc.ubatch = m.ubatch;
+    lc.threads = m.threads;
+    lc.slots = m.slots;
+    auto e = engine::make_llama_engine(lc);
+    if (!e)
+      throw config_error("model.llama", e.message());
+    return std::move(e.value());
+  }
   if (m.engine == "reference") {
     engine::reference_config rc;
     rc.weight_seed = m.weight_seed;
@@ -188,6 +271,18 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
   if (!e)
     throw config_error(where, e.message());
   return std::move(e.value());
+}
+
+std::unique_ptr<engine::tokenizer> make_tokenizer(const model_settings& m) {
+  if (m.engine == "llama") {
+    auto t = engine::make_llama_tokenizer(m.gguf);
+    if (!t)
+      throw config_error("model.llama.gguf", t.message());
+    return std::move(t.value());
+  }
+  if (m.engine == "profile")
+    return std::make_unique<engine::byte_tokenizer>(163840, 0); // profile_engine's vocabulary
+  return std::make_unique<engine::byte_tokenizer>();
 }
 
 std::function<double(std::span<const std::byte>)> wire_size_of(const model_settings& m) {
@@ -218,6 +313,8 @@ param_spec profile_param() {
 void check_worker_model(const std::string& path, const actor_params& p,
                         const deployment_config& dep) {
   auto m = read_model(dep, p.str("profile"), path);
+  if (m.engine == "llama")
+    return; // read_model checked the GGUF; a context is built when the worker starts
   make_engine(m, p.str("profile").empty() ? "model.profile" : path + ".profile");
 }
 

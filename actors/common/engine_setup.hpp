@@ -16,6 +16,8 @@
 //     kv_scale: 0.001                 # profile engine: bytes moved per profiled byte
 //     seed: 1                         # profile engine: content seed
 //     kv_content: tokens | zeros      # profile engine: payload bytes (zeros: sizes only)
+//     llama: { gguf: PATH, context: 4096, batch: 512, ubatch: 512, threads: 2 }
+//                                     # engine: llama (a GGUF through llama.cpp)
 
 #include <functional>
 #include <memory>
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "prfaas/engine/engine.hpp"
+#include "prfaas/engine/tokenizer.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/config.hpp"
 
@@ -42,6 +45,13 @@ struct model_settings {
   double kv_scale = 1.0;
   uint64_t seed = 1;
   bool kv_content = true; ///< false (kv_content: zeros): payloads are zeros of the right size
+  // llama engine
+  std::string gguf;           ///< resolved path
+  uint32_t context = 0;       ///< tokens per sequence (0: max_context)
+  uint32_t batch = 512, ubatch = 512, threads = 2;
+  /// Sequences resident in one engine's context; set by the worker that builds it
+  /// (a decode worker: its max_batch; a prefill worker: 1).
+  uint32_t slots = 1;
 };
 
 /// Reads `dep.model` with `profile_override` (a worker's `profile` parameter, may be
@@ -55,6 +65,10 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
                                             engine::clock& clk);
 /// The same on the wall clock.
 std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::string& where);
+
+/// The tokenizer of the model's vocabulary (the gateway's): bytes for the reference and
+/// profile engines, the GGUF's own for llama. Throws config_error naming the key.
+std::unique_ptr<engine::tokenizer> make_tokenizer(const model_settings& m);
 
 /// Wire bytes of a serialized engine chunk under these settings: a profile engine's
 /// KV and state payloads stand for 1/kv_scale times their size, headers and the

@@ -3,7 +3,12 @@
 // Gauges and counters every worker exposes (queue depth and load, as the issue
 // asks), labelled by worker name and role.
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <vector>
+
+#include "prfaas/engine/engine.hpp"
 
 #include "prfaas/runtime/metrics.hpp"
 
@@ -11,7 +16,7 @@ namespace prfaas::serving {
 
 struct worker_metrics {
   worker_metrics(metrics& m, const std::string& worker, const std::string& role)
-    : queue_depth(m.gauge("prfaas_worker_queue_depth", "Orders waiting for the engine",
+    : m_(&m), worker_(worker), role_(role), queue_depth(m.gauge("prfaas_worker_queue_depth", "Orders waiting for the engine",
                           {{"worker", worker}, {"role", role}})),
       active(m.gauge("prfaas_worker_active", "Orders the engine works on (decode: batch size)",
                      {{"worker", worker}, {"role", role}})),
@@ -32,6 +37,25 @@ struct worker_metrics {
     load.Set(capacity ? static_cast<double>(queued + running) / static_cast<double>(capacity) : 0.0);
   }
 
+  /// The engine's own figures (engine::counters(), read on the engine thread) as
+  /// prfaas_engine_<name>_total{worker, role}: counters, advanced by what they grew.
+  void engine_counters(const std::vector<engine::engine_counter>& now) {
+    for (auto& c : now) {
+      auto& last = last_[c.name];
+      if (c.value > last)
+        m_->counter("prfaas_engine_" + c.name + "_total", c.help,
+                    {{"worker", worker_}, {"role", role_}})
+          .Increment(c.value - last);
+      last = std::max(last, c.value);
+    }
+  }
+
+private:
+  metrics* m_;
+  std::string worker_, role_;
+  std::map<std::string, double> last_;
+
+public:
   prometheus::Gauge& queue_depth;
   prometheus::Gauge& active;
   prometheus::Gauge& load;

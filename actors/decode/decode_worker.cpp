@@ -16,6 +16,8 @@
 //  * DecodeStatusQuery (request) tells whether this worker holds a request — a worker
 //    restarted after a crash holds none of its predecessor's;
 //  * an order whose KV has not arrived by its deadline ends with an error event.
+//  * an end-of-output token (model_info::is_end) ends a sequence; stop strings are
+//    matched by the gateway on the text, which cancels the request when one matched;
 // Batching: at every step boundary, imported sequences join the batch up to
 // `max_batch`; finished ones leave. Engine calls run on the engine's own thread.
 
@@ -30,7 +32,7 @@
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"
-#include "decode/stop_matcher.hpp"
+#include "common/sampling_wire.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
@@ -50,9 +52,9 @@ struct sequence {
   clock_type::time_point deadline;
   phase at = phase::waiting_kv;
   engine::seq_id seq = 0;
-  uint32_t generated = 0;      ///< tokens sampled so far (incl. held back / stop)
+  uint32_t generated = 0;      ///< tokens sampled so far
   uint32_t sent = 0;           ///< tokens sent to the gateway
-  stop_matcher stops;
+  bool logprobs = false;       ///< the request wants each token's log-probabilities
   bool cancelled = false;
   TransferMeta meta;
   uint64_t exposed_wire_ns = 0;
@@ -82,7 +84,7 @@ struct decode_state {
   uint64_t next_seq = 1;
   size_t max_batch = 16;
   size_t max_queue = 256;
-  engine::token eos = -1;
+  engine::model_info info; ///< of the engine (its end-of-output tokens)
 
   ~decode_state() {
     if (ctx && ctx->data())
@@ -119,13 +121,16 @@ void deliver(self_ptr self, const address& gateway, const Msg& m, bool ends_a_st
 }
 
 void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, bool finished,
-                const std::string& reason, const std::string& error = {}) {
+                const std::string& reason, const std::string& error = {},
+                const std::vector<engine::sampled_logprobs>& logprobs = {}) {
   auto& s = self->state;
   TokenEvent ev;
   ev.set_request_id(q.order.request_id());
   ev.set_index(q.order.first_index() + q.sent); // a resumed request continues its numbering
   for (auto t : tokens)
     ev.add_tokens(t);
+  for (auto& lp : logprobs)
+    to_wire(lp, *ev.add_logprobs());
   ev.set_finished(finished);
   ev.set_finish_reason(reason);
   ev.set_error(error);
@@ -181,28 +186,27 @@ void fail(self_ptr self, const sequence_ptr& q, const std::string& why) {
   forget(self, q);
 }
 
-/// Accounts one sampled token; sends what may be sent; true when `q` finished.
-bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t) {
+/// Accounts one sampled token (with its log-probabilities when asked); sends it; true
+/// when `q` finished. An end-of-output token ends it (unless ignore_eos) and is not
+/// sent; stop strings are the gateway's (it cancels the request when one matched).
+bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t,
+                  const std::optional<engine::sampled_logprobs>& lp) {
   ++q->generated;
-  bool stopped = false;
   std::vector<engine::token> out;
+  std::vector<engine::sampled_logprobs> lps;
   std::string reason;
-  if (t == self->state.eos && !q->order.ignore_eos()) {
-    out = q->stops.flush();
+  if (self->state.info.is_end(t) && !q->order.ignore_eos()) {
     reason = "stop";
   } else {
-    out = q->stops.feed(t, stopped);
-    if (stopped)
-      reason = "stop";
-    else if (q->generated >= q->order.max_tokens()) {
-      auto rest = q->stops.flush();
-      out.insert(out.end(), rest.begin(), rest.end());
+    out.push_back(t);
+    if (q->logprobs && lp)
+      lps.push_back(*lp);
+    if (q->generated >= q->order.max_tokens())
       reason = "length";
-    }
   }
   bool finished = !reason.empty();
   if (!out.empty() || finished)
-    send_event(self, *q, std::move(out), finished, reason);
+    send_event(self, *q, std::move(out), finished, reason, {}, lps);
   if (finished) {
     self->state.stats->ok.Increment();
     forget(self, q);
@@ -213,7 +217,8 @@ bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t) {
 void maybe_step(self_ptr self);
 
 void step_done(self_ptr self, std::vector<sequence_ptr> batch,
-               engine::result<std::vector<engine::token>> r) {
+               engine::result<std::vector<engine::token>> r,
+               std::vector<std::optional<engine::sampled_logprobs>> lps) {
   auto& s = self->state;
   s.stepping = false;
   s.batching = true;
@@ -226,7 +231,7 @@ void step_done(self_ptr self, std::vector<sequence_ptr> batch,
       auto& q = batch[i];
       if (q->cancelled || !s.by_request.count(q->order.request_id()))
         continue;
-      accept_token(self, q, (*r)[i]);
+      accept_token(self, q, (*r)[i], lps[i]);
     }
   }
   flush_events(self);
@@ -255,7 +260,15 @@ void maybe_step(self_ptr self) {
     ids.push_back(q->seq);
   s.runner->post([inbox = s.inbox, self, batch = s.active, ids](engine::engine& e) {
     auto r = e.decode_step(ids);
-    inbox->post([self, batch, r = std::move(r)]() mutable { step_done(self, batch, std::move(r)); });
+    std::vector<std::optional<engine::sampled_logprobs>> lps(ids.size());
+    if (r)
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (batch[i]->logprobs)
+          lps[i] = e.last_logprobs(ids[i]);
+    inbox->post([self, batch, r = std::move(r), lps = std::move(lps), counters = e.counters()]() mutable {
+      self->state.stats->engine_counters(counters);
+      step_done(self, batch, std::move(r), std::move(lps));
+    });
   });
 }
 
@@ -291,7 +304,10 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   // The first token was sampled by the prefill and the whole KV is here, checksummed:
   // send it now rather than after the import, which queues behind the running decode
   // step on the engine thread (a step of a large batch takes tens of milliseconds).
-  if (accept_token(self, q, q->meta.first_token()))
+  std::optional<engine::sampled_logprobs> first_lp;
+  if (q->meta.has_first_logprobs())
+    first_lp = from_wire(q->meta.first_logprobs());
+  if (accept_token(self, q, q->meta.first_token(), first_lp))
     return; // done with one token: no import needed
   auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
   chunks->pop_back();
@@ -360,7 +376,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
   s.inbox = std::make_shared<actor_inbox>(self);
   s.runner = std::make_unique<engine_runner>(
     ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "dc." + name);
-  s.eos = s.runner->info().eos_token;
+  s.info = s.runner->info();
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "decode");
   if (!ctx->data())
     throw std::runtime_error("decode_worker " + name + ": node " + ctx->node() +
@@ -398,13 +414,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         q->gateway = {o.gateway_node(), o.gateway_actor()};
         q->deadline = self->clock().now() +
                       std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
-        std::vector<std::vector<engine::token>> stops;
-        for (auto& st : o.stop())
-          stops.emplace_back(st.begin(), st.end()); // bytes are byte-level tokens
-        for (auto& st : stops)
-          for (auto& t : st)
-            t = static_cast<engine::token>(static_cast<unsigned char>(t));
-        q->stops = stop_matcher{std::move(stops)};
+        q->logprobs = o.sampling().logprobs();
         q->order = std::move(o);
         s.by_request.emplace(q->order.request_id(), q);
         update_gauges(self);
@@ -462,6 +472,7 @@ void register_types(actor_registry& r) {
                      "decode steps whose tokens go out in one message (first and last token at once)"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
+           model.slots = static_cast<uint32_t>(p.integer("max_batch"));
            return ctx.system().spawn(decode_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_batch")),
                                      static_cast<size_t>(p.integer("max_queue")),

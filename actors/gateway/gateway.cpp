@@ -33,6 +33,7 @@
 
 #include "common/actor_inbox.hpp"
 #include "common/engine_setup.hpp"
+#include "common/sampling_wire.hpp"
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
 #include "gateway/sim_ingress.hpp"
@@ -71,6 +72,7 @@ struct entry {
   std::vector<std::string> failed_decode; ///< decode nodes lost while serving it
   uint32_t resumes = 0;
   std::vector<token> resumed_after; ///< tokens delivered before the last resume
+  std::unique_ptr<output_text> text; ///< detokenizer and stop strings of the output
   clock_type::time_point last_event{}; ///< routed, or the last token event taken
   bool status_asked = false;           ///< a DecodeStatusQuery is out for this silence
 };
@@ -85,6 +87,7 @@ struct gateway_settings {
   http_settings http;
   api_limits limits;
   uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids
+  std::shared_ptr<const engine::tokenizer> tok; ///< the model's vocabulary and chat template
 };
 
 struct gateway_state {
@@ -168,8 +171,11 @@ struct gateway_env {
     completion_summary s;
     s.id = "cmpl-" + e->a->id;
     s.model = cfg.limits.model;
+    s.created = static_cast<int64_t>(std::time(nullptr));
     s.prompt_tokens = static_cast<uint32_t>(e->a->req.prompt.size());
-    s.completion_tokens = static_cast<uint32_t>(e->tokens.size());
+    s.completion_tokens = e->text->tokens();
+    s.cached_tokens = static_cast<uint32_t>(
+      e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens, e->a->req.prompt.size()));
     s.finish_reason = reason;
     s.prfaas = {{"request_id", e->a->id},
                 {"route", e->route.route()},
@@ -180,8 +186,7 @@ struct gateway_env {
                 {"transfer_wire_ms", static_cast<double>(e->exposed_wire_ns) / 1e6},
                 {"prefill_queue_ms", static_cast<double>(e->prefill_queue_ns) / 1e6},
                 {"retransmits", e->retransmits},
-                {"cached_tokens", e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens,
-                                                                            e->a->req.prompt.size())},
+                {"cached_tokens", s.cached_tokens},
                 {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
                 {"e2e_ms", ms_between(e->a->accepted, self->clock().now())}};
     count("ok");
@@ -255,16 +260,11 @@ struct gateway_env {
     const auto delivered = static_cast<uint32_t>(e->resumed_after.size());
     o.set_request_id(e->a->id);
     o.set_prompt_tokens(static_cast<uint32_t>(r.prompt.size()) + delivered);
-    o.mutable_sampling()->set_temperature(r.temperature);
-    o.mutable_sampling()->set_seed(r.seed);
+    auto sampling = r.sampling();
+    sampling.first_index = delivered;
+    to_wire(sampling, *o.mutable_sampling());
     o.set_max_tokens(r.max_tokens - delivered);
     o.set_first_index(delivered);
-    for (auto& st : r.stop) {
-      std::string bytes(st.size(), '\0');
-      for (size_t i = 0; i < st.size(); ++i)
-        bytes[i] = static_cast<char>(st[i]);
-      o.add_stop(bytes);
-    }
     o.set_ignore_eos(r.ignore_eos);
     o.set_gateway_node(ctx->node());
     o.set_gateway_actor(name);
@@ -303,9 +303,9 @@ struct gateway_env {
     o.mutable_prompt()->Reserve(static_cast<int>(prompt.size()));
     for (auto t : prompt)
       o.add_prompt(t);
-    o.mutable_sampling()->set_temperature(r.temperature);
-    o.mutable_sampling()->set_seed(r.seed);
-    o.mutable_sampling()->set_first_index(static_cast<uint32_t>(e->resumed_after.size()));
+    auto sampling = r.sampling();
+    sampling.first_index = static_cast<uint32_t>(e->resumed_after.size());
+    to_wire(sampling, *o.mutable_sampling());
     o.set_decode_node(e->route.decode_node());
     o.set_decode_sink(e->route.decode_actor());
     o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
@@ -447,14 +447,30 @@ struct gateway_env {
       }
       e->lc.advance(request_state::decoding);
       e->last_event = self->clock().now();
-      std::vector<token> t(ev.tokens().begin(), ev.tokens().end());
-      e->received += static_cast<uint32_t>(t.size());
-      e->tokens.insert(e->tokens.end(), t.begin(), t.end());
-      e->a->channel->push_tokens(std::move(t));
+      output_delta out;
+      for (int i = 0; i < ev.tokens_size(); ++i) {
+        const token t = ev.tokens(i);
+        ++e->received;
+        e->tokens.push_back(t);
+        std::optional<engine::sampled_logprobs> lp;
+        if (i < ev.logprobs_size())
+          lp = from_wire(ev.logprobs(i));
+        out.append(e->text->feed(t, lp ? &*lp : nullptr));
+        if (e->text->stopped())
+          break;
+      }
+      if (!out.empty())
+        e->a->channel->push(std::move(out));
+      if (e->text->stopped()) { // a stop string: the output is complete; the worker may stop
+        cancel_decode(*e, "stop_string");
+        return finish(e, "stop");
+      }
     }
     if (ev.finished()) {
       if (e->lc.state() != request_state::decoding) // finished with no token (e.g. stop at once)
         e->lc.advance(request_state::decoding);
+      if (auto rest = e->text->finish(); !rest.empty())
+        e->a->channel->push(std::move(rest));
       finish(e, ev.finish_reason());
     }
   }
@@ -558,6 +574,10 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   auto accept = [self, env](std::shared_ptr<accepted_request> a) {
     auto e = std::make_shared<entry>();
     e->a = a;
+    e->text = std::make_unique<output_text>(env.cfg.tok, a->req.stop, a->req.logprobs >= 0);
+    if (!a->req.user.empty())
+      env.ctx->log()->info("request_accepted request={} prompt_tokens={} {}", a->id,
+                           a->req.prompt.size(), a->req.user);
     e->deadline = a->accepted + env.cfg.http.deadline;
     self->state.live.emplace(a->id, e);
     self->state.live_gauge->Set(static_cast<double>(self->state.live.size()));
@@ -584,7 +604,8 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
     env.count_zero(outcome);
   // In virtual time there is no HTTP (sockets and threads): clients use sim_ingress.hpp.
   if (!virtual_time(ctx->system())) {
-    s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight);
+    s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight,
+                                             cfg.tok);
     s.http->start();
     ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
                               {{"gateway", name}}).Set(s.http->port());
@@ -677,7 +698,9 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
   g.http.max_inflight = static_cast<uint32_t>(p.integer("max_inflight"));
   g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
   auto model = read_model(ctx.deployment());
+  g.tok = make_tokenizer(model);
   g.limits.model = model.name;
+  g.limits.logprobs = model.engine != "profile";
   g.block_tokens = model.block_tokens;
   g.limits.max_context = model.max_context;
   g.limits.max_prompt_tokens = model.max_context - 1;

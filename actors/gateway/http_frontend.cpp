@@ -24,8 +24,10 @@ int64_t unix_now() {
 } // namespace
 
 http_frontend::http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
-                             std::shared_ptr<std::atomic<uint32_t>> inflight)
-  : s_(std::move(s)), limits_(std::move(limits)), keys_(s_.api_keys, s_.max_concurrent_per_key),
+                             std::shared_ptr<std::atomic<uint32_t>> inflight,
+                             std::shared_ptr<const engine::tokenizer> tok)
+  : s_(std::move(s)), limits_(std::move(limits)), tok_(std::move(tok)),
+    keys_(s_.api_keys, s_.max_concurrent_per_key), started_(unix_now()),
     h_(std::move(h)), log_(std::move(log)), inflight_(std::move(inflight)) {}
 
 http_frontend::~http_frontend() {
@@ -151,7 +153,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
     json m = {{"object", "list"},
               {"data", json::array({{{"id", limits_.model},
                                      {"object", "model"},
-                                     {"created", 0},
+                                     {"created", started_},
                                      {"owned_by", "prfaas"},
                                      {"max_model_len", limits_.max_context}}})}};
     res.set_content(safe_dump(m), "application/json");
@@ -159,7 +161,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
   for (bool chat : {false, true}) {
     const char* path = chat ? "/v1/chat/completions" : "/v1/completions";
     srv.Post(path, [this, chat](const httplib::Request& hreq, httplib::Response& res) {
-      auto parsed = parse_completion(hreq.body, chat, limits_);
+      auto parsed = parse_completion(hreq.body, chat, limits_, *tok_);
       if (auto* e = std::get_if<api_error>(&parsed)) {
         send_error(res, *e);
         return;
@@ -198,7 +200,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
       // Wait for the first output (or the end). A request that fails before its first
       // token gets a proper status code, streaming or not.
       stream_update first;
-      while (first.tokens.empty() && !first.finished && !first.error) {
+      while (first.out.empty() && !first.finished && !first.error) {
         if (std::chrono::steady_clock::now() > deadline) {
           ch->abandon(); // the gateway's own deadline should have ended it; never hang
           send_error(res, {.status = 504, .message = "request timed out", .type = "server_error"});
@@ -209,13 +211,13 @@ void http_frontend::install_routes(httplib::Server& srv) {
           break;
         first = std::move(*u);
       }
-      if (first.error && first.tokens.empty()) {
+      if (first.error && first.out.empty()) {
         send_error(res, *first.error);
         return;
       }
       const auto req = a->req;
       if (!req.stream) {
-        std::vector<token> tokens = std::move(first.tokens);
+        output_delta out = std::move(first.out);
         std::optional<completion_summary> done = std::move(first.finished);
         std::optional<api_error> error = std::move(first.error);
         while (!done && !error) {
@@ -227,7 +229,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
           auto u = ch->next(std::chrono::milliseconds(200));
           if (!u)
             break;
-          tokens.insert(tokens.end(), u->tokens.begin(), u->tokens.end());
+          out.append(std::move(u->out));
           done = std::move(u->finished);
           error = std::move(u->error);
         }
@@ -237,7 +239,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
                                             .type = "server_error"});
           return;
         }
-        res.set_content(safe_dump(completion_body(req, *done, tokens, -1)), "application/json");
+        res.set_content(safe_dump(completion_body(req, *done, out)), "application/json");
         return;
       }
       // Streaming: SSE from here on; the status is 200 and errors become error events.
@@ -251,10 +253,10 @@ void http_frontend::install_routes(httplib::Server& srv) {
         [ch, state, req, head, deadline, slot = std::get<api_slot>(slot)](size_t,
                                                                           httplib::DataSink& sink) mutable {
           auto& [u, first_chunk] = *state;
-          if (!u.tokens.empty() || first_chunk) {
-            auto s = sse_chunk(req, head, u.tokens, -1, nullptr, first_chunk);
+          if (!u.out.empty() || first_chunk) {
+            auto s = sse_chunk(req, head, u.out, nullptr, first_chunk);
             first_chunk = false;
-            u.tokens.clear();
+            u.out = {};
             if (!sink.write(s.data(), s.size())) {
               ch->abandon();
               return false;
@@ -264,7 +266,7 @@ void http_frontend::install_routes(httplib::Server& srv) {
             auto summary = *u.finished;
             summary.id = head.id;
             summary.created = head.created;
-            std::string out = sse_chunk(req, summary, {}, -1, &summary.finish_reason, false);
+            std::string out = sse_chunk(req, summary, {}, &summary.finish_reason, false);
             if (req.include_usage)
               out += sse_usage(req, summary);
             out += sse_done;

@@ -66,7 +66,8 @@ public:
   };
 
   http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
-                std::shared_ptr<std::atomic<uint32_t>> inflight);
+                std::shared_ptr<std::atomic<uint32_t>> inflight,
+                std::shared_ptr<const engine::tokenizer> tok);
   ~http_frontend();
 
   /// Binds and starts serving; throws std::runtime_error naming host:port on failure.
@@ -85,7 +86,9 @@ private:
 
   http_settings s_;
   api_limits limits_;
+  std::shared_ptr<const engine::tokenizer> tok_; ///< the model's; shared with the gateway actor
   api_key_guard keys_;
+  int64_t started_; ///< unix seconds: the model's "created" in /v1/models
   hooks h_;
   logger_ptr log_;
   std::shared_ptr<std::atomic<uint32_t>> inflight_;

@@ -19,7 +19,7 @@
 namespace prfaas::serving {
 
 struct stream_update {
-  std::vector<token> tokens;                      ///< new tokens, in order
+  output_delta out;                               ///< new output, in order
   std::optional<completion_summary> finished;     ///< set on the last update (success)
   std::optional<api_error> error;                 ///< set on the last update (failure)
 };
@@ -27,13 +27,13 @@ struct stream_update {
 class stream_channel {
 public:
   /// Actor side.
-  void push_tokens(std::vector<token> t) {
+  void push(output_delta d) {
     std::lock_guard<std::mutex> g{mtx_};
     if (ended_) {
       ++late_pushes_;
       return;
     }
-    pending_.tokens.insert(pending_.tokens.end(), t.begin(), t.end());
+    pending_.out.append(std::move(d));
     cv_.notify_one();
   }
   /// Ends the stream successfully; returns false if it had already ended.
@@ -55,7 +55,7 @@ public:
     std::unique_lock<std::mutex> g{mtx_};
     if (delivered_end_)
       return std::nullopt;
-    cv_.wait_for(g, timeout, [&] { return ended_ || !pending_.tokens.empty(); });
+    cv_.wait_for(g, timeout, [&] { return ended_ || !pending_.out.empty(); });
     stream_update out = std::move(pending_);
     pending_ = {};
     if (out.finished || out.error)

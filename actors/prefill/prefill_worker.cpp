@@ -26,6 +26,7 @@
 #include "common/crash_log.hpp"
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
+#include "common/sampling_wire.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
 #include "prfaas/engine/block_hash.hpp"
@@ -235,8 +236,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     engine::prefill_request req;
     req.id = seq;
     req.prompt = prompt;
-    req.sampling = {o->po.sampling().temperature(), o->po.sampling().seed(),
-                    o->po.sampling().first_index()};
+    req.sampling = from_wire(o->po.sampling());
     const auto t0 = runner->now(); // the engine's time: virtual in simulation
     prefix_cache::lookup hit;
     if (cache) {
@@ -257,6 +257,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     std::string error;
     if (r) {
       head.set_first_token(r->first_token);
+      if (r->first_logprobs)
+        to_wire(*r->first_logprobs, *head.mutable_first_logprobs());
       head.set_engine_ns(ns);
       head.set_computed_tokens(r->computed_tokens);
       engine_ns->store(ns);
@@ -280,7 +282,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     }
     e.release(seq);
     inbox->post([self, ctx, name, o, error, computed = r ? r->computed_tokens : 0u, ns,
-                 changes = std::move(changes)] {
+                 changes = std::move(changes), counters = e.counters()] {
+      self->state.stats->engine_counters(counters);
       announce(self, ctx, name, changes);
       self->state.running = nullptr;
       o->computed_tokens = computed;

@@ -1,24 +1,47 @@
 // The tokenizer of a GGUF (llama_engine.hpp): llama.cpp's vocabulary (loaded without
-// weights) for text ↔ tokens, and llama.cpp's Jinja engine (llama-common's chat
-// templates, what llama-server uses) for the GGUF's own chat template.
+// weights) for text ↔ tokens, and llama.cpp's Jinja engine (what llama-server renders
+// chat templates with) for the GGUF's own chat template, given the conversation,
+// bos_token, eos_token and add_generation_prompt as llama-server gives them.
 
 #include "prfaas/engine/llama_engine.hpp"
 
 #include "llama/model_store.hpp"
 
-#include <chat.h>
+#include <jinja/lexer.h>
+#include <jinja/parser.h>
+#include <jinja/runtime.h>
+#include <json.h>
 #include <llama.h>
 
 namespace prfaas::engine {
 
 namespace {
 
+/// For a GGUF without a chat template: ChatML, llama-server's fallback too.
+constexpr const char* chatml =
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+  "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
+  "}}{% endif %}";
+
+std::string token_text(const llama_vocab* v, llama_token t) {
+  const char* s = t >= 0 ? llama_vocab_get_text(v, t) : nullptr;
+  return s ? s : "";
+}
+
 class llama_tokenizer final : public tokenizer {
 public:
+  /// Parses the chat template; throws (jinja's exceptions) when it does not parse.
   explicit llama_tokenizer(std::shared_ptr<llama_detail::loaded_model> m)
       : m_(std::move(m)), vocab_(llama_model_get_vocab(m_->model)),
         n_vocab_(static_cast<uint32_t>(llama_vocab_n_tokens(vocab_))),
-        templates_(common_chat_templates_init(m_->model, "")) {}
+        bos_(token_text(vocab_, llama_vocab_bos(vocab_))),
+        eos_(token_text(vocab_, llama_vocab_eos(vocab_))) {
+    const char* src = llama_model_chat_template(m_->model, nullptr);
+    jinja::lexer lexer;
+    auto lexed = lexer.tokenize(src ? src : chatml);
+    program_ = jinja::parse_from_tokens(lexed);
+    source_ = lexed.source;
+  }
 
   uint32_t vocab_size() const override { return n_vocab_; }
   bool is_end(token t) const override { return llama_vocab_is_eog(vocab_, t); }
@@ -55,17 +78,28 @@ public:
   }
 
   result<std::string> chat_prompt(std::span<const chat_message> messages) const override {
-    common_chat_templates_inputs in;
-    for (auto& m : messages) {
-      common_chat_msg msg;
-      msg.role = m.role;
-      msg.content = m.content;
-      in.messages.push_back(std::move(msg));
-    }
-    in.add_generation_prompt = true;
-    in.use_jinja = true;
     try {
-      return common_chat_templates_apply(templates_.get(), in).prompt;
+      common_json msgs = common_json::array();
+      for (auto& m : messages) {
+        common_json msg = common_json::object();
+        msg["role"] = m.role;
+        msg["content"] = m.content;
+        msgs.push_back(msg);
+      }
+      common_json in = common_json::object();
+      in["messages"] = msgs;
+      in["bos_token"] = bos_;
+      in["eos_token"] = eos_;
+      in["add_generation_prompt"] = true;
+      jinja::context ctx(source_);
+      jinja::global_from_json(ctx, in, false);
+      jinja::runtime runtime(ctx);
+      std::string out = jinja::runtime::gather_string_parts(runtime.execute(program_))->as_string().str();
+      // The tokenizer adds the BOS the vocabulary asks for; one the template wrote too
+      // would be a second (llama-server strips it the same way).
+      if (llama_vocab_get_add_bos(vocab_) && !bos_.empty() && out.rfind(bos_, 0) == 0)
+        out.erase(0, bos_.size());
+      return out;
     } catch (const std::exception& e) {
       return make_error(std::string{"the model's chat template refused the messages: "} + e.what());
     }
@@ -77,7 +111,9 @@ private:
   std::shared_ptr<llama_detail::loaded_model> m_;
   const llama_vocab* vocab_;
   uint32_t n_vocab_;
-  common_chat_templates_ptr templates_;
+  std::string bos_, eos_;
+  jinja::program program_;
+  std::string source_;
 };
 
 } // namespace

@@ -25,18 +25,33 @@ std::string meta_str(const llama_model* m, const char* key) {
   return n < 0 ? std::string{} : std::string{buf, static_cast<size_t>(std::min<int32_t>(n, sizeof buf - 1))};
 }
 
-gguf_facts facts_of(const llama_model* m) {
+uint32_t meta_u32(const llama_model* m, const std::string& key) {
+  const auto v = meta_str(m, key.c_str());
+  try {
+    return v.empty() ? 0 : static_cast<uint32_t>(std::stoul(v));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+/// A vocabulary-only load has the metadata but not the hyperparameters: read those
+/// from the GGUF's keys. (A full load's hyperparameters say the same.)
+gguf_facts facts_of(const llama_model* m, bool vocab_only) {
   gguf_facts f;
   f.architecture = meta_str(m, "general.architecture");
   f.name = meta_str(m, "general.name");
-  f.n_ctx_train = static_cast<uint32_t>(std::max(0, llama_model_n_ctx_train(m)));
+  const std::string a = f.architecture;
+  f.n_ctx_train = vocab_only ? meta_u32(m, a + ".context_length")
+                             : static_cast<uint32_t>(std::max(0, llama_model_n_ctx_train(m)));
   f.n_vocab = static_cast<uint32_t>(std::max(0, llama_vocab_n_tokens(llama_model_get_vocab(m))));
-  f.n_layer = static_cast<uint32_t>(std::max(0, llama_model_n_layer(m)));
+  f.n_layer = vocab_only ? meta_u32(m, a + ".block_count")
+                         : static_cast<uint32_t>(std::max(0, llama_model_n_layer(m)));
   f.hybrid = llama_model_is_hybrid(m);
   f.recurrent = llama_model_is_recurrent(m);
-  if (llama_model_n_swa(m) > 0)
-    f.unsupported = "it uses sliding-window attention (n_swa " +
-                    std::to_string(llama_model_n_swa(m)) +
+  const uint32_t n_swa =
+    vocab_only ? meta_u32(m, a + ".attention.sliding_window") : static_cast<uint32_t>(llama_model_n_swa(m));
+  if (n_swa > 0)
+    f.unsupported = "it uses sliding-window attention (window " + std::to_string(n_swa) +
                     "), whose KV prfaas cannot cut into reusable blocks";
   else if (llama_model_has_encoder(m))
     f.unsupported = "it is an encoder-decoder model";
@@ -91,7 +106,7 @@ result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool v
     return make_error(path + ": llama.cpp could not load it (not a GGUF, an architecture this "
                              "llama.cpp " + std::string{llama_release()} +
                       " does not know, or damaged; see its message above)");
-  m->facts = facts_of(m->model);
+  m->facts = facts_of(m->model, vocab_only);
   if (!vocab_only) {
     auto id = file_identity(path, m->facts.architecture, m->facts.n_layer);
     if (!id)
