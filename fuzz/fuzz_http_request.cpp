@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   api_limits limits{.model = "m", .max_context = 4096, .max_prompt_tokens = 1024,
                     .max_output_tokens = 512, .default_max_tokens = 16};
-  auto parsed = parse_completion(body, chat, limits);
+  static const prfaas::engine::byte_tokenizer bytes;
+  auto parsed = parse_completion(body, chat, limits, bytes);
   if (auto* e = std::get_if<api_error>(&parsed)) {
     require(e->status == 400 || e->status == 404 || e->status == 413);
     require(!safe_dump(e->body()).empty());
@@ -54,9 +55,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(r.stop.size() <= limits.max_stop);
   completion_summary s{.id = "cmpl-1", .model = r.model, .prompt_tokens = 1,
                        .completion_tokens = 1, .finish_reason = "length"};
-  std::vector<token> out(r.prompt.begin(), r.prompt.begin() + std::min<size_t>(r.prompt.size(), 64));
-  out.push_back(300); // a synthetic (profile engine) token
-  require(!safe_dump(completion_body(r, s, out, -1)).empty());
-  require(sse_chunk(r, s, out, -1, nullptr, true).rfind("data: ", 0) == 0);
+  // The prompt's bytes as output, through the detokenizer and the stop strings, with
+  // log-probabilities when asked: whatever the bytes, valid JSON comes out.
+  output_text text(std::shared_ptr<const prfaas::engine::tokenizer>(&bytes, [](auto*) {}), r.stop,
+                   r.logprobs >= 0);
+  output_delta out;
+  for (size_t i = 0; i < std::min<size_t>(r.prompt.size(), 64); ++i) {
+    prfaas::engine::sampled_logprobs lp{{r.prompt[i], -1.0f}, {{r.prompt[i], -1.0f}, {300, -2.0f}}};
+    out.append(text.feed(r.prompt[i], &lp));
+  }
+  out.append(text.finish());
+  require(!safe_dump(completion_body(r, s, out)).empty());
+  require(sse_chunk(r, s, out, nullptr, true).rfind("data: ", 0) == 0);
   return 0;
 }

@@ -70,7 +70,11 @@ struct fixture {
     // The stand-in gateway: echoes a few prompt tokens and finishes at once.
     h.submit = [](std::shared_ptr<accepted_request> a) {
       auto n = std::min<size_t>(a->req.prompt.size(), 8);
-      a->channel->push_tokens({a->req.prompt.begin(), a->req.prompt.begin() + n});
+      output_delta d;
+      d.tokens.assign(a->req.prompt.begin(), a->req.prompt.begin() + static_cast<ptrdiff_t>(n));
+      for (auto t : d.tokens)
+        d.text += static_cast<char>(t & 0x7F); // ASCII, as a detokenizer's text is UTF-8
+      a->channel->push(std::move(d));
       a->channel->finish({.prompt_tokens = static_cast<uint32_t>(a->req.prompt.size()),
                           .completion_tokens = static_cast<uint32_t>(n),
                           .finish_reason = "length"});
@@ -80,7 +84,8 @@ struct fixture {
     h.health_json = [] { return std::string{"{\"status\":\"ok\"}"}; };
     h.next_id = [] { return std::string{"fuzz-1"}; };
     auto log = std::make_shared<spdlog::logger>("fuzz", std::make_shared<spdlog::sinks::null_sink_mt>());
-    frontend = std::make_unique<http_frontend>(s, limits, h, log, inflight);
+    frontend = std::make_unique<http_frontend>(s, limits, h, log, inflight,
+                                               std::make_shared<prfaas::engine::byte_tokenizer>());
     frontend->install_routes(server);
   }
 };

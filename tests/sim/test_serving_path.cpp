@@ -146,7 +146,7 @@ TEST_CASE("a long prompt is prefilled on the PrfaaS cluster and decoded in the P
   CHECK(s.prfaas["route"] == "prfaas");
   CHECK(s.prfaas["prefill_node"] == "p0");
   CHECK(s.completion_tokens == max_tokens);
-  CHECK(u.tokens == reference_tokens(prompt, max_tokens));
+  CHECK(u.out.tokens == reference_tokens(prompt, max_tokens));
 
   // TTFT: the H200 prefill plus what the link could not hide (the last layer's chunk
   // and the meta) plus a few 1 ms control-plane hops — all virtual, so exact.
@@ -189,7 +189,7 @@ TEST_CASE("short prompts stay in the PD cluster and concurrent requests keep the
     REQUIRE(u);
     REQUIRE(u->finished);
     CHECK(u->finished->prfaas["route"] == (i % 2 ? "pd" : "prfaas"));
-    CHECK(u->tokens == reference_tokens(prompts[i], 32 + i));
+    CHECK(u->out.tokens == reference_tokens(prompts[i], 32 + i));
   }
 }
 
@@ -231,7 +231,7 @@ TEST_CASE("a link that collapses mid-transfer times the transfer out and the gat
   REQUIRE(u->finished);
   CHECK(u->finished->prfaas["attempts"] == 2);
   CHECK(u->finished->prfaas["prefill_node"] == "d0");
-  CHECK(u->tokens == reference_tokens(prompt, 8));
+  CHECK(u->out.tokens == reference_tokens(prompt, 8));
 }
 
 TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens and bytes in fewer messages") {
@@ -252,7 +252,7 @@ TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens
     CHECK(u.finished->prfaas["route"] == "prfaas");
     auto t = f.net().data_fabric()->totals("prfaas", "pd");
     CHECK(t.open == 0);
-    return outcome{u.tokens, t.bytes_delivered, u.finished->prfaas["ttft_ms"].get<double>() / 1e3,
+    return outcome{u.out.tokens, t.bytes_delivered, u.finished->prfaas["ttft_ms"].get<double>() / 1e3,
                    t.messages};
   };
   auto grouped_yaml = yaml;

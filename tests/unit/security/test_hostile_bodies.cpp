@@ -11,9 +11,10 @@ namespace {
 
 const api_limits limits{.model = "m", .max_context = 4096, .max_prompt_tokens = 100,
                         .max_output_tokens = 512, .default_max_tokens = 16};
+const prfaas::engine::byte_tokenizer bytes;
 
 int status_of(const std::string& body, bool chat = false) {
-  auto r = parse_completion(body, chat, limits);
+  auto r = parse_completion(body, chat, limits, bytes);
   auto* e = std::get_if<api_error>(&r);
   return e ? e->status : 200;
 }
@@ -22,7 +23,7 @@ int status_of(const std::string& body, bool chat = false) {
 
 TEST_CASE("a number too large for a double is a 400 naming the body") {
   // Found by fuzz/fuzz_http_request: nlohmann's parser throws out_of_range here.
-  auto r = parse_completion(R"({"model": 6666666666666666E66666, "prompt": "x"})", false, limits);
+  auto r = parse_completion(R"({"model": 6666666666666666E66666, "prompt": "x"})", false, limits, bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   CHECK(std::get<api_error>(r).status == 400);
   CHECK_THAT(std::get<api_error>(r).message, Catch::Matchers::Contains("not valid JSON"));

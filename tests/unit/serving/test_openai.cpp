@@ -1,6 +1,7 @@
 // The OpenAI HTTP contract as plain functions: every way parse_completion rejects a
 // body (status, the field it names, what it says), what it accepts and the defaults it
-// fills in, byte-level tokenisation, and the shapes of responses and SSE events.
+// fills in, and the shapes of responses and SSE events (logprobs included). Prompts go
+// through the byte tokenizer here; tests/unit/llama covers a GGUF's.
 
 #include <optional>
 #include <string>
@@ -14,6 +15,8 @@ using namespace prfaas::serving;
 using Catch::Matchers::Contains;
 
 namespace {
+
+const prfaas::engine::byte_tokenizer bytes;
 
 /// Small limits so that each bound is reachable with a short body.
 api_limits limits() {
@@ -29,7 +32,7 @@ api_limits limits() {
 }
 
 completion_request accept(const std::string& body, bool chat = false) {
-  auto r = parse_completion(body, chat, limits());
+  auto r = parse_completion(body, chat, limits(), bytes);
   if (auto* e = std::get_if<api_error>(&r))
     FAIL("rejected " << body << ": " << e->status << " " << e->message);
   return std::get<completion_request>(r);
@@ -114,8 +117,8 @@ TEST_CASE("parse_completion rejects each malformed body with its status, field a
      "batched prompts are not supported"},
     {"boolean in a prompt array", pfx + R"("prompt": [true]})", false, 400, "prompt",
      "prompt must be a string"},
-    {"token id above 255", pfx + R"("prompt": [1, 256]})", false, 400, "prompt",
-     "prompt[1] must be a token id between 0 and 255"},
+    {"token id outside the vocabulary", pfx + R"("prompt": [1, 257]})", false, 400, "prompt",
+     "prompt[1] must be a token id between 0 and 256"},
     {"negative token id", pfx + R"("prompt": [-1]})", false, 400, "prompt",
      "prompt[0] must be a token id"},
     {"huge token id", pfx + R"("prompt": [18446744073709551615]})", false, 400, "prompt",
@@ -141,12 +144,12 @@ TEST_CASE("parse_completion rejects each malformed body with its status, field a
     {"unknown role", pfx + R"("messages": [{"role": "robot", "content": "hi"}]})", true, 400,
      "messages[0].role", "must be one of system, developer, user, assistant, tool; got \"robot\""},
     {"message without content", pfx + R"("messages": [{"role": "user"}]})", true, 400,
-     "messages[0].content", "must be a string or an array of text parts"},
+     "messages[0].content", "messages[0].content is required"},
     {"numeric content", pfx + R"("messages": [{"role": "user", "content": 3}]})", true, 400,
      "messages[0].content", "must be a string or an array of text parts"},
     {"second message bad",
      pfx + R"("messages": [{"role": "user", "content": "a"}, {"role": "user", "content": null}]})",
-     true, 400, "messages[1].content", "messages[1].content must be"},
+     true, 400, "messages[1].content", "messages[1].content is required"},
     {"image content part",
      pfx + R"("messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
      true, 400, "messages[0].content[0]", "only text is supported"},
@@ -233,10 +236,84 @@ TEST_CASE("parse_completion rejects each malformed body with its status, field a
      "stream_options", "got boolean"},
     {"include_usage a string", cmpl + R"("stream": true, "stream_options": {"include_usage": "yes"}})",
      false, 400, "stream_options.include_usage", "include_usage must be a boolean"},
+    {"stream_options without stream", cmpl + R"("stream_options": {"include_usage": true}})", false,
+     400, "stream_options", "only allowed with stream: true"},
+    {"obfuscation asked for", cmpl + R"("stream": true, "stream_options": {"include_obfuscation": true}})",
+     false, 400, "stream_options.include_obfuscation", "no obfuscation"},
+    {"unknown stream option", cmpl + R"("stream": true, "stream_options": {"x": 1}})", false, 400,
+     "stream_options.x", "unknown field stream_options.x"},
+    // fields OpenAI does not define, and OpenAI fields of the other endpoint
+    {"unknown field", cmpl + R"("top_k": 40})", false, 400, "top_k", "unknown field top_k"},
+    {"chat field in completions", cmpl + R"("messages": []})", false, 400, "messages",
+     "unknown field messages"},
+    {"completions field in chat", chat + R"("echo": true})", true, 400, "echo", "unknown field echo"},
+    {"top_logprobs in completions", cmpl + R"("top_logprobs": 2})", false, 400, "top_logprobs",
+     "unknown field"},
+    // OpenAI fields prfaas does not honour: refused unless they ask for nothing
+    {"best_of 2", cmpl + R"("best_of": 2})", false, 400, "best_of", "best_of above 1"},
+    {"suffix", cmpl + R"("suffix": "end"})", false, 400, "suffix", "insertion"},
+    {"tools", chat + R"("tools": [{"type": "function", "function": {"name": "f"}}]})", true, 400,
+     "tools", "tool calling is not supported"},
+    {"tool_choice required", chat + R"("tool_choice": "required"})", true, 400, "tool_choice",
+     "tool calling"},
+    {"functions", chat + R"("functions": [{"name": "f"}]})", true, 400, "functions",
+     "function calling"},
+    {"parallel_tool_calls", chat + R"("parallel_tool_calls": true})", true, 400,
+     "parallel_tool_calls", "tool calling"},
+    {"JSON mode", chat + R"("response_format": {"type": "json_object"}})", true, 400,
+     "response_format", "only {\"type\": \"text\"}"},
+    {"audio modality", chat + R"("modalities": ["text", "audio"]})", true, 400, "modalities",
+     "only [\"text\"]"},
+    {"audio", chat + R"("audio": {"voice": "alloy", "format": "wav"}})", true, 400, "audio",
+     "audio output"},
+    {"prediction", chat + R"("prediction": {"type": "content", "content": "x"}})", true, 400,
+     "prediction", "predicted outputs"},
+    {"reasoning_effort", chat + R"("reasoning_effort": "high"})", true, 400, "reasoning_effort",
+     "reasoning-effort"},
+    {"verbosity", chat + R"("verbosity": "low"})", true, 400, "verbosity", "verbosity"},
+    {"web search", chat + R"("web_search_options": {}})", true, 400, "web_search_options",
+     "web search"},
+    {"store", chat + R"("store": true})", true, 400, "store", "does not store"},
+    {"metadata", chat + R"("metadata": {"k": "v"}})", true, 400, "metadata", "stored completions"},
+    {"service tier", chat + R"("service_tier": "flex"})", true, 400, "service_tier", "one service tier"},
+    {"a message's name", pfx + R"("messages": [{"role": "user", "content": "a", "name": "bob"}]})",
+     true, 400, "messages[0].name", "not supported"},
+    {"a message's tool calls",
+     pfx + R"("messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}]})",
+     true, 400, "messages[0].tool_calls", "tool calling"},
+    // sampling fields
+    {"top_p 0", cmpl + R"("top_p": 0})", false, 400, "top_p", "greater than 0"},
+    {"top_p above 1", cmpl + R"("top_p": 1.5})", false, 400, "top_p", "between 0 and 1"},
+    {"presence_penalty above 2", cmpl + R"("presence_penalty": 2.5})", false, 400,
+     "presence_penalty", "between -2 and 2"},
+    {"frequency_penalty a string", cmpl + R"("frequency_penalty": "x"})", false, 400,
+     "frequency_penalty", "must be a number"},
+    {"logit_bias an array", cmpl + R"("logit_bias": [1]})", false, 400, "logit_bias",
+     "must be an object"},
+    {"logit_bias key not a token", cmpl + R"("logit_bias": {"abc": 1}})", false, 400, "logit_bias",
+     "not a token id of this model"},
+    {"logit_bias key outside the vocabulary", cmpl + R"("logit_bias": {"257": 1}})", false, 400,
+     "logit_bias", "not a token id"},
+    {"logit_bias above 100", cmpl + R"("logit_bias": {"5": 101}})", false, 400, "logit_bias",
+     "between -100 and 100"},
+    {"completions logprobs 6", cmpl + R"("logprobs": 6})", false, 400, "logprobs",
+     "between 0 and 5"},
+    {"completions logprobs true", cmpl + R"("logprobs": true})", false, 400, "logprobs",
+     "must be an integer"},
+    {"chat logprobs a number", chat + R"("logprobs": 3})", true, 400, "logprobs",
+     "must be a boolean"},
+    {"chat top_logprobs 21", chat + R"("logprobs": true, "top_logprobs": 21})", true, 400,
+     "top_logprobs", "between 0 and 20"},
+    {"top_logprobs without logprobs", chat + R"("top_logprobs": 2})", true, 400, "top_logprobs",
+     "needs logprobs: true"},
+    {"echo with logprobs", cmpl + R"("echo": true, "logprobs": 1})", false, 400, "echo",
+     "not supported"},
+    {"echo a string", cmpl + R"("echo": "yes"})", false, 400, "echo", "must be a boolean"},
+    {"user a number", cmpl + R"("user": 5})", false, 400, "user", "must be a string"},
   };
   for (auto& row : rows) {
     INFO(row.what << ": " << row.body);
-    auto r = parse_completion(row.body, row.chat, limits());
+    auto r = parse_completion(row.body, row.chat, limits(), bytes);
     REQUIRE(std::holds_alternative<api_error>(r));
     auto& e = std::get<api_error>(r);
     CHECK(e.status == row.status);
@@ -255,7 +332,7 @@ TEST_CASE("parse_completion rejects each malformed body with its status, field a
 }
 
 TEST_CASE("an unknown model is a 404 with code model_not_found") {
-  auto r = parse_completion(R"({"model": "other", "prompt": "x"})", false, limits());
+  auto r = parse_completion(R"({"model": "other", "prompt": "x"})", false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   auto e = std::get<api_error>(r);
   CHECK(e.status == 404);
@@ -268,7 +345,7 @@ TEST_CASE("an unknown model is a 404 with code model_not_found") {
 
 TEST_CASE("a prompt over max_prompt_tokens is a 413 with code context_length_exceeded") {
   auto r = parse_completion(R"({"model": "m", "prompt": ")" + std::string(49, 'y') + R"("})", false,
-                            limits());
+                            limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   CHECK(std::get<api_error>(r).code == "context_length_exceeded");
   // Exactly at the limits is accepted: 48 prompt + 16 default = the 64-token context.
@@ -278,14 +355,14 @@ TEST_CASE("a prompt over max_prompt_tokens is a 413 with code context_length_exc
   // ... and one output token more is not.
   auto over = parse_completion(R"({"model": "m", "prompt": ")" + std::string(48, 'y') +
                                  R"(", "max_tokens": 17})",
-                               false, limits());
+                               false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(over));
   CHECK(std::get<api_error>(over).status == 400);
   CHECK(std::get<api_error>(over).param == "max_tokens");
 }
 
 TEST_CASE("an error message quoting invalid UTF-8 still makes a valid JSON body") {
-  auto r = parse_completion("{\"model\": \"m\", \"prompt\": \"\xff\xfe\xfd\"}", false, limits());
+  auto r = parse_completion("{\"model\": \"m\", \"prompt\": \"\xff\xfe\xfd\"}", false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   auto text = safe_dump(std::get<api_error>(r).body());
   CHECK(decode_utf8(text).has_value());
@@ -307,12 +384,25 @@ TEST_CASE("parse_completion fills in defaults") {
   CHECK_FALSE(r.return_token_ids);
 }
 
-TEST_CASE("parse_completion reads every field, nulls and unknown fields are ignored") {
+TEST_CASE("parse_completion reads every field; null means not given") {
   auto r = accept(R"({"model": "m", "prompt": ["hey"], "max_tokens": 32, "temperature": 0,
                       "seed": 18446744073709551615, "n": 1, "stream": true,
-                      "stream_options": {"include_usage": true}, "ignore_eos": true,
-                      "return_token_ids": true, "logprobs": null, "user": "u",
-                      "frequency_penalty": 0.5, "stop": null})");
+                      "stream_options": {"include_usage": true, "include_obfuscation": false},
+                      "ignore_eos": true, "return_token_ids": true, "logprobs": null, "user": "u",
+                      "frequency_penalty": 0.5, "presence_penalty": -1.5, "top_p": 0.9,
+                      "logit_bias": {"65": -100, "7": 2.5}, "stop": null, "best_of": 1,
+                      "suffix": null, "echo": false})");
+  CHECK(r.frequency_penalty == 0.5f);
+  CHECK(r.presence_penalty == -1.5f);
+  CHECK(r.top_p == 0.9f);
+  CHECK(r.logit_bias == std::vector<std::pair<int32_t, float>>{{7, 2.5f}, {65, -100.0f}});
+  CHECK(r.logprobs == -1);
+  CHECK(r.user == "user=u");
+  const auto sp = r.sampling();
+  CHECK(sp.top_p == 0.9f);
+  CHECK(sp.logit_bias == r.logit_bias);
+  CHECK(sp.temperature == 0.0f);
+  CHECK(sp.seed == 18446744073709551615ull);
   CHECK(r.prompt == std::vector<token>{'h', 'e', 'y'});
   CHECK(r.max_tokens == 32);
   CHECK(r.temperature == 0.0f);
@@ -332,9 +422,39 @@ TEST_CASE("parse_completion reads every field, nulls and unknown fields are igno
 
   CHECK(accept(R"({"model": "m", "prompt": "x", "temperature": 2})").temperature == 2.0f);
   CHECK(accept(R"({"model": "m", "prompt": "x", "seed": 0})").has_seed);
+
+  // Log-probabilities: a count for completions, a flag and a count for chat.
+  CHECK(accept(R"({"model": "m", "prompt": "x", "logprobs": 0})").logprobs == 0);
+  CHECK(accept(R"({"model": "m", "prompt": "x", "logprobs": 5})").logprobs == 5);
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": true})", true).logprobs == 0);
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": true, "top_logprobs": 20})", true)
+          .logprobs == 20);
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": false})", true).logprobs == -1);
+  // Echo keeps the prompt's text; the identifiers are logged, the "nothing" values of the
+  // fields prfaas does not honour are accepted.
+  auto e = accept(R"({"model": "m", "prompt": "aé", "echo": true})");
+  CHECK(e.echo);
+  CHECK(e.prompt_text == "a\xc3\xa9");
+  auto c = accept(R"({"model": "m", )" + msgs + R"(, "user": "u", "safety_identifier": "s",
+                      "prompt_cache_key": "k", "tools": [], "tool_choice": "none",
+                      "response_format": {"type": "text"}, "modalities": ["text"], "store": false,
+                      "service_tier": "auto", "metadata": null, "parallel_tool_calls": false})",
+                  true);
+  CHECK(c.user == "user=u safety_identifier=s prompt_cache_key=k");
 }
 
-TEST_CASE("a prompt may be token ids or UTF-8 text, one token per byte") {
+TEST_CASE("the profile engine refuses logprobs: it has no distribution to report") {
+  auto l = limits();
+  l.logprobs = false;
+  auto r = parse_completion(R"({"model": "m", "prompt": "x", "logprobs": 1})", false, l, bytes);
+  REQUIRE(std::holds_alternative<api_error>(r));
+  CHECK(std::get<api_error>(r).param == "logprobs");
+  CHECK(std::holds_alternative<completion_request>(
+    parse_completion(R"({"model": "m", "prompt": "x"})", false, l, bytes)));
+}
+
+TEST_CASE("a prompt may be token ids or UTF-8 text, one token per byte (byte tokenizer)") {
   CHECK(accept(R"({"model": "m", "prompt": [0, 255, 7]})").prompt == std::vector<token>{0, 255, 7});
   // "é€" is 2 + 3 bytes of UTF-8.
   CHECK(accept(R"({"model": "m", "prompt": "é€"})").prompt ==
@@ -349,51 +469,48 @@ TEST_CASE("a chat becomes its prompt through the documented template") {
   auto r = accept(body, true);
   CHECK(r.chat);
   const std::string expected = "<|system|>\nS\n<|user|>\nab\n<|assistant|>\n";
-  CHECK(chat_prompt(json::parse(body)["messages"]) == expected);
+  const std::vector<prfaas::engine::chat_message> msgs{{"system", "S"}, {"user", "ab"}};
+  CHECK(bytes.chat_prompt(msgs).value() == expected);
   CHECK(r.prompt == tokenize(expected));
   CHECK(r.max_tokens == 16);
-  // Unknown fields of a message (name, tool_call_id) are ignored, like unknown body fields.
-  CHECK(accept(R"({"model": "m", "messages": [{"role": "tool", "content": "", "tool_call_id": "t"}]})",
+  // Fields an SDK sends back empty with an earlier answer are accepted when empty; an
+  // assistant message may have no content.
+  CHECK(accept(R"({"model": "m", "messages": [{"role": "tool", "content": "", "tool_call_id": ""},
+                   {"role": "assistant", "content": null, "tool_calls": [], "refusal": null}]})",
                true)
-          .prompt == tokenize("<|tool|>\n\n<|assistant|>\n"));
+          .prompt == tokenize("<|tool|>\n\n<|assistant|>\n\n<|assistant|>\n"));
 }
 
-TEST_CASE("chat takes max_completion_tokens over max_tokens, completions ignore it") {
+TEST_CASE("chat takes max_completion_tokens over max_tokens, completions refuse it") {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_completion_tokens": 7})", true).max_tokens == 7);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5})", true).max_tokens == 5);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": 7})", true)
           .max_tokens == 7);
-  CHECK(accept(R"({"model": "m", "prompt": "x", "max_completion_tokens": 7})").max_tokens == 16);
+  auto refused = parse_completion(R"({"model": "m", "prompt": "x", "max_completion_tokens": 7})", false,
+                                  limits(), bytes);
+  REQUIRE(std::holds_alternative<api_error>(refused));
+  CHECK(std::get<api_error>(refused).param == "max_completion_tokens");
   // A null max_completion_tokens is not given: max_tokens still counts.
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": null})", true)
           .max_tokens == 5);
   auto r = parse_completion(R"({"model": "m", )" + msgs + R"(, "max_tokens": 0, "max_completion_tokens": null})",
-                            true, limits());
+                            true, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   CHECK(std::get<api_error>(r).param == "max_tokens");
 }
 
-TEST_CASE("stop strings become tokens by code point") {
+TEST_CASE("stop strings are kept as text; empty ones are dropped") {
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": "ab"})").stop ==
-        std::vector<std::vector<token>>{{'a', 'b'}});
-  // U+00E9 is output token 0xE9 (see detokenize), not its two UTF-8 bytes.
-  CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["é", "x\n"]})").stop ==
-        std::vector<std::vector<token>>{{0xE9}, {'x', '\n'}});
-  // A code point above U+00FF can never appear in output text: that stop is dropped.
-  CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["€", "y", "a😀"]})").stop ==
-        std::vector<std::vector<token>>{{'y'}});
-  // Empty stops are dropped; exactly max_stop stops of exactly max_stop_bytes are fine.
+        std::vector<std::string>{"ab"});
+  CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["\u00e9", "x\n", "\u20ac"]})").stop ==
+        std::vector<std::string>{"\xc3\xa9", "x\n", "\xe2\x82\xac"});
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ""})").stop.empty());
+  // Exactly max_stop stops of exactly max_stop_bytes are fine.
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["12345678", "b", "c", "d"]})").stop.size() == 4);
-
-  CHECK(stop_tokens("\xc3\xbf") == std::vector<token>{0xFF});
-  CHECK(stop_tokens("\xc2\x80") == std::vector<token>{0x80});
-  CHECK_FALSE(stop_tokens("\xc4\x80").has_value()); // U+0100
-  CHECK_FALSE(stop_tokens("\xf0\x9f\x98\x80").has_value());
 }
 
-TEST_CASE("tokenize and detokenize round-trip every byte through U+0000..U+00FF") {
+TEST_CASE("tokenize is byte-level: every byte one token") {
   std::string all;
   for (int b = 0; b < 256; ++b)
     all.push_back(static_cast<char>(b));
@@ -401,30 +518,7 @@ TEST_CASE("tokenize and detokenize round-trip every byte through U+0000..U+00FF"
   REQUIRE(tokens.size() == 256);
   for (int b = 0; b < 256; ++b)
     CHECK(tokens[b] == b);
-
-  auto text = detokenize(tokens, 256);
-  auto cps = decode_utf8(text);
-  REQUIRE(cps.has_value()); // valid UTF-8, although `all` is not
-  REQUIRE(cps->size() == 256);
-  for (int b = 0; b < 256; ++b)
-    CHECK((*cps)[b] == static_cast<uint32_t>(b));
-  // Valid UTF-8 is also what the JSON encoder demands.
-  CHECK_NOTHROW(json(text).dump());
-  // And the text maps back to the tokens through stop_tokens (code points).
-  CHECK(stop_tokens(text) == tokens);
-}
-
-TEST_CASE("detokenize skips EOS and renders synthetic tokens as one letter each") {
-  CHECK(detokenize({'A', 256, 'B'}, 256) == "AB");
-  CHECK(detokenize({256, 256}, 256).empty());
-  CHECK(detokenize({}, 256).empty());
-  // With eos = -1 (none), 256 is just another synthetic token.
-  std::vector<token> synthetic{256, 257, 1000, 123456, 256 + 25};
-  auto text = detokenize(synthetic, -1);
-  REQUIRE(text.size() == synthetic.size());
-  for (char c : text)
-    CHECK((c >= 'a' && c <= 'z'));
-  CHECK(detokenize({256, 282}, -1) == std::string(2, text[0])); // 26 apart: same letter
+  CHECK(bytes.tokenize(all, true, true).value() == tokens);
 }
 
 TEST_CASE("safe_dump never throws on invalid UTF-8") {
@@ -453,6 +547,13 @@ completion_summary summary() {
   return s;
 }
 
+output_delta delta(std::string text, std::vector<token> tokens) {
+  output_delta d;
+  d.text = std::move(text);
+  d.tokens = std::move(tokens);
+  return d;
+}
+
 json sse_json(const std::string& event) {
   REQUIRE(event.rfind("data: ", 0) == 0);
   REQUIRE(event.size() >= 8);
@@ -465,7 +566,7 @@ json sse_json(const std::string& event) {
 TEST_CASE("completion_body has the OpenAI fields for completions and chat") {
   auto r = accept(R"({"model": "m", "prompt": "hi"})");
   auto s = summary();
-  auto b = json::parse(safe_dump(completion_body(r, s, {'o', 'k', 256}, 256)));
+  auto b = json::parse(safe_dump(completion_body(r, s, delta("ok", {'o', 'k'}))));
   CHECK(b["id"] == "cmpl-r1");
   CHECK(b["object"] == "text_completion");
   CHECK(b["created"] == 1700000000);
@@ -476,49 +577,50 @@ TEST_CASE("completion_body has the OpenAI fields for completions and chat") {
   CHECK(b["choices"][0]["finish_reason"] == "length");
   CHECK(b["choices"][0]["logprobs"].is_null());
   CHECK_FALSE(b["choices"][0].contains("token_ids"));
-  CHECK(b["usage"] == json{{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}});
+  CHECK(b["usage"] == json{{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5},
+                           {"prompt_tokens_details", {{"cached_tokens", 0}}}});
   CHECK(b["prfaas"]["route"] == "pd");
 
   auto c = accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
                       "return_token_ids": true})",
                   true);
-  auto cb = json::parse(safe_dump(completion_body(c, s, {0xE9, 0xFF}, 256)));
+  auto cb = json::parse(safe_dump(completion_body(c, s, delta("\xc3\xa9", {0xC3, 0xA9}))));
   CHECK(cb["object"] == "chat.completion");
   CHECK(cb["choices"][0]["message"]["role"] == "assistant");
-  CHECK(cb["choices"][0]["message"]["content"] == "\u00e9\u00ff");
-  CHECK(cb["choices"][0]["token_ids"] == json::array({0xE9, 0xFF}));
+  CHECK(cb["choices"][0]["message"]["content"] == "\u00e9");
+  CHECK(cb["choices"][0]["token_ids"] == json::array({0xC3, 0xA9}));
   CHECK_FALSE(cb["choices"][0].contains("text"));
 }
 
 TEST_CASE("sse_chunk: text chunks, the chat role chunk, and the finish chunk carrying prfaas") {
   auto s = summary();
   auto r = accept(R"({"model": "m", "prompt": "hi", "stream": true})");
-  auto first = sse_json(sse_chunk(r, s, {'a', 'b'}, 256, nullptr, true));
+  auto first = sse_json(sse_chunk(r, s, delta("ab", {'a', 'b'}), nullptr, true));
   CHECK(first["object"] == "text_completion");
   CHECK(first["id"] == "cmpl-r1");
   CHECK(first["choices"][0]["text"] == "ab");
   CHECK(first["choices"][0]["finish_reason"].is_null());
   CHECK_FALSE(first.contains("prfaas"));
   std::string reason = "stop";
-  auto last = sse_json(sse_chunk(r, s, {}, 256, &reason, false));
+  auto last = sse_json(sse_chunk(r, s, {}, &reason, false));
   CHECK(last["choices"][0]["finish_reason"] == "stop");
   CHECK(last["choices"][0]["text"] == "");
   CHECK(last["prfaas"]["route"] == "pd");
 
   auto c = accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true})",
                   true);
-  auto role = sse_json(sse_chunk(c, s, {}, 256, nullptr, true));
+  auto role = sse_json(sse_chunk(c, s, {}, nullptr, true));
   CHECK(role["object"] == "chat.completion.chunk");
   CHECK(role["choices"][0]["delta"]["role"] == "assistant");
   CHECK_FALSE(role["choices"][0]["delta"].contains("content"));
-  auto role_and_text = sse_json(sse_chunk(c, s, {'x'}, 256, nullptr, true));
+  auto role_and_text = sse_json(sse_chunk(c, s, delta("x", {'x'}), nullptr, true));
   CHECK(role_and_text["choices"][0]["delta"]["role"] == "assistant");
   CHECK(role_and_text["choices"][0]["delta"]["content"] == "x");
-  auto mid = sse_json(sse_chunk(c, s, {'y', 'z'}, 256, nullptr, false));
+  auto mid = sse_json(sse_chunk(c, s, delta("yz", {'y', 'z'}), nullptr, false));
   CHECK_FALSE(mid["choices"][0]["delta"].contains("role"));
   CHECK(mid["choices"][0]["delta"]["content"] == "yz");
   CHECK(mid["choices"][0]["finish_reason"].is_null());
-  auto fin = sse_json(sse_chunk(c, s, {}, 256, &reason, false));
+  auto fin = sse_json(sse_chunk(c, s, {}, &reason, false));
   CHECK(fin["choices"][0]["finish_reason"] == "stop");
   CHECK(fin["prfaas"]["route"] == "pd");
   CHECK_FALSE(fin["choices"][0]["delta"].contains("role"));
@@ -545,4 +647,43 @@ TEST_CASE("sse_usage and sse_error") {
   CHECK(ev["error"]["type"] == "server_error");
   CHECK(ev["error"]["code"] == "busy");
   CHECK(ev["error"]["param"].is_null());
+}
+
+TEST_CASE("echo puts the prompt's text before the output, once") {
+  auto s = summary();
+  auto r = accept(R"({"model": "m", "prompt": "Q: ", "echo": true})");
+  auto b = json::parse(safe_dump(completion_body(r, s, delta("A", {'A'}))));
+  CHECK(b["choices"][0]["text"] == "Q: A");
+  auto rs = accept(R"({"model": "m", "prompt": "Q: ", "echo": true, "stream": true})");
+  CHECK(sse_json(sse_chunk(rs, s, delta("A", {'A'}), nullptr, true))["choices"][0]["text"] == "Q: A");
+  CHECK(sse_json(sse_chunk(rs, s, delta("B", {'B'}), nullptr, false))["choices"][0]["text"] == "B");
+}
+
+TEST_CASE("logprobs in OpenAI's shapes: completions' parallel lists, chat's content entries") {
+  auto s = summary();
+  output_delta d = delta("h\xc3\xa9", {'h', 0xC3, 0xA9});
+  d.logprobs = {{"h", -0.5f, {{"h", -0.5f}, {"x", -1.5f}}, 0},
+                {"\xc3", -0.25f, {{"\xc3", -0.25f}}, 1},
+                {"\xa9", -0.125f, {{"\xa9", -0.125f}}, 1}};
+  auto r = accept(R"({"model": "m", "prompt": "hi", "logprobs": 1})");
+  auto lp = json::parse(safe_dump(completion_body(r, s, d)))["choices"][0]["logprobs"];
+  CHECK(lp["tokens"] == json::array({"h", "\ufffd", "\ufffd"})); // half characters
+  CHECK(lp["token_logprobs"] == json::array({-0.5, -0.25, -0.125}));
+  CHECK(lp["top_logprobs"][0] == json{{"h", -0.5}, {"x", -1.5}});
+  CHECK(lp["text_offset"] == json::array({0, 1, 1}));
+
+  auto c = accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+                      "top_logprobs": 1, "stream": true})",
+                  true);
+  auto ev = sse_json(sse_chunk(c, s, d, nullptr, false));
+  auto content = ev["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == 3);
+  CHECK(content[0] == json{{"token", "h"}, {"logprob", -0.5}, {"bytes", {104}},
+                           {"top_logprobs", {{{"token", "h"}, {"logprob", -0.5}, {"bytes", {104}}},
+                                             {{"token", "x"}, {"logprob", -1.5}, {"bytes", {120}}}}}});
+  CHECK(content[1]["bytes"] == json::array({0xC3})); // the bytes say what the text cannot
+  CHECK(ev["choices"][0]["logprobs"]["refusal"].is_null());
+  // Not asked for: null.
+  auto plain = accept(R"({"model": "m", "prompt": "hi"})");
+  CHECK(json::parse(safe_dump(completion_body(plain, s, d)))["choices"][0]["logprobs"].is_null());
 }

@@ -10,37 +10,45 @@
 using namespace prfaas::serving;
 using namespace std::chrono_literals;
 
+namespace {
+output_delta delta(std::vector<token> t) {
+  output_delta d;
+  d.tokens = std::move(t);
+  return d;
+}
+} // namespace
+
 TEST_CASE("pushed tokens come out in order, batched into one update") {
   stream_channel ch;
-  ch.push_tokens({1, 2});
-  ch.push_tokens({});
-  ch.push_tokens({3});
+  ch.push(delta({1, 2}));
+  ch.push(delta({}));
+  ch.push(delta({3}));
   auto u = ch.next(0ms);
   REQUIRE(u);
-  CHECK(u->tokens == std::vector<token>{1, 2, 3});
+  CHECK(u->out.tokens == std::vector<token>{1, 2, 3});
   CHECK_FALSE(u->finished);
   CHECK_FALSE(u->error);
   // Nothing new: an empty update after the wait, not the end.
   auto empty = ch.next(1ms);
   REQUIRE(empty);
-  CHECK(empty->tokens.empty());
+  CHECK(empty->out.tokens.empty());
   CHECK_FALSE(empty->finished);
   CHECK_FALSE(ch.ended_for_reader());
 }
 
 TEST_CASE("finish ends the channel once, the last tokens travel with it") {
   stream_channel ch;
-  ch.push_tokens({7});
+  ch.push(delta({7}));
   completion_summary s;
   s.finish_reason = "length";
   s.completion_tokens = 1;
   CHECK(ch.finish(s));
   CHECK_FALSE(ch.finish(s));
   CHECK_FALSE(ch.fail(api_error{.status = 500, .message = "late"}));
-  ch.push_tokens({8}); // after the end: dropped
+  ch.push(delta({8})); // after the end: dropped
   auto u = ch.next(0ms);
   REQUIRE(u);
-  CHECK(u->tokens == std::vector<token>{7});
+  CHECK(u->out.tokens == std::vector<token>{7});
   REQUIRE(u->finished);
   CHECK(u->finished->finish_reason == "length");
   CHECK_FALSE(u->error);
@@ -79,15 +87,15 @@ TEST_CASE("a reader on another thread is woken and sees every token in order, th
     // A wait far longer than the test: an update with nothing in it means the wait
     // ran out, i.e. a push or the finish did not wake the reader.
     while (auto u = ch.next(60s)) {
-      if (u->tokens.empty() && !u->finished)
+      if (u->out.tokens.empty() && !u->finished)
         ++empty;
-      got.insert(got.end(), u->tokens.begin(), u->tokens.end());
+      got.insert(got.end(), u->out.tokens.begin(), u->out.tokens.end());
       if (u->finished)
         ++ends;
     }
   });
   for (int i = 0; i < n; ++i) {
-    ch.push_tokens({i});
+    ch.push(delta({i}));
     if (i % 100 == 0)
       std::this_thread::yield();
   }
