@@ -3,6 +3,7 @@
 #include "llama/identity.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -15,6 +16,11 @@ namespace {
 
 void log_hook(ggml_log_level level, const char* text, void*) {
   if (level != GGML_LOG_LEVEL_WARN && level != GGML_LOG_LEVEL_ERROR)
+    return;
+  // The Qwen2-family vocabularies in llama.cpp's own models/ mark one token oddly and
+  // llama.cpp corrects it on every load: a warning about the file, not about anything
+  // an operator can act on, repeated for every engine and tokenizer.
+  if (std::strstr(text, "control-looking token") != nullptr)
     return;
   std::fprintf(stderr, "llama.cpp: %s", text);
 }
