@@ -24,16 +24,17 @@ struct engine_runner::virtual_mode final : effect_deferral {
   std::vector<std::pair<engine::nanos, std::function<void()>>> effects;
 };
 
-engine_runner::engine_runner(caf::actor_system& sys, const engine_factory& make,
-                             const std::string& name) {
+engine_runner::engine_runner(caf::actor_system& sys, engine_factory make, const std::string& name,
+                             failure_handler on_failure) {
   if (virtual_time(sys)) {
     virtual_ = std::make_unique<virtual_mode>(sys);
     engine_ = make(virtual_->clock);
     return;
   }
   wall_ = std::make_unique<engine::real_clock>();
-  engine_ = make(*wall_);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this, make = std::move(make), on_failure = std::move(on_failure)] {
+    run(make, on_failure);
+  });
   pthread_setname_np(thread_.native_handle(), name.substr(0, 15).c_str());
 }
 
@@ -114,7 +115,19 @@ size_t engine_runner::pending() const {
   return jobs_.size() + running_;
 }
 
-void engine_runner::run() {
+void engine_runner::run(const engine_factory& make, const failure_handler& on_failure) {
+  try {
+    engine_ = make(*wall_);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      jobs_.clear();
+      stopping_ = true; // nothing can run without an engine
+    }
+    if (on_failure)
+      on_failure(e.what());
+    return;
+  }
   for (;;) {
     job j;
     {

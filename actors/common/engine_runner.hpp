@@ -3,9 +3,11 @@
 // Where an engine instance runs. Engines are synchronous and not thread-safe
 // (engine.hpp); a prefill can take seconds.
 //
-// Live (real time): the engine has a thread of its own. Workers stay responsive (load
-// queries, cancels, new orders) by handing every engine call to that thread and
-// receiving the outcome back through their actor_inbox.
+// Live (real time): the engine has a thread of its own, which also builds it (loading a
+// real model takes seconds; on an actor's thread it would stall the node's scheduler,
+// its heartbeats among them). Workers stay responsive (load queries, cancels, new
+// orders) by handing every engine call to that thread and receiving the outcome back
+// through their actor_inbox; their first job tells them the engine is ready.
 //
 // Simulated (virtual time, CAF's test coordinator; prfaas/runtime/sim_time.hpp): the
 // engine runs on a manual clock. A job runs at once on the caller's thread, but as if
@@ -34,12 +36,17 @@ class engine_runner {
 public:
   using job = std::function<void(engine::engine&)>;
   using time_point = std::chrono::steady_clock::time_point;
-  /// Builds the engine on the clock it is to spend its modeled time on.
+  /// Builds the engine on the clock it is to spend its modeled time on. Live, it runs
+  /// on the engine's thread: it must own what it captures.
   using engine_factory = std::function<std::unique_ptr<engine::engine>(engine::clock&)>;
+  /// Told (on the engine's thread) why the engine could not be built; no job runs then.
+  using failure_handler = std::function<void(const std::string&)>;
 
-  /// Virtual time when `sys` runs on the test coordinator, else a thread named `name`
-  /// (visible in top/perf) with the engine on the wall clock.
-  engine_runner(caf::actor_system& sys, const engine_factory& make, const std::string& name);
+  /// Virtual time when `sys` runs on the test coordinator (the engine is built here and
+  /// now), else a thread named `name` (visible in top/perf) that builds the engine on
+  /// the wall clock and then runs the jobs posted meanwhile.
+  engine_runner(caf::actor_system& sys, engine_factory make, const std::string& name,
+                failure_handler on_failure = {});
   ~engine_runner();
 
   engine_runner(const engine_runner&) = delete;
@@ -51,9 +58,8 @@ public:
   void stop();
   /// Jobs queued or running.
   size_t pending() const;
+  /// The engine's description. Live, only once a job has run (the engine is built).
   const engine::model_info& info() const { return engine_->info(); }
-  /// The engine's cost model (thread-safe: pure functions of the profile).
-  const engine::engine& costs() const { return *engine_; }
   /// Inside a job: the time the job has reached (steady clock live; the actor
   /// clock's virtual time in simulation, including what the engine spent so far).
   time_point now() const;
@@ -61,7 +67,7 @@ public:
 
 private:
   struct virtual_mode;
-  void run();
+  void run(const engine_factory& make, const failure_handler& on_failure);
   void run_virtual(job& j);
 
   std::unique_ptr<engine::real_clock> wall_;

@@ -29,7 +29,9 @@ struct worker_metrics {
       rejected(m.counter("prfaas_worker_orders_total", "Orders ended, by outcome",
                          {{"worker", worker}, {"role", role}, {"outcome", "rejected"}})),
       tokens(m.counter("prfaas_worker_tokens_total", "Tokens prefilled or decoded",
-                       {{"worker", worker}, {"role", role}})) {}
+                       {{"worker", worker}, {"role", role}})),
+      ready(m.gauge("prfaas_worker_ready", "1 once the worker's engine is built and it takes work",
+                    {{"worker", worker}, {"role", role}})) {}
 
   void set(size_t queued, size_t running, size_t capacity) {
     queue_depth.Set(static_cast<double>(queued));
@@ -41,11 +43,11 @@ struct worker_metrics {
   /// prfaas_engine_<name>_total{worker, role}: counters, advanced by what they grew.
   void engine_counters(const std::vector<engine::engine_counter>& now) {
     for (auto& c : now) {
-      auto& last = last_[c.name];
+      auto& last = last_[c.name]; // the series exists from the first report, at 0
+      auto& counter =
+        m_->counter("prfaas_engine_" + c.name + "_total", c.help, {{"worker", worker_}, {"role", role_}});
       if (c.value > last)
-        m_->counter("prfaas_engine_" + c.name + "_total", c.help,
-                    {{"worker", worker_}, {"role", role_}})
-          .Increment(c.value - last);
+        counter.Increment(c.value - last);
       last = std::max(last, c.value);
     }
   }
@@ -63,6 +65,7 @@ public:
   prometheus::Counter& failed;
   prometheus::Counter& rejected;
   prometheus::Counter& tokens;
+  prometheus::Gauge& ready;
 };
 
 } // namespace prfaas::serving

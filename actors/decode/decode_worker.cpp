@@ -84,7 +84,8 @@ struct decode_state {
   uint64_t next_seq = 1;
   size_t max_batch = 16;
   size_t max_queue = 256;
-  engine::model_info info; ///< of the engine (its end-of-output tokens)
+  engine::model_info info; ///< of the engine (its end-of-output tokens), once ready
+  bool engine_ready = false; ///< the engine is built and transfers are taken
 
   ~decode_state() {
     if (ctx && ctx->data())
@@ -374,20 +375,36 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
   s.max_batch = max_batch;
   s.max_queue = max_queue;
   s.inbox = std::make_shared<actor_inbox>(self);
-  s.runner = std::make_unique<engine_runner>(
-    ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "dc." + name);
-  s.info = s.runner->info();
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "decode");
   if (!ctx->data())
     throw std::runtime_error("decode_worker " + name + ": node " + ctx->node() +
                              " has no data endpoint (nodes[].data) for the KV data plane");
-  ctx->data()->add_sink(name, [inbox = s.inbox, self](received_transfer rt) {
-    inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
-  });
+  s.runner = std::make_unique<engine_runner>(
+    ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
+    "dc." + name, [inbox = s.inbox](const std::string& why) {
+      inbox->post([why] { throw std::runtime_error("engine could not be built: " + why); });
+    });
+  // Transfers are taken once the engine is built (live: on its own thread, seconds for a
+  // real model); until then the node refuses them and load reports say "starting".
+  auto ready = [self, ctx, name, engine_name = model.engine, max_batch](const engine::model_info& info) {
+    auto& s = self->state;
+    s.info = info;
+    s.engine_ready = true;
+    s.stats->ready.Set(1);
+    ctx->data()->add_sink(name, [inbox = s.inbox, self](received_transfer rt) {
+      inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
+    });
+    ctx->log()->info("decode_worker_started name={} engine={} model={} max_batch={}", name,
+                     engine_name, info.model, max_batch);
+  };
+  if (s.runner->simulated())
+    ready(s.runner->info());
+  else
+    s.runner->post([inbox = s.inbox, ready](engine::engine& e) {
+      inbox->post([ready, info = e.info()] { ready(info); });
+    });
   update_gauges(self);
   self->send(self, caf::tick_atom_v);
-  ctx->log()->info("decode_worker_started name={} engine={} max_batch={}", name, model.engine,
-                   max_batch);
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
     [=](caf::tick_atom) {
@@ -435,6 +452,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_active(static_cast<uint32_t>(s.active.size()));
         l.set_capacity(static_cast<uint32_t>(s.max_batch));
         l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
+        l.set_starting(!s.engine_ready);
         return make_reply(msg, l);
       }
       if (DecodeStatusQuery q; parse_remote(msg, q)) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -48,6 +49,12 @@ std::optional<api_error> read_uint(const json& body, const char* key, uint64_t m
   return std::nullopt;
 }
 
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 std::optional<api_error> read_number(const json& body, const char* key, double min, double max,
                                      float& out) {
   auto it = body.find(key);
@@ -57,8 +64,8 @@ std::optional<api_error> read_number(const json& body, const char* key, double m
     return bad(std::string{key} + " must be a number, got " + type_name(*it), key);
   const double v = it->get<double>();
   if (!std::isfinite(v) || v < min || v > max)
-    return bad(std::string{key} + " must be between " + safe_dump(json(min)) + " and " +
-                   safe_dump(json(max)) + ", got " + safe_dump(*it),
+    return bad(std::string{key} + " must be between " + number_text(min) + " and " +
+                   number_text(max) + ", got " + safe_dump(*it),
                key);
   out = static_cast<float>(v);
   return std::nullopt;

@@ -43,8 +43,10 @@ output_delta output_text::release(size_t upto, bool all_tokens) {
     d.tokens.push_back(p.id);
     if (logprobs_ && p.lp) {
       auto e = entry_of(*p.lp);
-      const size_t before = std::min(p.begin, upto) - released_;
-      e.text_offset = text_len_ + engine::utf8_sanitize(raw.substr(0, before)).size();
+      // A token that begins inside a character is placed where that character begins.
+      const auto before = raw.substr(0, std::min(p.begin, upto) - released_);
+      e.text_offset =
+        text_len_ + engine::utf8_sanitize(before.substr(0, engine::utf8_complete_prefix(before))).size();
       d.logprobs.push_back(std::move(e));
     }
   }
@@ -83,7 +85,13 @@ output_delta output_text::feed(token t, const engine::sampled_logprobs* lp) {
         keep = len;
         break;
       }
-  return release(total_ - keep, false);
+  // Never end what goes out inside a character (a held stop prefix may begin mid-way).
+  size_t cut = held_.size() - keep;
+  for (int back = 0; back < 3 && cut > 0 && cut < held_.size() &&
+                     (static_cast<unsigned char>(held_[cut]) & 0xC0) == 0x80;
+       ++back)
+    --cut;
+  return release(released_ + cut, false);
 }
 
 output_delta output_text::finish() {

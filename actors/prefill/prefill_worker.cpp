@@ -84,6 +84,9 @@ struct prefill_state {
 
   node_context* ctx = nullptr;
   std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
+  /// The engine is built (live it is built on its own thread, which may take seconds for
+  /// a real model): orders queue until then, and load reports say "starting".
+  bool ready = false;
 
   ~prefill_state() {
     if (ctx && !cache_sink.empty() && ctx->data())
@@ -422,7 +425,7 @@ caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const r
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   auto& s = self->state;
-  while (!s.running && !s.queue.empty()) {
+  while (s.ready && !s.running && !s.queue.empty()) {
     auto o = s.queue.front();
     s.queue.pop_front();
     if (o->answered) { // cancelled while queued
@@ -479,8 +482,6 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   s.directory = directory_addr;
   s.epoch = epoch_now(self);
   s.inbox = std::make_shared<actor_inbox>(self);
-  s.runner = std::make_unique<engine_runner>(
-    ctx->system(), [&](engine::clock& c) { return make_engine(model, name, c); }, "pf." + name);
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "prefill");
   if (!ctx->data())
     throw std::runtime_error("prefill_worker " + name + ": node " + ctx->node() +
@@ -488,17 +489,34 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   if (auto* fabric = sim_fabric_of(ctx->data())) // simulated link: count the profiled bytes
     fabric->set_wire_size(wire_size_of(model));
   s.ctx = ctx;
-  if (s.cache) { // cache moves from other workers land here
-    s.cache_sink = name + ".cache";
-    ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
-      inbox->post([self, ctx, name, rt = std::move(rt)]() mutable {
-        cache_arrived(self, ctx, name, std::move(rt));
-      });
+  s.runner = std::make_unique<engine_runner>(
+    ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
+    "pf." + name, [inbox = s.inbox](const std::string& why) {
+      inbox->post([why] { throw std::runtime_error("engine could not be built: " + why); });
     });
-  }
+  auto ready = [self, ctx, name, engine_name = model.engine](const engine::model_info& info) {
+    auto& s = self->state;
+    s.ready = true;
+    s.stats->ready.Set(1);
+    if (s.cache) { // cache moves from other workers land here
+      s.cache_sink = name + ".cache";
+      ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
+        inbox->post([self, ctx, name, rt = std::move(rt)]() mutable {
+          cache_arrived(self, ctx, name, std::move(rt));
+        });
+      });
+    }
+    ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, engine_name,
+                     info.model);
+    start_next(self, ctx, name);
+  };
+  if (s.runner->simulated())
+    ready(s.runner->info());
+  else
+    s.runner->post([inbox = s.inbox, ready](engine::engine& e) {
+      inbox->post([ready, info = e.info()] { ready(info); });
+    });
   update_gauges(self);
-  ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, model.engine,
-                   s.runner->info().model);
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
     [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
@@ -580,6 +598,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_queued_tokens(s.queued_tokens);
         l.set_tokens_per_s(s.tokens_per_s);
         l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
+        l.set_starting(!s.ready);
         return make_reply(msg, l);
       }
       if (CachePull q; parse_remote(msg, q))

@@ -57,7 +57,7 @@ int least_loaded_decode(const cluster_view& v, const std::string& node, const st
     auto& w = v.decode[i];
     // A request kept on its decode worker (failover) is existing work: a worker that
     // drains toward prefill still finishes it.
-    if (!w.up || (node.empty() && !w.enabled))
+    if (!w.up || w.starting || (node.empty() && !w.enabled))
       continue;
     if (!node.empty() && (w.addr.node != node || w.addr.actor != actor))
       continue;
@@ -90,7 +90,7 @@ public:
     c.uncached_tokens = in.prompt_tokens;
     c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
     if (c.decode < 0) {
-      c.why_not = in.decode_node.empty() ? "no decode worker is up"
+      c.why_not = in.decode_node.empty() ? "no decode worker is up and ready"
                                          : "decode worker " + in.decode_node + "/" +
                                              in.decode_actor + " is not up";
       return c;

@@ -33,6 +33,8 @@ struct worker_view {
   /// Takes new work: false while its node serves the other role, or drains toward it
   /// (the long-term controller's P/D conversion).
   bool enabled = true;
+  /// Its engine is still being built (last report; a real model takes seconds to load).
+  bool starting = false;
   uint32_t queue = 0;           ///< last reported queue depth
   uint32_t active = 0;          ///< last reported active work
   uint32_t capacity = 1;        ///< decode: max batch; prefill: max queue
@@ -52,7 +54,7 @@ struct worker_view {
   std::deque<route_booked> booked;
 
   /// Up and taking new work.
-  bool routable() const { return up && enabled; }
+  bool routable() const { return up && enabled && !starting; }
 
   /// Counts a request routed here at `now` until a report shows it.
   void book(time_point now, uint64_t tokens) {

@@ -41,7 +41,7 @@ int64_t integer_or(const actor_params& p, const char* key, int64_t fallback) {
 bool pick_decode(route_choice& c, const route_input& in, const cluster_view& v) {
   c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
   if (c.decode < 0)
-    c.why_not = in.decode_node.empty() ? "no decode worker is up"
+    c.why_not = in.decode_node.empty() ? "no decode worker is up and ready"
                                        : "decode worker " + in.decode_node + "/" + in.decode_actor +
                                            " is not up";
   return c.decode >= 0;

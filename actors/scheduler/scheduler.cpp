@@ -83,6 +83,7 @@ void apply_load(worker_view& w, const WorkerLoad& l, worker_view::time_point pol
   w.active = l.active();
   w.capacity = std::max<uint32_t>(1, l.capacity());
   w.queued_tokens = l.queued_tokens();
+  w.starting = l.starting();
   if (l.tokens_per_s() > 0)
     w.tokens_per_s = l.tokens_per_s();
   w.settle(polled, grace);
@@ -234,6 +235,18 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
 
   return {
     [=](caf::tick_atom) {
+      // What routing can use now: up, enabled, engine built (as of the last reports;
+      // a worker not heard from yet is not counted, though routing would try it).
+      for (bool prefill : {true, false}) {
+        size_t n = 0;
+        for (auto& w : prefill ? self->state.view.prefill : self->state.view.decode)
+          n += w.routable() && w.reports > 0 ? 1 : 0;
+        ctx->node_metrics()
+          .gauge("prfaas_scheduler_routable_workers",
+                 "Workers routing may choose: node up, taking work, engine built (reported)",
+                 {{"role", prefill ? "prefill" : "decode"}})
+          .Set(static_cast<double>(n));
+      }
       for (size_t i = 0; i < self->state.view.prefill.size(); ++i)
         if (self->state.view.prefill[i].up)
           poll(true, i);

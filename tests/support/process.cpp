@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <regex>
+#include <set>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -239,6 +241,25 @@ std::string read_file(const std::filesystem::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string with_free_ports(const std::string& text, std::map<int, int>& ports) {
+  const std::regex port_re{"127\\.0\\.0\\.1:([0-9]+)"};
+  std::set<int> old;
+  for (std::sregex_iterator it{text.begin(), text.end(), port_re}, end; it != end; ++it)
+    old.insert(std::stoi((*it)[1].str()));
+  auto fresh = free_ports(old.size());
+  size_t i = 0;
+  for (int p : old)
+    ports[p] = fresh[i++];
+  std::string out;
+  size_t last = 0;
+  for (std::sregex_iterator it{text.begin(), text.end(), port_re}, end; it != end; ++it) {
+    out += text.substr(last, static_cast<size_t>(it->position()) - last);
+    out += "127.0.0.1:" + std::to_string(ports[std::stoi((*it)[1].str())]);
+    last = static_cast<size_t>(it->position() + it->length());
+  }
+  return out + text.substr(last);
 }
 
 std::map<std::string, std::string> read_assignments(const std::filesystem::path& p) {

@@ -90,6 +90,9 @@ run_result run(command cmd, std::chrono::milliseconds limit);
 
 /// The whole file; empty when it cannot be read.
 std::string read_file(const std::filesystem::path& p);
+/// A deployment file's text with every 127.0.0.1 port replaced by a free one;
+/// `ports` receives old → new.
+std::string with_free_ports(const std::string& text, std::map<int, int>& ports);
 
 /// The `NAME=value` lines of a file (e.g. what tools/netns-two-dc.sh --hold writes).
 std::map<std::string, std::string> read_assignments(const std::filesystem::path& p);

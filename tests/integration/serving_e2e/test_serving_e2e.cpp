@@ -35,25 +35,8 @@ const std::string src = PRFAAS_SOURCE_DIR;
 std::string adapt(const std::string& file, uint64_t threshold, std::map<int, int>& ports) {
   auto text = t::read_file(src + "/" + file);
   REQUIRE(!text.empty());
-  std::regex port_re{"127\\.0\\.0\\.1:([0-9]+)"};
-  std::set<int> old;
-  for (std::sregex_iterator it{text.begin(), text.end(), port_re}, end; it != end; ++it)
-    old.insert(std::stoi((*it)[1].str()));
-  auto fresh = t::free_ports(old.size());
-  size_t i = 0;
-  for (int p : old)
-    ports[p] = fresh[i++];
-  std::string out;
-  std::sregex_iterator it{text.begin(), text.end(), port_re}, end;
-  size_t last = 0;
-  for (; it != end; ++it) {
-    out += text.substr(last, it->position() - last);
-    out += "127.0.0.1:" + std::to_string(ports[std::stoi((*it)[1].str())]);
-    last = it->position() + it->length();
-  }
-  out += text.substr(last);
-  out = std::regex_replace(out, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
-  return out;
+  auto out = t::with_free_ports(text, ports);
+  return std::regex_replace(out, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
 }
 
 /// What engine `e` alone produces for `prompt`: prefill's first token, then decode steps.
@@ -319,27 +302,19 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
 
 TEST_CASE("local deployment: a stop sequence ends the output before it, end to end", "[serving][e2e]") {
   const auto expected = single_engine(short_prompt, 40, 0.0f, 0);
-  // Pick a stop sequence from the middle of the expected output: two consecutive
-  // byte tokens whose first occurrence is at position k >= 4.
+  // Pick a stop string from the middle of the expected output: two consecutive ASCII
+  // bytes (the byte tokenizer's tokens are the output's bytes) whose first occurrence
+  // in the output's bytes is at position k >= 4.
+  std::string bytes;
+  for (int t : expected)
+    bytes.push_back(static_cast<char>(t & 0xFF));
   size_t k = 0;
-  for (size_t i = 4; i + 1 < expected.size() && k == 0; ++i) {
-    bool earlier = false;
-    for (size_t j = 0; j < i; ++j)
-      earlier = earlier || (expected[j] == expected[i] && expected[j + 1] == expected[i + 1]);
-    if (!earlier && expected[i] < 256 && expected[i + 1] < 256)
+  for (size_t i = 4; i + 1 < expected.size() && k == 0; ++i)
+    if (expected[i] > 0 && expected[i] < 0x80 && expected[i + 1] > 0 && expected[i + 1] < 0x80 &&
+        bytes.find(bytes.substr(i, 2)) == i)
       k = i;
-  }
   REQUIRE(k != 0);
-  std::string stop;
-  for (size_t i = k; i < k + 2; ++i) { // byte tokens render as U+00XX: UTF-8 encode
-    auto cp = static_cast<unsigned>(expected[i]);
-    if (cp < 0x80) {
-      stop.push_back(static_cast<char>(cp));
-    } else {
-      stop.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      stop.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
+  const std::string stop = bytes.substr(k, 2);
   local_deployment d{256};
   auto body = request_body(short_prompt, 40, 0.0f, 0, false);
   body["stop"] = stop;
@@ -348,7 +323,9 @@ TEST_CASE("local deployment: a stop sequence ends the output before it, end to e
   INFO(c.body.dump() << "\n" << d.output());
   REQUIRE(c.status == 200);
   CHECK(c.finish_reason == "stop");
+  // The output is the text before the stop string, and the tokens that text comes from.
   CHECK(c.tokens == std::vector<int>(expected.begin(), expected.begin() + static_cast<long>(k)));
+  CHECK(c.body["usage"]["completion_tokens"] == k + 2); // the stop string's tokens were generated
 }
 
 TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[serving][e2e]") {

@@ -384,7 +384,7 @@ TEST_CASE("parse_completion fills in defaults") {
   CHECK_FALSE(r.return_token_ids);
 }
 
-TEST_CASE("parse_completion reads every field; null means not given") {
+TEST_CASE("parse_completion reads every field and null means not given") {
   auto r = accept(R"({"model": "m", "prompt": ["hey"], "max_tokens": 32, "temperature": 0,
                       "seed": 18446744073709551615, "n": 1, "stream": true,
                       "stream_options": {"include_usage": true, "include_obfuscation": false},
@@ -500,7 +500,7 @@ TEST_CASE("chat takes max_completion_tokens over max_tokens, completions refuse 
   CHECK(std::get<api_error>(r).param == "max_tokens");
 }
 
-TEST_CASE("stop strings are kept as text; empty ones are dropped") {
+TEST_CASE("stop strings are kept as text and empty ones are dropped") {
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": "ab"})").stop ==
         std::vector<std::string>{"ab"});
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["\u00e9", "x\n", "\u20ac"]})").stop ==

@@ -172,9 +172,9 @@ TEST_CASE("threshold without a decode worker says why") {
   CHECK(c.decode == -1);
   CHECK(c.prefill == -1);
   CHECK(c.route.empty());
-  CHECK(c.why_not == "no decode worker is up");
+  CHECK(c.why_not == "no decode worker is up and ready");
   v.decode.clear();
-  CHECK(policy->decide(prompt(5), v).why_not == "no decode worker is up");
+  CHECK(policy->decide(prompt(5), v).why_not == "no decode worker is up and ready");
 }
 
 TEST_CASE("the least-loaded prefill worker has the fewest pending tokens") {

@@ -1,0 +1,241 @@
+// A real GGUF end to end (configs/llama-two-dc.yaml, free ports): the PrfaaS prefill
+// node and the PD node are two prfaas-node processes; a request's prompt is tokenized
+// by the gateway with the model's vocabulary, prefilled on prfaas-0 by llama.cpp, its
+// KVCache and linear-attention state cross the real data plane, and pd-0 decodes. The
+// tokens must be exactly those of one llama_context doing prefill and decode with the
+// same settings and slice boundaries — on a hybrid of each family and a transformer,
+// greedy and seeded, from fresh prompts and from prompts whose prefix the prefill node
+// (or another node) has cached — and the decode node's llama.cpp must have evaluated
+// no prompt token (its own counter, through /metrics).
+
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "prfaas/engine/llama_engine.hpp"
+#include "prfaas/engine/rng.hpp"
+#include "support/http_probe.hpp"
+#include "support/process.hpp"
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace t = prfaas::test;
+namespace eng = prfaas::engine;
+
+namespace {
+
+const std::string bin = PRFAAS_BIN_DIR;
+const std::string src = PRFAAS_SOURCE_DIR;
+const std::string models = PRFAAS_MODELS_DIR;
+constexpr uint32_t context = 4096;
+constexpr size_t new_tokens = 64;
+
+/// configs/llama-two-dc.yaml on `model`, free ports, a 4K context and `threshold`;
+/// `pd_prefill` false drops the PD cluster's own prefill worker.
+std::string deployment(const std::string& model, uint64_t threshold, std::map<int, int>& ports) {
+  auto text = t::read_file(src + "/configs/llama-two-dc.yaml");
+  REQUIRE(!text.empty());
+  text = t::with_free_ports(text, ports);
+  text = std::regex_replace(text, std::regex{"gguf: .*"}, "gguf: " + models + "/" + model + ".gguf");
+  text = std::regex_replace(text, std::regex{"context: [0-9]+"}, "context: " + std::to_string(context));
+  return std::regex_replace(text, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
+}
+
+/// The two node processes of a deployment, up and seeing each other.
+struct two_nodes {
+  t::temp_dir dir;
+  std::map<int, int> ports;
+  std::unique_ptr<t::child_process> prfaas, pd;
+
+  two_nodes(const std::string& model, uint64_t threshold) {
+    auto cfg = dir.file("deployment.yaml", deployment(model, threshold, ports));
+    auto start = [&](const char* node) {
+      return std::make_unique<t::child_process>(
+        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", node},
+                   .out_file = dir.path() / (std::string{node} + ".log")});
+    };
+    prfaas = start("prfaas-0");
+    pd = start("pd-0");
+    INFO(pd->output() << prfaas->output());
+    REQUIRE(t::eventually([&] { return t::http_get(http(), "/health").has_value(); }, 60s, 50ms));
+    REQUIRE(t::eventually(
+      [&] {
+        auto s = t::peer_state(ports.at(9101), "prfaas-0");
+        return s && s->state == "up";
+      },
+      30s, 50ms));
+    // Workers take work once their engines are built (a model load, on their threads),
+    // and the scheduler has heard so.
+    REQUIRE(t::eventually(
+      [&] {
+        const auto m = metrics();
+        return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 2 &&
+               t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 1;
+      },
+      60s, 50ms));
+  }
+  int http() const { return ports.at(8000); }
+  std::string metrics() const { return t::http_get(ports.at(9101), "/metrics").value_or(""); }
+  std::string output() const { return prfaas->output() + pd->output(); }
+};
+
+struct outcome {
+  int status = 0;
+  std::vector<int> tokens;
+  json body;
+};
+
+outcome complete(int port, const json& body) {
+  httplib::Client cli{"127.0.0.1", port};
+  cli.set_read_timeout(120, 0);
+  auto res = cli.Post("/v1/completions", body.dump(), "application/json");
+  outcome o;
+  if (!res)
+    return o;
+  o.status = res->status;
+  o.body = json::parse(res->body, nullptr, false);
+  if (o.status == 200)
+    o.tokens = o.body["choices"][0]["token_ids"].get<std::vector<int>>();
+  return o;
+}
+
+/// The reference: one llama_context prefilling (in the prefill worker's slices: n_batch
+/// and the prefix cache's 64-token blocks) and decoding, like the deployment's engines.
+struct reference {
+  std::unique_ptr<eng::engine> e;
+  explicit reference(const std::string& model) {
+    eng::llama_config c;
+    c.gguf = models + "/" + model + ".gguf";
+    c.context = context;
+    c.batch = 512;
+    c.ubatch = 512;
+    c.threads = 1;
+    auto made = eng::make_llama_engine(c);
+    REQUIRE(made.ok());
+    e = std::move(made).value();
+  }
+  std::vector<int> generate(const std::vector<int>& prompt, float temperature, uint64_t seed) {
+    eng::prefill_request req;
+    req.id = 1;
+    req.prompt = prompt;
+    req.sampling = {temperature, seed};
+    req.checkpoint_interval = 64;
+    auto r = e->prefill(req, {});
+    REQUIRE(r.ok());
+    std::vector<int> out{r->first_token};
+    eng::seq_id id = 1;
+    while (out.size() < new_tokens) {
+      auto step = e->decode_step({&id, 1});
+      REQUIRE(step.ok());
+      out.push_back((*step)[0]);
+    }
+    e->release(1);
+    return out;
+  }
+};
+
+json body_of(const std::string& model, const json& prompt, float temperature, uint64_t seed) {
+  return {{"model", "prfaas-tiny-" + model.substr(5)}, {"prompt", prompt},
+          {"max_tokens", new_tokens},                  {"temperature", temperature},
+          {"seed", seed},                              {"ignore_eos", true},
+          {"return_token_ids", true}};
+}
+
+} // namespace
+
+TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the data plane, decode elsewhere",
+          "[llama][e2e]") {
+  for (const std::string model : {"tiny-qwen35", "tiny-kimi-linear", "tiny-qwen2"}) {
+    INFO("model " << model);
+    reference ref(model);
+    auto tok = eng::make_llama_tokenizer(models + "/" + model + ".gguf");
+    REQUIRE(tok.ok());
+    two_nodes nodes(model, 0); // threshold 0: every prompt is prefilled on prfaas-0
+    eng::xoshiro256 rng(17);
+    std::vector<std::vector<int>> sent;
+    // 30 prompts, 1 token to a quarter of the context: real text (the gateway tokenizes
+    // it) and random token ids; each greedy and seeded.
+    for (int i = 0; i < 30; ++i) {
+      const auto n = std::max<size_t>(
+        1, static_cast<size_t>(std::exp(rng.uniform_double() * std::log(context / 4.0))));
+      json prompt;
+      std::vector<int> tokens;
+      if (i % 2 == 0) {
+        std::string text;
+        while (tokens.size() < n) {
+          text += "KVCache of hybrid models crosses datacenters over Ethernet. 数据中心 ";
+          tokens = (*tok)->tokenize(text, true, false).value();
+        }
+        prompt = text;
+      } else {
+        for (size_t k = 0; k < n; ++k)
+          tokens.push_back(static_cast<int>(rng.below((*tok)->vocab_size())));
+        prompt = tokens;
+      }
+      sent.push_back(tokens);
+      for (float temperature : {0.0f, 0.9f}) {
+        const uint64_t seed = rng.next();
+        INFO("prompt " << i << " (" << tokens.size() << " tokens), temperature " << temperature);
+        auto got = complete(nodes.http(), body_of(model, prompt, temperature, seed));
+        INFO(got.body.dump() << nodes.output());
+        REQUIRE(got.status == 200);
+        CHECK(got.body["prfaas"]["prefill_node"] == "prfaas-0");
+        CHECK(got.body["prfaas"]["decode_node"] == "pd-0");
+        CHECK(got.body["usage"]["prompt_tokens"] == tokens.size());
+        CHECK(got.tokens == ref.generate(tokens, temperature, seed));
+      }
+    }
+    // Prompts that extend earlier ones: prfaas-0 reuses the prefix from its own cache.
+    int reused = 0;
+    for (size_t i = 0; i < sent.size(); ++i) {
+      if (sent[i].size() < 130)
+        continue;
+      auto longer = sent[i];
+      for (int k = 0; k < 40; ++k)
+        longer.push_back(static_cast<int>(rng.below((*tok)->vocab_size())));
+      auto got = complete(nodes.http(), body_of(model, longer, 0.7f, 5));
+      REQUIRE(got.status == 200);
+      INFO("extended prompt " << i << ": " << got.body["prfaas"].dump());
+      CHECK(got.body["prfaas"]["cached_tokens"].get<int>() >= 128);
+      CHECK(got.body["usage"]["prompt_tokens_details"]["cached_tokens"] ==
+            got.body["prfaas"]["cached_tokens"]);
+      CHECK(got.tokens == ref.generate(longer, 0.7f, 5));
+      ++reused;
+    }
+    CHECK(reused >= 5);
+    // The decode node imported every state: its llama.cpp evaluated single tokens only.
+    const auto m = nodes.metrics();
+    CHECK(t::metric(m, "prfaas_engine_llama_n_p_eval_total", {"worker=\"d0\""}) == 0);
+    CHECK(t::metric(m, "prfaas_engine_llama_n_eval_total", {"worker=\"d0\""}) >= 60 * (new_tokens - 1));
+  }
+}
+
+TEST_CASE("llama.cpp: a prefix cached on the PrfaaS node moves to the PD node's prefill worker",
+          "[llama][e2e]") {
+  const std::string model = "tiny-qwen35";
+  reference ref(model);
+  two_nodes nodes(model, 64); // a prompt with at most 64 uncached tokens stays in PD
+  eng::xoshiro256 rng(23);
+  std::vector<int> prompt;
+  for (int k = 0; k < 600; ++k)
+    prompt.push_back(static_cast<int>(rng.below(151936)));
+  auto first = complete(nodes.http(), body_of(model, prompt, 0.0f, 0));
+  REQUIRE(first.status == 200);
+  CHECK(first.body["prfaas"]["route"] == "prfaas");
+  CHECK(first.tokens == ref.generate(prompt, 0.0f, 0));
+  // The same prompt plus a few tokens: the best cache is on prfaas-0, the rest is short,
+  // so pd-0 prefills it after pulling the blocks over the data plane.
+  auto longer = prompt;
+  for (int k = 0; k < 20; ++k)
+    longer.push_back(static_cast<int>(rng.below(151936)));
+  auto second = complete(nodes.http(), body_of(model, longer, 0.6f, 9));
+  REQUIRE(second.status == 200);
+  INFO(second.body["prfaas"].dump());
+  CHECK(second.body["prfaas"]["route"] == "pd");
+  CHECK(second.body["prfaas"]["cached_tokens"].get<int>() >= 512);
+  CHECK(second.tokens == ref.generate(longer, 0.6f, 9));
+  CHECK(t::metric(nodes.metrics(), "prfaas_prefill_cache_moved_blocks_total") >= 8);
+}
