@@ -10,7 +10,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <regex>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -238,4 +240,159 @@ TEST_CASE("llama.cpp: a prefix cached on the PrfaaS node moves to the PD node's 
   CHECK(second.body["prfaas"]["cached_tokens"].get<int>() >= 512);
   CHECK(second.tokens == ref.generate(longer, 0.6f, 9));
   CHECK(t::metric(nodes.metrics(), "prfaas_prefill_cache_moved_blocks_total") >= 8);
+}
+
+namespace {
+
+/// A gateway node (scheduler, gateway, a prefill worker) and two decode nodes, on the
+/// tiny Qwen3.5: for a decode node killed mid-stream.
+std::string resume_deployment(const std::vector<uint16_t>& p) {
+  auto port = [&](size_t i) { return std::to_string(p.at(i)); };
+  std::string y = R"(
+deployment: llama-resume
+model:
+  engine: llama
+  block_tokens: 64
+  llama: { gguf: )" + models + R"(/tiny-qwen35.gguf, context: 4096, threads: 1 }
+clusters:
+  pd: { kind: pd }
+failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }
+nodes:
+  - name: gw
+    cluster: pd
+    control: tcp://127.0.0.1:)" + port(0) + R"(
+    data: tcp://127.0.0.1:)" + port(1) + R"(
+    admin: 127.0.0.1:)" + port(2) + R"(
+    actors:
+      - { type: scheduler, name: sched, policy: threshold, threshold: 1000000 }
+      - { type: gateway, name: gw, listen: 127.0.0.1:)" + port(3) + R"( }
+      - { type: prefill_worker, name: pdp }
+)";
+  for (int d = 0; d < 2; ++d)
+    y += "  - name: d" + std::to_string(d) + R"(
+    cluster: pd
+    control: tcp://127.0.0.1:)" + port(4 + 3 * d) + R"(
+    data: tcp://127.0.0.1:)" + port(5 + 3 * d) + R"(
+    admin: 127.0.0.1:)" + port(6 + 3 * d) + R"(
+    actors:
+      - { type: decode_worker, name: dec, max_batch: 4 }
+)";
+  return y;
+}
+
+} // namespace
+
+// What a resume guarantees with engine: llama. The new decode worker's state comes from a
+// prefill of prompt + delivered tokens in one batch, and llama.cpp's batched kernels
+// (chunked for a prompt, recurrent for one token, in hybrid models) need not reproduce
+// the incremental decode bit for bit: so the stream keeps its token indices (none
+// repeated, none missing, exactly max_tokens) and its delivered prefix, and continues
+// exactly as one context prefilling prompt + delivered and sampling from that index
+// would — not necessarily as the lost worker would have.
+TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with no index repeated or missing",
+          "[llama][e2e][faults]") {
+  t::temp_dir dir;
+  const auto p = t::free_ports(10);
+  auto cfg = dir.file("resume.yaml", resume_deployment(p));
+  std::map<std::string, std::unique_ptr<t::child_process>> nodes;
+  for (const char* n : {"d0", "d1", "gw"})
+    nodes[n] = std::make_unique<t::child_process>(
+      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                 .out_file = dir.path() / (std::string{n} + ".log")});
+  auto logs = [&] {
+    std::string s;
+    for (auto& [_, n] : nodes)
+      s += n->output() + "\n";
+    return s;
+  };
+  const int http = p[3];
+  REQUIRE(t::eventually(
+    [&] {
+      const auto m = t::http_get(p[2], "/metrics").value_or("");
+      return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 2 &&
+             t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 1;
+    },
+    60s, 50ms));
+
+  eng::xoshiro256 rng(31);
+  std::vector<int> prompt;
+  for (int k = 0; k < 150; ++k)
+    prompt.push_back(static_cast<int>(rng.below(151936)));
+  const size_t n = 400;
+  const float temperature = 0.8f;
+  const uint64_t seed = 77;
+  outcome streamed;
+  std::thread client{[&] {
+    auto body = body_of("tiny-qwen35", prompt, temperature, seed);
+    body["max_tokens"] = n;
+    streamed = complete(http, body);
+  }};
+  std::string victim;
+  const bool busy = t::eventually(
+    [&] {
+      for (int d = 0; d < 2; ++d)
+        if (t::metric(t::http_get(p[6 + 3 * d], "/metrics").value_or(""), "prfaas_worker_tokens_total") >= 20) {
+          victim = "d" + std::to_string(d);
+          return true;
+        }
+      return false;
+    },
+    60s, 10ms);
+  if (busy)
+    nodes.at(victim)->signal(SIGKILL);
+  client.join();
+  INFO(streamed.body.dump() << "\n" << logs());
+  REQUIRE(busy);
+  REQUIRE(streamed.status == 200);
+  CHECK(streamed.body["choices"][0]["finish_reason"] == "length");
+  CHECK(streamed.body["usage"]["completion_tokens"] == n);
+  REQUIRE(streamed.tokens.size() == n); // every index once
+  CHECK(t::metric(t::http_get(p[2], "/metrics").value_or(""), "prfaas_gateway_decode_resumes_total") == 1);
+
+  // Where it resumed: the gateway logs how many tokens had been delivered.
+  std::smatch m;
+  const auto gw_log = nodes.at("gw")->output();
+  REQUIRE(std::regex_search(gw_log, m, std::regex{"decode_resume .* delivered=([0-9]+)"}));
+  const size_t k = std::stoul(m[1].str());
+  REQUIRE(k >= 20);
+  REQUIRE(k < n);
+  // Before it: what one context decoding incrementally gives.
+  reference ref("tiny-qwen35");
+  eng::prefill_request req;
+  req.id = 1;
+  req.prompt = prompt;
+  req.sampling = {temperature, seed};
+  req.checkpoint_interval = 64;
+  auto r = ref.e->prefill(req, {});
+  REQUIRE(r.ok());
+  std::vector<int> incremental{r->first_token};
+  eng::seq_id id = 1;
+  while (incremental.size() < k) {
+    auto step = ref.e->decode_step({&id, 1});
+    REQUIRE(step.ok());
+    incremental.push_back((*step)[0]);
+  }
+  ref.e->release(1);
+  CHECK(std::vector<int>(streamed.tokens.begin(), streamed.tokens.begin() + static_cast<long>(k)) == incremental);
+  // After it: one context prefilling prompt + delivered, sampling from index k.
+  auto resumed_prompt = prompt;
+  resumed_prompt.insert(resumed_prompt.end(), incremental.begin(), incremental.end());
+  eng::prefill_request again;
+  again.id = 2;
+  again.prompt = resumed_prompt;
+  again.sampling = {temperature, seed, static_cast<uint32_t>(k)};
+  again.checkpoint_interval = 64;
+  auto r2 = ref.e->prefill(again, {});
+  REQUIRE(r2.ok());
+  std::vector<int> continued{r2->first_token};
+  id = 2;
+  while (continued.size() < n - k) {
+    auto step = ref.e->decode_step({&id, 1});
+    REQUIRE(step.ok());
+    continued.push_back((*step)[0]);
+  }
+  CHECK(std::vector<int>(streamed.tokens.begin() + static_cast<long>(k), streamed.tokens.end()) == continued);
+  for (auto& [name, node] : nodes)
+    if (name != victim)
+      node->signal(SIGTERM);
 }
