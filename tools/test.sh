@@ -12,7 +12,10 @@ cd "$(dirname "$0")/.."
 bash tools/bootstrap.sh
 
 jobs=${PRFAAS_JOBS:-2}
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# A compiler cache outside the tree (~/.cache/ccache) makes rebuilds cheap.
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 
 label_args=(-LE slow)
@@ -20,7 +23,7 @@ if [ "${PRFAAS_SLOW:-0}" = 1 ]; then label_args=(); fi
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600 "${label_args[@]}"
 
 if [ "${PRFAAS_SKIP_ASAN:-0}" != 1 ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRFAAS_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPRFAAS_SANITIZE=ON "${launcher[@]}" >/dev/null
   cmake --build build-asan -j"$jobs" --target prfaas_asan_tests
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 600 -L asan -LE slow
@@ -29,7 +32,7 @@ fi
 fuzz_runtime=$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null | head -1 || true)
 if [ "${PRFAAS_SKIP_FUZZ:-0}" != 1 ] && command -v clang++ >/dev/null && [ -n "$fuzz_runtime" ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-    -DPRFAAS_FUZZ=ON -DPRFAAS_BUILD_TESTS=OFF >/dev/null
+    -DPRFAAS_FUZZ=ON -DPRFAAS_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null
   cmake --build build-fuzz -j"$jobs" --target fuzz_wire fuzz_http_request fuzz_http_server
   for target in wire http_request http_server; do
     # New inputs go to a scratch folder; the seed corpus in the repository is only read.

@@ -184,7 +184,7 @@ private:
     auto u = t.a->channel->next(std::chrono::milliseconds(0));
     if (!u)
       return;
-    t.tokens = u->tokens;
+    t.tokens = u->out.tokens;
     if (u->finished && o_.sabotage == "corrupt_stream" && !corrupted_ && !t.tokens.empty()) {
       corrupted_ = true;
       t.tokens[t.tokens.size() / 2] ^= 1;

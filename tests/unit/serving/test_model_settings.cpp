@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include "common/engine_setup.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/config.hpp"
@@ -64,4 +67,67 @@ TEST_CASE("wire size of a data-plane message: scaled KV, the sequence record and
   CHECK(wire(cut) == Approx(wire(kv) + 10));
   m.engine = "reference"; // real bytes: nothing is scaled
   CHECK(serving::wire_size_of(m)(both) == Approx(static_cast<double>(both.size())));
+}
+
+namespace {
+
+/// The config error read_model raises for `model`, as "path: reason".
+std::string model_error(const std::string& model) {
+  try {
+    serving::read_model(with_model(model));
+  } catch (const config_error& e) {
+    return e.path() + ": " + e.reason();
+  }
+  return "accepted";
+}
+
+} // namespace
+
+TEST_CASE("engine: llama reads the GGUF's own limits, and says which key is wrong") {
+  const std::string tiny = std::string(PRFAAS_MODELS_DIR) + "/tiny-qwen35.gguf";
+  auto m = serving::read_model(with_model("{ engine: llama, llama: { gguf: " + tiny + ", threads: 1 } }"));
+  CHECK(m.engine == "llama");
+  CHECK(m.name == "prfaas-tiny-qwen35"); // the GGUF's general.name
+  CHECK(m.context == 8192);              // the model's context_length
+  CHECK(m.max_context == 8192);
+  CHECK(m.threads == 1);
+  CHECK(m.batch == 512);
+  auto n = serving::read_model(with_model("{ engine: llama, name: mine, max_context: 2048, llama: { gguf: " +
+                                          tiny + ", context: 4096 } }"));
+  CHECK(n.name == "mine");
+  CHECK(n.context == 4096);
+  CHECK(n.max_context == 2048);
+
+  CHECK(model_error("{ engine: llama }") == "model.llama.gguf: engine: llama needs a GGUF file (model.llama.gguf)");
+  CHECK_THAT(model_error("{ engine: llama, llama: { gguf: /nonexistent.gguf } }"),
+             Catch::StartsWith("model.llama.gguf: /nonexistent.gguf: no such file"));
+  CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + tiny + ", context: 16384 } }"),
+             Catch::StartsWith("model.llama.context: 16384 tokens is larger than the model's context (8192"));
+  CHECK_THAT(model_error("{ engine: llama, max_context: 9000, llama: { gguf: " + tiny + " } }"),
+             Catch::StartsWith("model.max_context: 9000 exceeds the llama context of 8192"));
+  CHECK(model_error("{ engine: llama, llama: { gguf: " + tiny + ", ubatch: 1024 } }") ==
+        "model.llama.ubatch: must not exceed model.llama.batch (512)");
+  CHECK(model_error("{ engine: llama, llama: { gguf: " + tiny + ", threads: 0 } }") ==
+        "model.llama.threads: must be at least 1");
+  CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + tiny + ", n_gpu_layers: 1 } }"),
+             Catch::StartsWith("model.llama.n_gpu_layers: unknown key"));
+  CHECK_THAT(model_error("{ engine: llamacpp }"), Catch::Contains("expected one of: reference, profile, llama"));
+
+  // Not a GGUF, and a GGUF of an architecture this llama.cpp does not know.
+  const auto dir = std::filesystem::temp_directory_path() / "prfaas-model-settings-test";
+  std::filesystem::create_directories(dir);
+  const auto text = dir / "not-a-model.gguf";
+  std::ofstream(text) << "hello";
+  CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + text.string() + " } }"),
+             Catch::Contains("llama.cpp could not load it"));
+  std::ifstream in(tiny, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const auto at = bytes.find("qwen35", bytes.find("general.architecture"));
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, 6, "qwen99");
+  const auto unknown = dir / "unknown-arch.gguf";
+  std::ofstream(unknown, std::ios::binary) << bytes;
+  CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + unknown.string() + " } }"),
+             Catch::StartsWith("model.llama.gguf:") && Catch::Contains("does not know"));
+  std::filesystem::remove_all(dir);
 }

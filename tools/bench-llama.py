@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""prfaas on llama.cpp side by side with llama.cpp's own server, same GGUF, same machine,
+same run.
+
+    tools/bench-llama.py --trace TRACE.jsonl [--runs 3] [--model GGUF] [--json OUT]
+
+Both serve the same GGUF (by default build/models/bench-qwen35-f16.gguf, written by
+prfaas-gguf --size bench on first use: Qwen3.5-0.8B's shape, random weights) through
+their OpenAI-compatible endpoints, measured by this one client:
+
+  single-stream decode  tokens/s of one stream (32-token prompt, 128 tokens, greedy),
+                        between its first and its last token; median of 3 requests
+  8-stream aggregate    8 concurrent streams like the above: output tokens / wall time
+  TTFT 4K               time to the first token of a fresh 4096-token prompt
+  shared prefix         the trace's requests in order (Mooncake hash_ids: equal ids are a
+                        shared 512-token block), scaled to --block-tokens per id, a few
+                        output tokens each, one at a time: prompt tokens each server
+                        reused from its cache (prfaas: usage.prompt_tokens_details.
+                        cached_tokens; llama-server: timings.cache_n)
+  prefix reuse (prfaas) engine prefill time of a 2304-token prompt whose first 2112 tokens
+                        are cached, over the same prompt uncached
+
+Runs interleave the two servers (prfaas first in even runs); every figure is the median
+of --runs runs. The settings:
+
+  prfaas        configs/llama-local.yaml's topology in one process (prfaas-node --all):
+                PrfaaS prefill node, PD prefill and decode workers (max_batch 8), on the
+                GGUF with context 8192, batch/ubatch 512, 2 threads per worker; 4K
+                prompts are offloaded (threshold 256) and their state crosses the
+                emulated link.
+  llama-server  -np 8 -t 2 -tb 2 -b 512 -ub 512 -c 65536 (8192 a slot), flash attention
+                auto (as prfaas), context checkpoints on for hybrid reuse (-ctxcp 32
+                -cms <block tokens>), prompt cache in RAM (its default 8 GiB), no web UI.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def llama_dir():
+    return subprocess.check_output(["bash", os.path.join(ROOT, "tools/llama-cpp.sh"), "--dir"], text=True).strip()
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_http(port, path, timeout, ok=lambda body: True):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", path)
+            r = c.getresponse()
+            body = r.read().decode(errors="replace")
+            if r.status == 200 and ok(body):
+                return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+class server:
+    """A running server: prfaas (one process, llama-local topology) or llama-server."""
+
+    def __init__(self, kind, model, block_tokens, workdir):
+        self.kind = kind
+        self.port = free_port()
+        self.log = open(os.path.join(workdir, kind + ".log"), "w")
+        if kind == "prfaas":
+            with open(os.path.join(ROOT, "configs/llama-local.yaml")) as f:
+                text = f.read()
+            ports = {}
+            def repl(m):
+                old = int(m.group(1))
+                ports.setdefault(old, free_port())
+                return "127.0.0.1:%d" % ports[old]
+            text = re.sub(r"127\.0\.0\.1:([0-9]+)", repl, text)
+            text = re.sub(r"gguf: .*", "gguf: " + model, text)
+            text = re.sub(r"context: [0-9]+", "context: 8192", text)
+            text = re.sub(r"threads: [0-9]+", "threads: 2", text)
+            text = re.sub(r"block_tokens: [0-9]+", "block_tokens: %d" % block_tokens, text)
+            self.port = ports[8000]
+            self.admin = ports[9101]
+            cfg = os.path.join(workdir, "prfaas.yaml")
+            with open(cfg, "w") as f:
+                f.write(text)
+            argv = [os.path.join(ROOT, "build/bin/prfaas-node"), "--config", cfg, "--all"]
+        else:
+            argv = [os.path.join(llama_dir(), "build/bin/llama-server"), "-m", model, "--port", str(self.port),
+                    "-np", "8", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512", "-c", str(8192 * 8),
+                    "-ctxcp", "32", "-cms", str(block_tokens), "--no-webui"]
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        ready = (wait_http(self.admin, "/metrics", 180, lambda b: re.search(
+                     r'prfaas_scheduler_routable_workers\{role="decode"\} 1', b) is not None)
+                 if kind == "prfaas" else wait_http(self.port, "/health", 180))
+        if not ready:
+            self.stop()
+            raise RuntimeError(kind + " did not become ready; see " + self.log.name)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def stream(port, model_id, prompt, max_tokens, extra=None):
+    """One streamed completion: (first-token time, last-token time, tokens, final usage/timings)."""
+    body = {"model": model_id, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+    body.update(extra or {})
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    start = time.perf_counter()
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError("HTTP %d: %s" % (r.status, r.read()[:300]))
+    first = last = None
+    chunks = 0
+    final = {}
+    buf = b""
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        data = line[6:]
+        if data == b"[DONE]":
+            break
+        ev = json.loads(data)
+        for key in ("usage", "timings", "prfaas"):
+            if key in ev and ev[key]:
+                final[key] = ev[key]
+        for ch in ev.get("choices", []):
+            if ch.get("text"):
+                now = time.perf_counter()
+                first = first or now
+                last = now
+                chunks += 1
+    tokens = final.get("usage", {}).get("completion_tokens", chunks)
+    return {"start": start, "first": first, "last": last, "tokens": tokens, "final": final}
+
+
+def complete(port, model_id, prompt, max_tokens):
+    body = {"model": model_id, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    if r.status != 200:
+        raise RuntimeError("HTTP %d: %s" % (r.status, data[:300]))
+    return json.loads(data)
+
+
+def random_prompt(rng, n, vocab):
+    return [rng.randrange(vocab) for _ in range(n)]
+
+
+def shared_prefix_requests(trace, count, block_tokens, vocab, seed):
+    """Token prompts from a Mooncake trace: each hash id a fixed block of tokens."""
+    blocks = {}
+    out = []
+    with open(trace) as f:
+        for line in f:
+            if len(out) >= count:
+                break
+            r = json.loads(line)
+            ids = r["hash_ids"]
+            n = max(1, r["input_length"] * block_tokens // 512)
+            toks = []
+            for h in ids:
+                if h not in blocks:
+                    brng = random.Random(seed * 1000003 + h)
+                    blocks[h] = [brng.randrange(vocab) for _ in range(block_tokens)]
+                toks.extend(blocks[h])
+            out.append(toks[:n])
+    return out
+
+
+def measure(srv, model_id, args, run, vocab, shared):
+    rng = random.Random(1000 + run)
+    res = {}
+    # Warm-up: one short request (pages of the weights, first-use allocations).
+    complete(srv.port, model_id, random_prompt(rng, 16, vocab), 4)
+    # Single-stream decode.
+    rates = []
+    for _ in range(3):
+        s = stream(srv.port, model_id, random_prompt(rng, 32, vocab), args.decode_tokens)
+        rates.append((s["tokens"] - 1) / (s["last"] - s["first"]))
+    res["single_stream_tps"] = statistics.median(rates)
+    # 8 streams at once.
+    outs = [None] * 8
+    prompts = [random_prompt(rng, 32, vocab) for _ in range(8)]
+    def one(i):
+        outs[i] = stream(srv.port, model_id, prompts[i], args.decode_tokens)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    t1 = time.perf_counter()
+    res["eight_stream_tps"] = sum(o["tokens"] for o in outs) / (t1 - t0)
+    # TTFT of a fresh 4K prompt (the same prompt for both servers in this run).
+    prompt4k = random_prompt(random.Random(50000 + run), 4096, vocab)
+    s = stream(srv.port, model_id, prompt4k, 1)
+    res["ttft_4k_s"] = s["first"] - s["start"]
+    # Shared-prefix workload, one request at a time.
+    reused = 0
+    total = 0
+    t0 = time.perf_counter()
+    for p in shared:
+        r = complete(srv.port, model_id, p, args.shared_output)
+        total += r["usage"]["prompt_tokens"]
+        if srv.kind == "prfaas":
+            reused += r["usage"]["prompt_tokens_details"]["cached_tokens"]
+        else:
+            reused += r.get("timings", {}).get("cache_n", 0)
+    res["shared_prompt_tokens"] = total
+    res["shared_reused_tokens"] = reused
+    res["shared_wall_s"] = time.perf_counter() - t0
+    if srv.kind == "prfaas":
+        # Prefix reuse: 2304 tokens uncached, then the same with 2112 (92%) cached.
+        base = random_prompt(random.Random(70000 + run), 2304, vocab)
+        cold = complete(srv.port, model_id, base, 1)["prfaas"]["engine_prefill_ms"]
+        warm_prompt = base[:2112] + random_prompt(random.Random(80000 + run), 192, vocab)
+        warm = complete(srv.port, model_id, warm_prompt, 1)
+        res["reuse_cached_tokens"] = warm["prfaas"]["cached_tokens"]
+        res["reuse_time_ratio"] = warm["prfaas"]["engine_prefill_ms"] / cold
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", required=True, help="Mooncake-format JSONL (timestamp, input_length, output_length, hash_ids)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--model", default=os.path.join(ROOT, "build/models/bench-qwen35-f16.gguf"))
+    ap.add_argument("--shared-requests", type=int, default=30)
+    ap.add_argument("--block-tokens", type=int, default=32, help="tokens per trace hash id (the trace's 512, scaled)")
+    ap.add_argument("--shared-output", type=int, default=4)
+    ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args()
+
+    if not os.path.exists(args.model):
+        log("writing %s (prfaas-gguf --size bench)" % args.model)
+        os.makedirs(os.path.dirname(args.model), exist_ok=True)
+        subprocess.check_call([os.path.join(ROOT, "build/bin/prfaas-gguf"), "--arch", "qwen35", "--size", "bench",
+                               "--type", "f16", "-o", args.model])
+    vocab = 151936
+    model_id = "prfaas-bench-qwen35"
+    shared = shared_prefix_requests(args.trace, args.shared_requests, args.block_tokens, vocab, 7)
+    workdir = tempfile.mkdtemp(prefix="prfaas-bench-llama-")
+    results = {"prfaas": [], "llama-server": []}
+    try:
+        for run in range(args.runs):
+            order = ["prfaas", "llama-server"] if run % 2 == 0 else ["llama-server", "prfaas"]
+            for kind in order:
+                log("run %d: %s" % (run + 1, kind))
+                srv = server(kind, args.model, args.block_tokens, workdir)
+                try:
+                    r = measure(srv, model_id if kind == "prfaas" else args.model, args, run, vocab, shared)
+                finally:
+                    srv.stop()
+                log("  " + json.dumps(r))
+                results[kind].append(r)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def med(kind, key):
+        return statistics.median(r[key] for r in results[kind])
+
+    rows = [("single-stream decode (tokens/s)", "single_stream_tps", True),
+            ("8-stream aggregate (tokens/s)", "eight_stream_tps", True),
+            ("TTFT, 4096-token prompt (s)", "ttft_4k_s", False),
+            ("shared prefix: reused prompt tokens", "shared_reused_tokens", True)]
+    print("%d interleaved runs, medians; %s" % (args.runs, os.path.basename(args.model)))
+    print("%-40s %14s %14s %9s" % ("", "prfaas", "llama-server", "ratio"))
+    verdicts = []
+    for label, key, higher in rows:
+        a, b = med("prfaas", key), med("llama-server", key)
+        ratio = a / b if b else float("inf")
+        print("%-40s %14.2f %14.2f %8.3fx" % (label, a, b, ratio))
+    total = med("prfaas", "shared_prompt_tokens")
+    print("%-40s %14d" % ("shared prefix: prompt tokens in all", total))
+    print("%-40s %14.3f   (target <= 0.2; %d of 2304 tokens cached)" % (
+        "prefix reuse: cached / uncached prefill", med("prfaas", "reuse_time_ratio"), med("prfaas", "reuse_cached_tokens")))
+    checks = [("single-stream decode >= 95%", med("prfaas", "single_stream_tps") >= 0.95 * med("llama-server", "single_stream_tps")),
+              ("8-stream aggregate >= 95%", med("prfaas", "eight_stream_tps") >= 0.95 * med("llama-server", "eight_stream_tps")),
+              ("TTFT within 5%", med("prfaas", "ttft_4k_s") <= 1.05 * med("llama-server", "ttft_4k_s")),
+              ("reused tokens >= llama-server's", med("prfaas", "shared_reused_tokens") >= med("llama-server", "shared_reused_tokens")),
+              ("prefix reuse time ratio <= 0.2", med("prfaas", "reuse_time_ratio") <= 0.2)]
+    for name, ok in checks:
+        print("  %-36s %s" % (name, "meets target" if ok else "MISSES target"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
