@@ -117,11 +117,14 @@ class server:
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
         ready = (wait_http(self.admin, "/metrics", 180, lambda b: re.search(
-                     r'prfaas_scheduler_routable_workers\{role="decode"\} 1', b) is not None)
+                     r'prfaas_scheduler_routable_workers\{[^}]*role="decode"[^}]*\} 1', b) is not None)
                  if kind == "prfaas" else wait_http(self.port, "/health", 180))
         if not ready:
             self.stop()
             raise RuntimeError(kind + " did not become ready; see " + self.log.name)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/v1/models")
+        self.model_id = json.loads(c.getresponse().read())["data"][0]["id"]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -279,7 +282,6 @@ def main():
         subprocess.check_call([os.path.join(ROOT, "build/bin/prfaas-gguf"), "--arch", "qwen35", "--size", "bench",
                                "--type", "f16", "-o", args.model])
     vocab = 151936
-    model_id = "prfaas-bench-qwen35"
     shared = shared_prefix_requests(args.trace, args.shared_requests, args.block_tokens, vocab, 7)
     workdir = tempfile.mkdtemp(prefix="prfaas-bench-llama-")
     results = {"prfaas": [], "llama-server": []}
@@ -290,7 +292,7 @@ def main():
                 log("run %d: %s" % (run + 1, kind))
                 srv = server(kind, args.model, args.block_tokens, workdir)
                 try:
-                    r = measure(srv, model_id if kind == "prfaas" else args.model, args, run, vocab, shared)
+                    r = measure(srv, srv.model_id, args, run, vocab, shared)
                 finally:
                     srv.stop()
                 log("  " + json.dumps(r))

@@ -172,6 +172,7 @@ struct sim_data_fabric::flow {
   sim_data_plane* to = nullptr; ///< the receiver's plane while one is attached
   sim_data_plane::peer_stats* out = nullptr; ///< the sender's statistics toward dst
   transfer_stats stats;
+  time_point active{}; ///< the producer's last open, push or finish: the timeout counts from it
 };
 
 struct sim_data_fabric::link {
@@ -355,15 +356,25 @@ void sim_data_fabric::open(sim_data_plane* src, uint64_t id, const std::string& 
   advance(l);
   f->on = &l;
   l.flows.push_back(f);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
-  timer_->after(timeout, [w = weak_from_this(), wf = std::weak_ptr<flow>(f), ms] {
+  f->active = timer_->now();
+  arm_timeout(f, timeout);
+}
+
+void sim_data_fabric::arm_timeout(const std::shared_ptr<flow>& f, duration timeout) {
+  // Fails the flow once `timeout` passed since the producer's last step (a long prefill
+  // keeps its transfer alive by pushing); re-armed while the producer keeps going.
+  timer_->at(f->active + timeout, [w = weak_from_this(), wf = std::weak_ptr<flow>(f), timeout] {
     auto self = w.lock();
     auto fl = wf.lock();
-    if (self && fl && !fl->ended)
-      self->fail(*fl, "timed out after " + std::to_string(ms) + " ms (" +
-                        std::to_string(static_cast<uint64_t>(fl->sent)) + " of " +
-                        std::to_string(static_cast<uint64_t>(fl->pushed)) + " bytes through to " +
-                        fl->dst + ")");
+    if (!self || !fl || fl->ended)
+      return;
+    if (self->timer_->now() < fl->active + timeout)
+      return self->arm_timeout(fl, timeout);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+    self->fail(*fl, "timed out after " + std::to_string(ms) + " ms (" +
+                      std::to_string(static_cast<uint64_t>(fl->sent)) + " of " +
+                      std::to_string(static_cast<uint64_t>(fl->pushed)) + " bytes through to " +
+                      fl->dst + ")");
   });
 }
 
@@ -374,6 +385,7 @@ void sim_data_fabric::push(const std::string& src, uint64_t id, std::vector<std:
   auto& f = *it->second;
   auto& l = *f.on;
   advance(l);
+  f.active = timer_->now();
   f.payload += chunk.size();
   f.pushed += wire_size_ ? wire_size_(chunk) : static_cast<double>(chunk.size());
   ++f.stats.chunks;
@@ -391,6 +403,7 @@ void sim_data_fabric::finish(const std::string& src, uint64_t id) {
   advance(l);
   f->finished = true;
   f->stats.finished = timer_->now();
+  f->active = f->stats.finished;
   if (f->pushed - f->sent <= drained_eps) {
     f->sent = f->pushed;
     complete(*f);

@@ -210,6 +210,7 @@ void zmq_data_plane_impl::push(uint64_t id, std::vector<std::byte> chunk) {
   // The checksum is computed here, on the producer's thread, not on the I/O thread.
   c.checksum = data_wire::checksum(chunk.data(), chunk.size());
   c.chunk = std::make_shared<const std::vector<std::byte>>(std::move(chunk));
+  c.at = dp_clock::now(); // the producer's progress keeps the transfer alive (transfer_timeout)
   enqueue(std::move(c));
 }
 

@@ -19,20 +19,14 @@
 //    the others are parked as their serialized state and swapped in when a decode step
 //    needs them (the least recently used one not in the step is parked in its place).
 
-#include "prfaas/engine/engine_base.hpp"
-#include "prfaas/engine/chunk_check.hpp"
-#include "prfaas/engine/llama_engine.hpp"
+#include "llama/engine_impl.hpp"
 
 #include "llama/identity.hpp"
-#include "llama/model_store.hpp"
-#include "llama/state_codec.hpp"
-#include "sampling.hpp"
 
 #include <chrono>
 #include <cmath>
-#include <map>
 
-#include <llama.h>
+#include <ggml-cpu.h>
 
 #ifndef PRFAAS_LLAMA_RELEASE
 #define PRFAAS_LLAMA_RELEASE "unknown"
@@ -42,118 +36,7 @@ namespace prfaas::engine {
 
 const char* llama_release() { return PRFAAS_LLAMA_RELEASE; }
 
-namespace {
-
-using llama_detail::loaded_model;
-namespace codec = llama_codec;
-
-std::string layout_text(const codec::layout& l) {
-  std::string s = "kv " + std::to_string(l.n_full()) + " layers";
-  if (l.n_full() > 0) {
-    s += " (cell ext " + std::to_string(l.cell_ext) + ", v_trans " + std::to_string(l.v_trans) + ":";
-    for (auto& k : l.kv)
-      s += " k" + std::to_string(k.k_type) + "/" + std::to_string(k.k_row) + " v" +
-           std::to_string(k.v_type) + "/" + std::to_string(k.v_token_bytes());
-    s += ")";
-  }
-  s += ", recurrent " + std::to_string(l.n_linear()) + " layers";
-  if (l.n_linear() > 0) {
-    s += " (of " + std::to_string(l.rec_n_layer_total) + ":";
-    for (auto& r : l.rec)
-      s += " r" + std::to_string(r.r_type) + "/" + std::to_string(r.r_row) + " s" +
-           std::to_string(r.s_type) + "/" + std::to_string(r.s_row);
-    s += ")";
-  }
-  return s;
-}
-
-struct context_deleter {
-  void operator()(llama_context* c) const { llama_free(c); }
-};
-
-class llama_engine final : public engine_base {
-public:
-  static result<std::unique_ptr<engine>> create(const llama_config& c);
-
-  result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
-  result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
-  result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
-  void release(seq_id id) override;
-
-  double prefill_seconds(uint64_t tokens) const override;
-  double decode_seconds(uint32_t batch, uint64_t context) const override;
-  double kv_bytes(uint64_t tokens) const override;
-  std::vector<engine_counter> counters() const override;
-
-private:
-  struct sequence : sequence_base {
-    seq_id id = 0;
-    int32_t slot = -1;              ///< llama seq id while resident
-    std::vector<std::byte> parked;  ///< its whole state while not resident
-    uint64_t last_used = 0;         ///< for the choice of whom to park
-    /// Linear-layer payloads (state_codec) at recorded lengths.
-    std::map<uint32_t, std::vector<std::vector<std::byte>>> checkpoints;
-    /// A parsed copy of the state, valid while `snap_version == version`.
-    uint64_t version = 0;
-    uint64_t snap_version = UINT64_MAX;
-    std::vector<std::byte> snap_blob;
-    codec::parsed_state snap;
-  };
-
-  llama_engine(const llama_config& c, std::shared_ptr<loaded_model> m)
-      : config_(c), model_(std::move(m)) {}
-
-public:
-  ~llama_engine() override {
-    if (batch_capacity_ != 0)
-      llama_batch_free(batch_);
-  }
-
-private:
-  result<void> init();
-  llama_memory_t mem() const { return llama_get_memory(ctx_.get()); }
-  sequence& seq(seq_id id) const { return static_cast<sequence&>(*seqs_.at(id)); }
-
-  /// The state of llama seq `slot` (flags 0 or PARTIAL_ONLY).
-  std::vector<std::byte> read_state(int32_t slot, uint32_t flags) const;
-  /// A free slot, parking the least recently used sequence not in `pinned` if needed;
-  /// -1 when every slot is pinned.
-  int32_t claim_slot(std::span<const seq_id> pinned);
-  result<void> make_resident(sequence& s, std::span<const seq_id> pinned);
-  void park(sequence& s);
-  void free_slot(sequence& s);
-  /// The parsed snapshot of `s` (refreshed when the sequence changed since).
-  const codec::parsed_state& snapshot(const sequence& s) const;
-  result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
-  /// Loads validated chunks (state_codec build) into `s`'s slot.
-  result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
-                           const checked_chunks& checked, int32_t slot);
-  void save_checkpoint(sequence& s, uint32_t at);
-  token sample(sequence& s, const float* logits);
-
-  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;
-  kv_chunk kv_chunk_of(const sequence_base& s, uint32_t layer, uint32_t begin,
-                       uint32_t end) const override;
-  kv_chunk state_chunk_of(const sequence_base& s, uint32_t layer, uint32_t at) const override;
-  bool has_state_at(const sequence_base& s, uint32_t at) const override;
-  result<void> check_identity(std::span<const std::byte> identity) const override;
-
-  llama_config config_;
-  std::shared_ptr<loaded_model> model_;
-  std::unique_ptr<llama_context, context_deleter> ctx_;
-  const llama_vocab* vocab_ = nullptr;
-  codec::layout layout_;
-  std::vector<seq_id> slot_owner_; ///< by slot: the sequence in it (when slot_used_)
-  std::vector<bool> slot_used_;
-  llama_batch batch_{};
-  uint32_t batch_capacity_ = 0;
-  uint64_t clock_ = 0;
-  uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
-  uint64_t swaps_ = 0;
-  /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
-  double prefill_tps_ = 0, decode_s_per_token_ = 0;
-  double flops_per_token_ = 0;
-};
+namespace llama_detail {
 
 result<std::unique_ptr<engine>> llama_engine::create(const llama_config& c) {
   auto m = llama_detail::load_model(c.gguf, false);
@@ -197,6 +80,14 @@ result<void> llama_engine::init() {
     return make_error(config_.gguf + ": llama.cpp could not create a context of " +
                       std::to_string(config_.context) + " tokens x " +
                       std::to_string(config_.slots) + " sequences");
+  // Persistent compute threads, as llama-server has (its common_threadpools): ggml's
+  // defaults (moderate polling between graphs, default affinity).
+  auto tpp = ggml_threadpool_params_default(static_cast<int>(config_.threads));
+  threadpool_ = ggml_threadpool_new(&tpp);
+  if (!threadpool_)
+    return make_error("llama engine: could not start " + std::to_string(config_.threads) +
+                      " compute threads");
+  llama_attach_threadpool(ctx_.get(), threadpool_, nullptr);
   vocab_ = llama_model_get_vocab(model_->model);
   batch_capacity_ = std::max(config_.batch, config_.slots);
   batch_ = llama_batch_init(static_cast<int32_t>(batch_capacity_), 0, 1);
@@ -236,15 +127,6 @@ result<void> llama_engine::init() {
   return {};
 }
 
-std::vector<std::byte> llama_engine::read_state(int32_t slot, uint32_t flags) const {
-  const size_t n = llama_state_seq_get_size_ext(ctx_.get(), slot, flags);
-  std::vector<std::byte> out(n);
-  const size_t got = llama_state_seq_get_data_ext(ctx_.get(), reinterpret_cast<uint8_t*>(out.data()),
-                                                  n, slot, flags);
-  out.resize(got);
-  return out;
-}
-
 result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0,
                                         bool logits) {
   batch_.n_tokens = static_cast<int32_t>(tokens.size());
@@ -259,133 +141,6 @@ result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tok
   if (rc != 0)
     return make_error("llama_decode returned " + std::to_string(rc) +
                       (rc == 1 ? " (no room in the KV cache)" : ""));
-  return {};
-}
-
-int32_t llama_engine::claim_slot(std::span<const seq_id> pinned) {
-  for (uint32_t i = 0; i < slot_used_.size(); ++i)
-    if (!slot_used_[i])
-      return static_cast<int32_t>(i);
-  sequence* victim = nullptr;
-  for (uint32_t i = 0; i < slot_owner_.size(); ++i) {
-    const seq_id owner = slot_owner_[i];
-    if (!slot_used_[i] || std::find(pinned.begin(), pinned.end(), owner) != pinned.end() ||
-        !seqs_.count(owner))
-      continue;
-    auto& s = seq(owner);
-    if (!victim || s.last_used < victim->last_used)
-      victim = &s;
-  }
-  if (!victim)
-    return -1;
-  const int32_t slot = victim->slot;
-  park(*victim);
-  return slot;
-}
-
-void llama_engine::park(sequence& s) {
-  s.parked = read_state(s.slot, 0);
-  free_slot(s);
-  ++swaps_;
-}
-
-void llama_engine::free_slot(sequence& s) {
-  if (s.slot < 0)
-    return;
-  llama_memory_seq_rm(mem(), s.slot, -1, -1);
-  slot_used_[static_cast<size_t>(s.slot)] = false;
-  slot_owner_[static_cast<size_t>(s.slot)] = 0;
-  s.slot = -1;
-}
-
-result<void> llama_engine::make_resident(sequence& s, std::span<const seq_id> pinned) {
-  s.last_used = ++clock_;
-  if (s.slot >= 0)
-    return {};
-  const int32_t slot = claim_slot(pinned);
-  if (slot < 0)
-    return make_error("all " + std::to_string(config_.slots) + " slots are in this step");
-  const size_t got = llama_state_seq_set_data_ext(ctx_.get(),
-                                                  reinterpret_cast<const uint8_t*>(s.parked.data()),
-                                                  s.parked.size(), slot, 0);
-  if (got == 0) {
-    llama_memory_seq_rm(mem(), slot, -1, -1);
-    return make_error("llama.cpp refused a parked state of " + std::to_string(s.parked.size()) +
-                      " bytes");
-  }
-  s.parked = {};
-  s.parked.shrink_to_fit();
-  s.slot = slot;
-  slot_used_[static_cast<size_t>(slot)] = true;
-  slot_owner_[static_cast<size_t>(slot)] = s.id;
-  ++swaps_;
-  return {};
-}
-
-const codec::parsed_state& llama_engine::snapshot(const sequence& cs) const {
-  auto& s = const_cast<sequence&>(cs); // a cache of what the state is; not the state
-  if (s.snap_version == s.version)
-    return s.snap;
-  s.snap_blob = s.slot >= 0 ? read_state(s.slot, 0) : s.parked;
-  auto p = codec::parse(layout_, s.snap_blob);
-  // The layout was learnt from this context and checked on a probe: a state it cannot
-  // parse is a bug, not input. Fail loudly rather than export garbage.
-  if (!p)
-    throw std::logic_error("llama engine: own state unreadable: " + p.message());
-  s.snap = std::move(p).value();
-  s.snap_version = s.version;
-  return s.snap;
-}
-
-void llama_engine::save_checkpoint(sequence& s, uint32_t at) {
-  auto& cp = s.checkpoints[at];
-  if (layout_.n_linear() == 0)
-    return; // a transformer's "state" at any length is its KV: nothing to keep
-  const auto blob = read_state(s.slot, layout_.has_kv ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
-  auto p = layout_.has_kv ? codec::parse_recurrent(layout_, blob) : codec::parse(layout_, blob);
-  if (!p)
-    throw std::logic_error("llama engine: own recurrent state unreadable: " + p.message());
-  cp.resize(layout_.n_linear());
-  for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
-    cp[l].clear();
-    codec::export_rec(layout_, *p, l, cp[l]);
-  }
-}
-
-token llama_engine::sample(sequence& s, const float* logits) {
-  auto r = sample_token({logits, info_.vocab_size}, s.rec.sampling, s.rec.sampled++, output_of(s));
-  s.logprobs = std::move(r.logprobs);
-  return r.id;
-}
-
-result<void> llama_engine::load_chunks(sequence& s, std::span<const kv_chunk> chunks,
-                                       const checked_chunks& checked, int32_t slot) {
-  codec::state_parts parts;
-  parts.length = checked.length;
-  parts.kv.resize(layout_.n_full());
-  parts.rec.resize(layout_.n_linear());
-  for (uint32_t l = 0; l < layout_.n_full(); ++l)
-    for (size_t i : checked.kv[l]) {
-      const auto& h = chunks[i].header;
-      parts.kv[l].push_back({chunks[i].payload, h.token_end - h.token_begin});
-    }
-  for (uint32_t l = 0; l < layout_.n_linear(); ++l)
-    parts.rec[l] = chunks[*checked.state[layout_.n_full() + l]].payload;
-  auto blob = codec::build(layout_, parts);
-  if (!blob)
-    return blob.err();
-  if (slot < 0) { // no free slot now: keep it parked until a step needs it
-    s.parked = std::move(blob).value();
-    return {};
-  }
-  const size_t got = llama_state_seq_set_data_ext(
-    ctx_.get(), reinterpret_cast<const uint8_t*>(blob->data()), blob->size(), slot, 0);
-  if (got == 0) {
-    llama_memory_seq_rm(mem(), slot, -1, -1);
-    return make_error("llama.cpp refused the state (" + std::to_string(blob->size()) + " bytes)");
-  }
-  s.slot = slot;
-  slot_used_[static_cast<size_t>(slot)] = true;
   return {};
 }
 
@@ -557,43 +312,6 @@ void llama_engine::release(seq_id id) {
   seqs_.erase(it);
 }
 
-uint64_t llama_engine::expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const {
-  return layer < layout_.n_full() ? layout_.kv_payload(layer, end - begin)
-                                  : layout_.rec_payload(layer - layout_.n_full());
-}
-
-kv_chunk llama_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, uint32_t begin,
-                                   uint32_t end) const {
-  const auto& s = static_cast<const sequence&>(base);
-  std::vector<std::byte> payload;
-  codec::export_kv(layout_, snapshot(s), layer, begin, end, payload);
-  return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
-                    std::move(payload));
-}
-
-kv_chunk llama_engine::state_chunk_of(const sequence_base& base, uint32_t layer, uint32_t at) const {
-  const auto& s = static_cast<const sequence&>(base);
-  const uint32_t l = layer - layout_.n_full();
-  std::vector<std::byte> payload;
-  if (at == s.rec.tokens.size())
-    codec::export_rec(layout_, snapshot(s), l, payload);
-  else
-    payload = s.checkpoints.at(at)[l];
-  return make_chunk(state_header(layer, at), std::move(payload));
-}
-
-bool llama_engine::has_state_at(const sequence_base& base, uint32_t at) const {
-  const auto& s = static_cast<const sequence&>(base);
-  return at == s.rec.tokens.size() || s.checkpoints.count(at) != 0 ||
-         (layout_.n_linear() == 0 && at <= s.rec.tokens.size());
-}
-
-result<void> llama_engine::check_identity(std::span<const std::byte> identity) const {
-  if (auto why = llama_detail::compare_identity(identity, info_.identity); !why.empty())
-    return make_error(why);
-  return {};
-}
-
 double llama_engine::prefill_seconds(uint64_t tokens) const {
   // The measured pace once there is one; before, the weights' FLOPs at 20 GFLOP/s a
   // thread (a rough figure for an AVX2 core).
@@ -628,7 +346,8 @@ std::vector<engine_counter> llama_engine::counters() const {
   };
 }
 
-} // namespace
+} // namespace llama_detail
+
 
 result<gguf_facts> inspect_gguf(const std::string& path) {
   auto m = llama_detail::load_model(path, true);
@@ -638,7 +357,7 @@ result<gguf_facts> inspect_gguf(const std::string& path) {
 }
 
 result<std::unique_ptr<engine>> make_llama_engine(const llama_config& config) {
-  return llama_engine::create(config);
+  return llama_detail::llama_engine::create(config);
 }
 
 } // namespace prfaas::engine

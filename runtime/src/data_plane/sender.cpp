@@ -150,6 +150,7 @@ void zmq_data_plane_impl::on_push(dp_command& c) {
   oc.checksum = c.checksum;
   t.stats.bytes += size;
   ++t.stats.chunks;
+  t.deadline = c.at + cfg_.transfer_timeout; // a producer still adding keeps it alive
   auto h = t.held.find(index);
   if (h != t.held.end() && h->second == oc.checksum) {
     // Resume: the receiver kept this chunk from an earlier attempt.
@@ -170,6 +171,7 @@ void zmq_data_plane_impl::on_finish(dp_command& c) {
     return;
   i->second.finished = true;
   i->second.stats.finished = c.at;
+  i->second.deadline = c.at + cfg_.transfer_timeout;
 }
 
 void zmq_data_plane_impl::on_cancel(dp_command& c) {
@@ -570,7 +572,8 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
 
 std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
   std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink
-                  + " not confirmed within " + format_duration(cfg_.transfer_timeout) + ": ";
+                  + " not confirmed within " + format_duration(cfg_.transfer_timeout)
+                  + " of its producer's last step: ";
   if (!t.accepted)
     return s + "the peer never answered OPEN";
   s += std::to_string(t.acked) + "/" + std::to_string(t.chunks.size()) + " chunks acknowledged";

@@ -108,7 +108,7 @@ struct data_plane_settings {
   uint32_t window_chunks = 64;                             ///< unacked chunks per transfer
   uint64_t window_bytes = 256ull << 20;                    ///< unacked bytes per peer
   duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
-  duration transfer_timeout = std::chrono::seconds(30);    ///< fail a transfer after this
+  duration transfer_timeout = std::chrono::seconds(30);    ///< fail a transfer this long after its producer's last step (open, chunk, finish)
   duration receive_timeout = std::chrono::seconds(60);     ///< forget a partial inbound one
   uint64_t max_chunk_bytes = 256ull << 20;
   uint32_t connections = 1;  ///< connections to a peer in the same cluster

@@ -53,7 +53,7 @@ struct data_plane_config {
   uint32_t window_chunks = 64;                   ///< credit: unacked chunks per transfer
   uint64_t window_bytes = 256ull << 20;          ///< credit: unacked bytes per peer
   duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
-  duration transfer_timeout = std::chrono::seconds(30);   ///< fail a transfer after this
+  duration transfer_timeout = std::chrono::seconds(30);   ///< fail a transfer this long after its producer's last step (open, chunk, finish)
   duration receive_timeout = std::chrono::seconds(60);    ///< forget a partial inbound one
   uint64_t max_chunk_bytes = 256ull << 20;       ///< larger inbound chunks are rejected
   /// The data plane's threads run this many nice steps below the node's (0 = same), so

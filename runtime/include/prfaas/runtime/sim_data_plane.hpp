@@ -18,7 +18,8 @@
 //    of them — the prefill worker installs the rule, engine_setup.hpp);
 //  * loss p on a link leaves (1 − p) of its capacity for goodput and counts re-sends;
 //  * a partition, an isolated node or a stopped (crashed) receiver stops a transfer
-//    where it is; it fails through `done` when transfer_timeout passes;
+//    where it is; it fails through `done` when transfer_timeout passes after the
+//    producer's last open, push or finish;
 //  * delivery to the sink and the acknowledgement each take the pair's latency
 //    (sim_network's latency table).
 
@@ -99,6 +100,7 @@ private:
   link& link_between(const std::string& from_cluster, const std::string& to_cluster);
   void advance(link& l);
   void reschedule(link& l);
+  void arm_timeout(const std::shared_ptr<flow>& f, duration timeout);
   void on_drain(link& l, uint64_t gen);
   void complete(flow& f);
   void fail(flow& f, const std::string& why);

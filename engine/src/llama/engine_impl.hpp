@@ -1,0 +1,120 @@
+#pragma once
+
+// Internal to the llama engine: the engine class, shared by llama_engine.cpp (start-up,
+// prefill, decode, import) and llama_sequences.cpp (slots and parking, state snapshots,
+// checkpoints, exports). See llama_engine.cpp for what it does and why.
+
+#include "prfaas/engine/chunk_check.hpp"
+#include "prfaas/engine/engine_base.hpp"
+#include "prfaas/engine/llama_engine.hpp"
+
+#include "llama/model_store.hpp"
+#include "llama/state_codec.hpp"
+
+#include <map>
+#include <memory>
+
+#include <llama.h>
+
+namespace prfaas::engine::llama_detail {
+
+namespace codec = llama_codec;
+
+/// The layout as the model identity describes it.
+std::string layout_text(const codec::layout& l);
+
+struct context_deleter {
+  void operator()(llama_context* c) const { llama_free(c); }
+};
+
+class llama_engine final : public engine_base {
+public:
+  static result<std::unique_ptr<engine>> create(const llama_config& c);
+
+  result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
+  result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
+  result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
+  void release(seq_id id) override;
+
+  double prefill_seconds(uint64_t tokens) const override;
+  double decode_seconds(uint32_t batch, uint64_t context) const override;
+  double kv_bytes(uint64_t tokens) const override;
+  std::vector<engine_counter> counters() const override;
+
+private:
+  struct sequence : sequence_base {
+    seq_id id = 0;
+    int32_t slot = -1;              ///< llama seq id while resident
+    std::vector<std::byte> parked;  ///< its whole state while not resident
+    uint64_t last_used = 0;         ///< for the choice of whom to park
+    /// Linear-layer payloads (state_codec) at recorded lengths.
+    std::map<uint32_t, std::vector<std::vector<std::byte>>> checkpoints;
+    /// A parsed copy of the state, valid while `snap_version == version`.
+    uint64_t version = 0;
+    uint64_t snap_version = UINT64_MAX;
+    std::vector<std::byte> snap_blob;
+    codec::parsed_state snap;
+  };
+
+  llama_engine(const llama_config& c, std::shared_ptr<loaded_model> m)
+      : config_(c), model_(std::move(m)) {}
+
+public:
+  ~llama_engine() override {
+    if (batch_capacity_ != 0)
+      llama_batch_free(batch_);
+    ctx_.reset(); // before the threads it computes on
+    if (threadpool_)
+      ggml_threadpool_free(threadpool_);
+  }
+
+private:
+  result<void> init();
+  llama_memory_t mem() const { return llama_get_memory(ctx_.get()); }
+  sequence& seq(seq_id id) const { return static_cast<sequence&>(*seqs_.at(id)); }
+
+  /// The state of llama seq `slot` (flags 0 or PARTIAL_ONLY).
+  std::vector<std::byte> read_state(int32_t slot, uint32_t flags) const;
+  /// A free slot, parking the least recently used sequence not in `pinned` if needed;
+  /// -1 when every slot is pinned.
+  int32_t claim_slot(std::span<const seq_id> pinned);
+  result<void> make_resident(sequence& s, std::span<const seq_id> pinned);
+  void park(sequence& s);
+  void free_slot(sequence& s);
+  /// The parsed snapshot of `s` (refreshed when the sequence changed since).
+  const codec::parsed_state& snapshot(const sequence& s) const;
+  result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
+  /// Loads validated chunks (state_codec build) into `s`'s slot.
+  result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
+                           const checked_chunks& checked, int32_t slot);
+  void save_checkpoint(sequence& s, uint32_t at);
+  token sample(sequence& s, const float* logits);
+
+  uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;
+  kv_chunk kv_chunk_of(const sequence_base& s, uint32_t layer, uint32_t begin,
+                       uint32_t end) const override;
+  kv_chunk state_chunk_of(const sequence_base& s, uint32_t layer, uint32_t at) const override;
+  bool has_state_at(const sequence_base& s, uint32_t at) const override;
+  result<void> check_identity(std::span<const std::byte> identity) const override;
+
+  llama_config config_;
+  std::shared_ptr<loaded_model> model_;
+  std::unique_ptr<llama_context, context_deleter> ctx_;
+  /// The context's compute threads, kept across llama_decode calls (without one, ggml
+  /// starts and joins its threads for every graph: a decode step each token).
+  ggml_threadpool* threadpool_ = nullptr;
+  const llama_vocab* vocab_ = nullptr;
+  codec::layout layout_;
+  std::vector<seq_id> slot_owner_; ///< by slot: the sequence in it (when slot_used_)
+  std::vector<bool> slot_used_;
+  llama_batch batch_{};
+  uint32_t batch_capacity_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
+  uint64_t swaps_ = 0;
+  /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
+  double prefill_tps_ = 0, decode_s_per_token_ = 0;
+  double flops_per_token_ = 0;
+};
+
+} // namespace prfaas::engine::llama_detail
