@@ -19,7 +19,8 @@
 #       gets the --hold assignments plus CONFIG (the rewritten file) and NODES_A (the
 #       nodes that belong in NS_A), for a tool that starts, kills and restarts the nodes
 #       itself (prfaas-chaos); run until SIGTERM (then clean up)
-#   --config FILE   another deployment laid out like configs/two-dc/deployment.yaml
+#   --config FILE   another deployment: its node prfaas-0 goes to dc-a, every other to dc-b
+#                   (configs/llama-two-dc.yaml: a GGUF through llama.cpp)
 #
 # Needs root and a kernel that allows namespaces; where `ip netns add` is refused it
 # prints "skipped: <reason>" and exits 77 (ctest's skip code). netem is not needed.
@@ -109,15 +110,27 @@ start() { # ns node
   ip netns exec "$1" "$node_bin" --config "$work/netns.yaml" --node "$2" >"$work/$2.log" 2>&1 &
   pids+=($!)
 }
-start "$ns_a" prfaas-0
-for n in pd-p0 pd-d0 pd-gw; do start "$ns_b" "$n"; done
+# Every node of the file: prfaas-0 on dc-a, the others on dc-b. The gateway's node (it
+# runs the scheduler too in the committed layouts) is asked when all is up.
+nodes=$(awk '/^  - name: /{print $3}' "$config")
+gw_admin=$(awk '/^  - name: /{admin=""} /^    admin: /{admin=$2} /type: gateway/{print admin; exit}' "$config" | sed 's/.*://')
+gw_http=$(grep -o 'type: gateway.*listen: [0-9.]*:[0-9]*' "$config" | head -1 | sed 's/.*://')
+for n in $nodes; do
+  if [ "$n" = prfaas-0 ]; then start "$ns_a" "$n"; else start "$ns_b" "$n"; fi
+done
+peers=$(( $(wc -w <<<"$nodes") - 1 ))
 
 in_b() { ip netns exec "$ns_b" "$@"; }
 ready=0
-for _ in $(seq 1 200); do
-  health=$(in_b curl -s --max-time 1 "http://$ip_b:9301/health" || true)
+for _ in $(seq 1 600); do
+  health=$(in_b curl -s --max-time 1 "http://$ip_b:$gw_admin/health" || true)
+  metrics=$(in_b curl -s --max-time 1 "http://$ip_b:$gw_admin/metrics" || true)
+  # Every peer up, and the scheduler has heard from a prefill and a decode worker whose
+  # engines are built (a real model loads for seconds).
   if [ -n "$health" ] && ! grep -q '"state":"down"\|"state":"suspect"' <<<"$health" \
-     && [ "$(grep -o '"state":"up"' <<<"$health" | wc -l)" -ge 3 ]; then
+     && [ "$(grep -o '"state":"up"' <<<"$health" | wc -l)" -ge "$peers" ] \
+     && grep -q '^prfaas_scheduler_routable_workers{[^}]*role="decode"[^}]*} [1-9]' <<<"$metrics" \
+     && grep -q '^prfaas_scheduler_routable_workers{[^}]*role="prefill"[^}]*} [1-9]' <<<"$metrics"; then
     ready=1; break
   fi
   sleep 0.1
@@ -128,10 +141,11 @@ if [ $ready -ne 1 ]; then
   exit 1
 fi
 
+model=$(in_b curl -s --max-time 5 "http://$ip_b:$gw_http/v1/models" | sed 's/.*"id":"\([^"]*\)".*/\1/')
 if [ "$mode" = probe ]; then
   for p in "${probe[@]}"; do
-    body=$(printf '{"model":"prfaas-ref-hybrid","prompt":"%s","max_tokens":%d,"temperature":0,"ignore_eos":true,"return_token_ids":true}' "$p" "$max_tokens")
-    in_b curl -s --max-time 60 "http://$ip_b:8000/v1/completions" -H 'Content-Type: application/json' -d "$body"
+    body=$(printf '{"model":"%s","prompt":"%s","max_tokens":%d,"temperature":0,"ignore_eos":true,"return_token_ids":true}' "$model" "$p" "$max_tokens")
+    in_b curl -s --max-time 60 "http://$ip_b:$gw_http/v1/completions" -H 'Content-Type: application/json' -d "$body"
     echo
   done
   exit 0
@@ -144,8 +158,8 @@ if [ "$mode" = hold ]; then
 fi
 
 echo "two-dc deployment up: dc-a=$ns_a ($ip_a) dc-b=$ns_b ($ip_b), link $rate each way"
-echo "try:  ip netns exec $ns_b curl -N http://$ip_b:8000/v1/completions -H 'Content-Type: application/json' \\"
-echo "        -d '{\"model\":\"prfaas-ref-hybrid\",\"prompt\":\"Hello\",\"max_tokens\":32,\"stream\":true}'"
+echo "try:  ip netns exec $ns_b curl -N http://$ip_b:$gw_http/v1/completions -H 'Content-Type: application/json' \\"
+echo "        -d '{\"model\":\"$model\",\"prompt\":\"Hello\",\"max_tokens\":32,\"stream\":true}'"
 echo "logs: $work (removed on exit; PRFAAS_KEEP_LOGS=1 keeps them). Ctrl-C stops everything."
 wait -n "${pids[@]}" || true
 echo "netns-two-dc: a node exited; stopping" >&2

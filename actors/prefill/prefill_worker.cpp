@@ -246,7 +246,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       hit = cache->acquire(prompt);
       req.reuse = hit.reuse;
       req.reuse_tokens = hit.reuse_tokens(cache->block_tokens());
-      req.checkpoint_interval = cache->block_tokens();
+      req.checkpoint_interval = cache->checkpoint_interval();
       // The decode worker needs the whole KV: the reused prefix's full-attention
       // blocks travel too (the engine only emits what it computes).
       for (auto& c : hit.reuse)
@@ -466,6 +466,7 @@ uint64_t epoch_now(self_ptr self) {
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
+                             uint32_t checkpoint_blocks,
                              address directory_addr, duration pull_timeout,
                              uint32_t layers_per_push) {
   auto& s = self->state;
@@ -477,7 +478,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
       model.block_tokens, cache_blocks,
-      [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); });
+      [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); },
+      checkpoint_blocks);
   }
   s.directory = directory_addr;
   s.epoch = epoch_now(self);
@@ -639,6 +641,10 @@ void register_types(actor_registry& r) {
                     {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
                     {"cache_blocks", param_kind::integer, "1024",
                      "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
+                    {"checkpoint_blocks", param_kind::integer, "1",
+                     "keep the linear-attention state after every this many blocks (a prefix is "
+                     "reusable up to the last one; a real model's state is megabytes, and its "
+                     "prefills slice at checkpoints too)"},
                     {"pull_timeout", param_kind::duration, "2s",
                      "how long an order waits for a cache move from another worker before computing all"},
                     {"directory", param_kind::string, "\"\"",
@@ -652,6 +658,7 @@ void register_types(actor_registry& r) {
            return ctx.system().spawn(prefill_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_queue")),
                                      static_cast<uint64_t>(p.integer("cache_blocks")),
+                                     static_cast<uint32_t>(p.integer("checkpoint_blocks")),
                                      directory_of(ctx, p.str("directory")), p.dur("pull_timeout"),
                                      static_cast<uint32_t>(p.integer("layers_per_push")));
          },
@@ -660,6 +667,8 @@ void register_types(actor_registry& r) {
              throw config_error(path + ".max_queue", "must be at least 1");
            if (p.integer("cache_blocks") < 0)
              throw config_error(path + ".cache_blocks", "must not be negative");
+           if (p.integer("checkpoint_blocks") < 1 || p.integer("checkpoint_blocks") > 65536)
+             throw config_error(path + ".checkpoint_blocks", "must be between 1 and 65536");
            if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
              throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
          },

@@ -1,11 +1,15 @@
 #include "prefill/prefix_cache.hpp"
 
+#include <algorithm>
+
 namespace prfaas::serving {
 
 using namespace prfaas::engine;
 
-prefix_cache::prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, pool_listener listener)
-  : hasher_(block_tokens), listener_(std::move(listener)),
+prefix_cache::prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, pool_listener listener,
+                           uint32_t checkpoint_blocks)
+  : hasher_(block_tokens), checkpoint_blocks_(std::max<uint32_t>(1, checkpoint_blocks)),
+    listener_(std::move(listener)),
     pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0, .checkpoint_blocks = 1},
           [this](const pool_event& ev) {
             if (ev.key.kind == entry_kind::kv) {
@@ -64,7 +68,7 @@ void prefix_cache::publish(const engine::engine& e, seq_id seq, const lookup& l)
                      .ok())
         return; // full, or the chain broke: later blocks could not be matched anyway
     }
-    if (!pool_.contains({l.ids[i], entry_kind::checkpoint})) {
+    if ((i + 1) % checkpoint_blocks_ == 0 && !pool_.contains({l.ids[i], entry_kind::checkpoint})) {
       auto cp = e.export_checkpoint(seq, (i + 1) * b);
       if (!cp || !pool_.insert_checkpoint(l.ids[i],
                                           std::make_shared<const block_payload>(std::move(cp).value()))

@@ -27,9 +27,14 @@ public:
     uint32_t reuse_tokens(uint32_t block_tokens) const { return reuse_blocks * block_tokens; }
   };
 
-  prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, engine::pool_listener listener = {});
+  /// A linear-attention checkpoint is kept after every `checkpoint_blocks`-th block
+  /// (a real model's recurrent state is megabytes; its prefills also slice there).
+  prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, engine::pool_listener listener = {},
+               uint32_t checkpoint_blocks = 1);
 
   uint32_t block_tokens() const { return hasher_.block_tokens(); }
+  /// The prefill's checkpoint_interval: tokens between checkpoints.
+  uint32_t checkpoint_interval() const { return hasher_.block_tokens() * checkpoint_blocks_; }
 
   /// The longest cached prefix of `prompt` that leaves at least one token to compute,
   /// pinned until release(). An entry that fails to load is treated as a miss.
@@ -37,7 +42,8 @@ public:
   void release(const lookup& l);
 
   /// Caches the full blocks of a finished prefill of sequence `seq` (run with
-  /// checkpoint_interval = block_tokens()). Blocks that do not fit are skipped.
+  /// checkpoint_interval()): every block's KV, and the checkpoint after every
+  /// checkpoint_blocks-th. Blocks that do not fit are skipped.
   void publish(const engine::engine& e, engine::seq_id seq, const lookup& l);
 
   /// A cached prefix as it leaves for another worker (a cache move): each block's KV
@@ -61,6 +67,7 @@ public:
 
 private:
   engine::block_hasher hasher_;
+  uint32_t checkpoint_blocks_;
   /// Parents of the cached KV blocks, kept from the pool's own events.
   std::unordered_map<engine::block_id, std::optional<engine::block_id>> parents_;
   engine::pool_listener listener_;

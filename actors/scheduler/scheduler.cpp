@@ -19,11 +19,13 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/remote.hpp"
+#include "common/actor_inbox.hpp"
 #include "common/engine_setup.hpp"
 #include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/link.pb.h"
@@ -42,6 +44,13 @@ struct scheduler_state {
   std::set<std::string> link_down; ///< links ("cluster|peer") a monitor reports down
   std::optional<role_controller> roles; ///< long-term P/D conversion (convert_interval > 0)
   double last_queue_seconds = 0; ///< the PrfaaS egress drain time of the last link report
+  std::shared_ptr<actor_inbox> inbox; ///< the KV size model, once built off the actor's thread
+  std::thread kv_builder;             ///< builds it (live); joined when the scheduler ends
+
+  ~scheduler_state() {
+    if (kv_builder.joinable())
+      kv_builder.join();
+  }
 };
 
 std::vector<std::string> split_names(const std::string& text) {
@@ -149,14 +158,26 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   auto* t_changes = &m.counter("prfaas_scheduler_threshold_changes_total",
                                "Times the short-term controller moved the threshold");
   threshold->Set(static_cast<double>(params.integer("threshold")));
-  // The model's KV size per prompt: what an offload ships over the link.
-  try {
-    std::shared_ptr<engine::engine> model = make_engine(read_model(ctx->deployment()), "model");
-    self->state.view.kv_bytes = [model](uint64_t tokens) { return model->kv_bytes(tokens); };
-  } catch (const std::exception& e) {
-    ctx->log()->warn("scheduler_no_kv_size reason=\"{}\" (the threshold stays as configured)",
-                     e.what());
-  }
+  // The model's KV size per prompt: what an offload ships over the link. Building an
+  // engine for it can take seconds (a GGUF: loading, hashing, a probe), which must not
+  // stall this node's actor threads: live, it is built on a thread of its own, and until
+  // then the threshold stays as configured. In a simulation, here and now.
+  self->state.inbox = std::make_shared<actor_inbox>(self);
+  auto build_kv_model = [model = read_model(ctx->deployment()), log = ctx->log(),
+                         inbox = self->state.inbox, self] {
+    try {
+      std::shared_ptr<engine::engine> e = make_engine(model, "model");
+      inbox->post([self, e] {
+        self->state.view.kv_bytes = [e](uint64_t tokens) { return e->kv_bytes(tokens); };
+      });
+    } catch (const std::exception& ex) {
+      log->warn("scheduler_no_kv_size reason=\"{}\" (the threshold stays as configured)", ex.what());
+    }
+  };
+  if (virtual_time(ctx->system()))
+    build_kv_model();
+  else
+    self->state.kv_builder = std::thread(build_kv_model);
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   self->send(self, caf::tick_atom_v);
   ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
@@ -234,6 +255,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   };
 
   return {
+    [=](wake_atom) { self->state.inbox->drain(); },
     [=](caf::tick_atom) {
       // What routing can use now: up, enabled, engine built (as of the last reports;
       // a worker not heard from yet is not counted, though routing would try it).

@@ -2,7 +2,9 @@
 
 // Reads a node's admin endpoint: /health (JSON) and /metrics (Prometheus text).
 
+#include <chrono>
 #include <optional>
+#include <thread>
 #include <regex>
 #include <string>
 
@@ -70,6 +72,22 @@ inline double metric(const std::string& text, const std::string& name,
       sum += std::stod(line.substr(line.rfind(' ') + 1));
   }
   return sum;
+}
+
+/// Waits (up to `timeout`) until the scheduler on the node behind `admin_port` can route
+/// to at least `prefill` prefill and `decode` decode workers: their nodes up and their
+/// engines built, as reported (prfaas_scheduler_routable_workers).
+inline bool workers_ready(int admin_port, double prefill, double decode,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (auto m = http_get(admin_port, "/metrics");
+        m && metric(*m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) >= prefill &&
+        metric(*m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) >= decode)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 } // namespace prfaas::test

@@ -109,10 +109,12 @@ outcome complete(int port, const json& body) {
 }
 
 /// The reference: one llama_context prefilling (in the prefill worker's slices: n_batch
-/// and the prefix cache's 64-token blocks) and decoding, like the deployment's engines.
+/// and its checkpoints, every `interval` tokens) and decoding, like the deployment's engines.
 struct reference {
   std::unique_ptr<eng::engine> e;
-  explicit reference(const std::string& model) {
+  uint32_t interval;
+  explicit reference(const std::string& model, uint32_t checkpoint_interval = 512)
+      : interval(checkpoint_interval) {
     eng::llama_config c;
     c.gguf = models + "/" + model + ".gguf";
     c.context = context;
@@ -128,7 +130,7 @@ struct reference {
     req.id = 1;
     req.prompt = prompt;
     req.sampling = {temperature, seed};
-    req.checkpoint_interval = 64;
+    req.checkpoint_interval = interval;
     auto r = e->prefill(req, {});
     REQUIRE(r.ok());
     std::vector<int> out{r->first_token};
@@ -194,24 +196,25 @@ TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the
         CHECK(got.tokens == ref.generate(tokens, temperature, seed));
       }
     }
-    // Prompts that extend earlier ones: prfaas-0 reuses the prefix from its own cache.
-    int reused = 0;
-    for (size_t i = 0; i < sent.size(); ++i) {
-      if (sent[i].size() < 130)
-        continue;
-      auto longer = sent[i];
+    // Prompts that extend earlier ones: prfaas-0 reuses the prefix (up to its last
+    // checkpoint, every 512 tokens) from its own cache.
+    for (int i = 0; i < 5; ++i) {
+      std::vector<int> first;
+      for (size_t k = 600 + rng.below(400); first.size() < k;)
+        first.push_back(static_cast<int>(rng.below((*tok)->vocab_size())));
+      REQUIRE(complete(nodes.http(), body_of(model, first, 0.0f, 0)).status == 200);
+      auto longer = first;
       for (int k = 0; k < 40; ++k)
         longer.push_back(static_cast<int>(rng.below((*tok)->vocab_size())));
       auto got = complete(nodes.http(), body_of(model, longer, 0.7f, 5));
       REQUIRE(got.status == 200);
       INFO("extended prompt " << i << ": " << got.body["prfaas"].dump());
-      CHECK(got.body["prfaas"]["cached_tokens"].get<int>() >= 128);
+      CHECK(got.body["prfaas"]["prefill_node"] == "prfaas-0");
+      CHECK(got.body["prfaas"]["cached_tokens"].get<int>() >= 512);
       CHECK(got.body["usage"]["prompt_tokens_details"]["cached_tokens"] ==
             got.body["prfaas"]["cached_tokens"]);
       CHECK(got.tokens == ref.generate(longer, 0.7f, 5));
-      ++reused;
     }
-    CHECK(reused >= 5);
     // The decode node imported every state: its llama.cpp evaluated single tokens only.
     const auto m = nodes.metrics();
     CHECK(t::metric(m, "prfaas_engine_llama_n_p_eval_total", {"worker=\"d0\""}) == 0);
@@ -360,8 +363,9 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
   const size_t k = std::stoul(m[1].str());
   REQUIRE(k >= 20);
   REQUIRE(k < n);
-  // Before it: what one context decoding incrementally gives.
-  reference ref("tiny-qwen35");
+  // Before it: what one context decoding incrementally gives (the deployment's prefill
+  // worker keeps a checkpoint every 64-token block).
+  reference ref("tiny-qwen35", 64);
   eng::prefill_request req;
   req.id = 1;
   req.prompt = prompt;

@@ -198,6 +198,7 @@ struct local_deployment {
                  .out_file = dir.path() / "node.log"});
     REQUIRE(serving(http()));
     REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
+    REQUIRE(t::workers_ready(ports.at(9101), 2, 1));
   }
   int http() const { return ports.at(8000); }
   std::string output() const { return node->output(); }
@@ -346,6 +347,7 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
   const int http = ports.at(8000);
   REQUIRE(serving(http));
   REQUIRE(peers_up(ports.at(9301), {"prfaas-0", "pd-p0", "pd-d0"}));
+  REQUIRE(t::workers_ready(ports.at(9301), 2, 1));
   const auto lp = long_prompt();
   for (auto& [prompt, route] : {std::pair{short_prompt, "pd"}, std::pair{lp, "prfaas"}}) {
     auto expected = single_engine(prompt, 16, 0.0f, 0);
@@ -495,6 +497,7 @@ TEST_CASE("a decode node killed mid-stream: the stream continues on the other de
   const int http = p[3];
   REQUIRE(serving(http));
   REQUIRE(peers_up(p[2], {"d0", "d1"}));
+  REQUIRE(t::workers_ready(p[2], 1, 2));
 
   const std::string prompt = "Resume me on another decode worker, please.";
   const size_t n = 120;
