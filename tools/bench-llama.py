@@ -12,11 +12,12 @@ their OpenAI-compatible endpoints, measured by this one client:
                         between its first and its last token; median of 3 requests
   8-stream aggregate    8 concurrent streams like the above: output tokens / wall time
   TTFT 4K               time to the first token of a fresh 4096-token prompt
-  shared prefix         the trace's requests in order (Mooncake hash_ids: equal ids are a
-                        shared 512-token block), scaled to --block-tokens per id, a few
-                        output tokens each, one at a time: prompt tokens each server
-                        reused from its cache (prfaas: usage.prompt_tokens_details.
-                        cached_tokens; llama-server: timings.cache_n)
+  shared prefix         requests of the trace whose first block another request shares
+                        (Mooncake hash_ids: equal ids are a shared 512-token block), in
+                        order, scaled to --block-tokens per id, a few output tokens each,
+                        one at a time: prompt tokens each server reused from its cache
+                        (prfaas: usage.prompt_tokens_details.cached_tokens; llama-server:
+                        timings.cache_n)
   prefix reuse (prfaas) engine prefill time of a 2304-token prompt whose first 2112 tokens
                         are cached, over the same prompt uncached
 
@@ -28,9 +29,11 @@ of --runs runs. The settings:
                 GGUF with context 8192, batch/ubatch 512, 2 threads per worker; 4K
                 prompts are offloaded (threshold 256) and their state crosses the
                 emulated link.
+                Its prefill workers keep a recurrent-state checkpoint every
+                --checkpoint-tokens (checkpoint_blocks).
   llama-server  -np 8 -t 2 -tb 2 -b 512 -ub 512 -c 65536 (8192 a slot), flash attention
                 auto (as prfaas), context checkpoints on for hybrid reuse (-ctxcp 32
-                -cms <block tokens>), prompt cache in RAM (its default 8 GiB), no web UI.
+                -cms <checkpoint tokens>), prompt cache in RAM (its default 8 GiB), no web UI.
 """
 
 import argparse
@@ -87,7 +90,7 @@ def wait_http(port, path, timeout, ok=lambda body: True):
 class server:
     """A running server: prfaas (one process, llama-local topology) or llama-server."""
 
-    def __init__(self, kind, model, block_tokens, workdir):
+    def __init__(self, kind, model, block_tokens, checkpoint_tokens, workdir):
         self.kind = kind
         self.port = free_port()
         self.log = open(os.path.join(workdir, kind + ".log"), "w")
@@ -104,6 +107,7 @@ class server:
             text = re.sub(r"context: [0-9]+", "context: 8192", text)
             text = re.sub(r"threads: [0-9]+", "threads: 2", text)
             text = re.sub(r"block_tokens: [0-9]+", "block_tokens: %d" % block_tokens, text)
+            text = re.sub(r"checkpoint_blocks: [0-9]+", "checkpoint_blocks: %d" % (checkpoint_tokens // block_tokens), text)
             self.port = ports[8000]
             self.admin = ports[9101]
             cfg = os.path.join(workdir, "prfaas.yaml")
@@ -113,7 +117,7 @@ class server:
         else:
             argv = [os.path.join(llama_dir(), "build/bin/llama-server"), "-m", model, "--port", str(self.port),
                     "-np", "8", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512", "-c", str(8192 * 8),
-                    "-ctxcp", "32", "-cms", str(block_tokens), "--no-webui"]
+                    "-ctxcp", "32", "-cms", str(checkpoint_tokens), "--no-webui"]
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
         ready = (wait_http(self.admin, "/metrics", 180, lambda b: re.search(
@@ -191,23 +195,35 @@ def random_prompt(rng, n, vocab):
 
 
 def shared_prefix_requests(trace, count, block_tokens, vocab, seed):
-    """Token prompts from a Mooncake trace: each hash id a fixed block of tokens."""
-    blocks = {}
-    out = []
+    """Token prompts from a Mooncake trace: each hash id a fixed block of tokens. The
+    requests taken are those whose first block another request of the trace's first
+    2000 shares (conversations and shared system prompts), in the trace's order."""
+    rows = []
     with open(trace) as f:
         for line in f:
-            if len(out) >= count:
+            rows.append(json.loads(line))
+            if len(rows) >= 2000:
                 break
-            r = json.loads(line)
-            ids = r["hash_ids"]
-            n = max(1, r["input_length"] * block_tokens // 512)
-            toks = []
-            for h in ids:
-                if h not in blocks:
-                    brng = random.Random(seed * 1000003 + h)
-                    blocks[h] = [brng.randrange(vocab) for _ in range(block_tokens)]
-                toks.extend(blocks[h])
-            out.append(toks[:n])
+    first = {}
+    for r in rows:
+        if r["hash_ids"]:
+            first[r["hash_ids"][0]] = first.get(r["hash_ids"][0], 0) + 1
+    blocks = {}
+    out = []
+    for r in rows:
+        ids = r["hash_ids"]
+        if len(out) >= count:
+            break
+        if not ids or first[ids[0]] < 2:
+            continue
+        n = max(1, r["input_length"] * block_tokens // 512)
+        toks = []
+        for h in ids:
+            if h not in blocks:
+                brng = random.Random(seed * 1000003 + h)
+                blocks[h] = [brng.randrange(vocab) for _ in range(block_tokens)]
+            toks.extend(blocks[h])
+        out.append(toks[:n])
     return out
 
 
@@ -271,6 +287,8 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "build/models/bench-qwen35-f16.gguf"))
     ap.add_argument("--shared-requests", type=int, default=30)
     ap.add_argument("--block-tokens", type=int, default=32, help="tokens per trace hash id (the trace's 512, scaled)")
+    ap.add_argument("--checkpoint-tokens", type=int, default=256,
+                    help="recurrent-state checkpoint spacing, both servers (prfaas checkpoint_blocks, llama-server -cms)")
     ap.add_argument("--shared-output", type=int, default=4)
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--json", help="write every figure here")
@@ -290,7 +308,7 @@ def main():
             order = ["prfaas", "llama-server"] if run % 2 == 0 else ["llama-server", "prfaas"]
             for kind in order:
                 log("run %d: %s" % (run + 1, kind))
-                srv = server(kind, args.model, args.block_tokens, workdir)
+                srv = server(kind, args.model, args.block_tokens, args.checkpoint_tokens, workdir)
                 try:
                     r = measure(srv, srv.model_id, args, run, vocab, shared)
                 finally:

@@ -21,6 +21,7 @@
 // Batching: at every step boundary, imported sequences join the batch up to
 // `max_batch`; finished ones leave. Engine calls run on the engine's own thread.
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -73,6 +74,9 @@ struct decode_state {
   std::deque<sequence_ptr> ready;
   std::vector<sequence_ptr> active;
   bool stepping = false;
+  /// Set when the batch must be formed anew (a sequence ready, cancelled, failed): the
+  /// engine's run of back-to-back steps ends at the next step.
+  std::shared_ptr<std::atomic<bool>> batch_changed = std::make_shared<std::atomic<bool>>(false);
   /// While a step's results are handled: events per gateway, sent as one TokenEvents.
   bool batching = false;
   std::map<std::string, std::pair<address, TokenEvents>> pending_events;
@@ -173,6 +177,7 @@ void flush_events(self_ptr self) {
 /// Removes `q` everywhere and frees its engine sequence.
 void forget(self_ptr self, const sequence_ptr& q) {
   auto& s = self->state;
+  s.batch_changed->store(true);
   s.by_request.erase(q->order.request_id());
   std::erase(s.active, q);
   std::erase(s.ready, q);
@@ -217,11 +222,14 @@ bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t,
 
 void maybe_step(self_ptr self);
 
+/// One step's results. `last`: the engine job that ran it is over (it runs steps back to
+/// back while the batch stays as it is), so the next batch may be formed.
 void step_done(self_ptr self, std::vector<sequence_ptr> batch,
                engine::result<std::vector<engine::token>> r,
-               std::vector<std::optional<engine::sampled_logprobs>> lps) {
+               std::vector<std::optional<engine::sampled_logprobs>> lps, bool last) {
   auto& s = self->state;
-  s.stepping = false;
+  if (last)
+    s.stepping = false;
   s.batching = true;
   if (!r) {
     for (auto& q : batch)
@@ -236,7 +244,8 @@ void step_done(self_ptr self, std::vector<sequence_ptr> batch,
     }
   }
   flush_events(self);
-  maybe_step(self);
+  if (last)
+    maybe_step(self);
 }
 
 void maybe_step(self_ptr self) {
@@ -256,20 +265,45 @@ void maybe_step(self_ptr self) {
   if (s.active.empty())
     return;
   s.stepping = true;
+  s.batch_changed->store(false);
+  // The engine runs steps back to back while the batch stays as it is — no sequence
+  // finished, joined or was cancelled (batch_changed) — handing each step's tokens to
+  // this actor as it goes; waiting for the actor between steps would leave the compute
+  // threads idle for two thread hand-offs a token. In a simulation, one step a job.
+  struct limit {
+    uint32_t left;   ///< tokens it may still sample
+    bool ignore_eos;
+  };
   std::vector<engine::seq_id> ids;
-  for (auto& q : s.active)
+  std::vector<limit> limits;
+  for (auto& q : s.active) {
     ids.push_back(q->seq);
-  s.runner->post([inbox = s.inbox, self, batch = s.active, ids](engine::engine& e) {
-    auto r = e.decode_step(ids);
-    std::vector<std::optional<engine::sampled_logprobs>> lps(ids.size());
-    if (r)
-      for (size_t i = 0; i < ids.size(); ++i)
-        if (batch[i]->logprobs)
-          lps[i] = e.last_logprobs(ids[i]);
-    inbox->post([self, batch, r = std::move(r), lps = std::move(lps), counters = e.counters()]() mutable {
-      self->state.stats->engine_counters(counters);
-      step_done(self, batch, std::move(r), std::move(lps));
-    });
+    limits.push_back({q->order.max_tokens() - std::min(q->generated, q->order.max_tokens()),
+                      q->order.ignore_eos()});
+  }
+  const uint32_t steps = s.runner->simulated() ? 1 : UINT32_MAX;
+  s.runner->post([inbox = s.inbox, self, batch = s.active, ids, limits, steps,
+                  changed = s.batch_changed](engine::engine& e) mutable {
+    for (uint32_t n = 0;; ++n) {
+      auto r = e.decode_step(ids);
+      bool last = !r || n + 1 >= steps || changed->load();
+      std::vector<std::optional<engine::sampled_logprobs>> lps(ids.size());
+      if (r)
+        for (size_t i = 0; i < ids.size(); ++i) {
+          if (batch[i]->logprobs)
+            lps[i] = e.last_logprobs(ids[i]);
+          const auto t = (*r)[i];
+          if (--limits[i].left == 0 || (e.info().is_end(t) && !limits[i].ignore_eos))
+            last = true; // a sequence leaves the batch
+        }
+      inbox->post([self, batch, r = std::move(r), lps = std::move(lps), counters = e.counters(),
+                   last]() mutable {
+        self->state.stats->engine_counters(counters);
+        step_done(self, batch, std::move(r), std::move(lps), last);
+      });
+      if (last)
+        return;
+    }
   });
 }
 
@@ -287,6 +321,7 @@ void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
   }
   q->at = phase::ready;
   s.ready.push_back(q);
+  s.batch_changed->store(true); // it joins at the next step boundary
   maybe_step(self);
 }
 

@@ -340,6 +340,8 @@ std::vector<engine_counter> llama_engine::counters() const {
     {"llama_n_p_eval", "tokens llama.cpp evaluated in batches of several (its prompt-eval count)",
      n_p_eval},
     {"llama_n_eval", "llama.cpp's single-token evaluations (its eval count)", n_eval},
+    {"llama_p_eval_seconds", "llama.cpp's time in batches of several tokens", p.t_p_eval_ms / 1e3},
+    {"llama_eval_seconds", "llama.cpp's time in single-token evaluations", p.t_eval_ms / 1e3},
     {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
      static_cast<double>(prompt_tokens_)},
     {"llama_sequence_swaps", "sequences parked to host memory or loaded back", static_cast<double>(swaps_)},
