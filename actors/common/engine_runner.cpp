@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace prfaas::serving {
 
@@ -40,6 +41,23 @@ engine_runner::engine_runner(caf::actor_system& sys, engine_factory make, const 
 
 engine_runner::~engine_runner() {
   stop();
+}
+
+void engine_runner::when_ready(const std::shared_ptr<actor_inbox>& inbox,
+                               std::function<void(const engine::model_info&)> ready) {
+  if (virtual_) {
+    ready(engine_->info());
+    return;
+  }
+  post([inbox, ready = std::move(ready)](engine::engine& e) {
+    inbox->post([ready, info = e.info()] { ready(info); });
+  });
+}
+
+engine_runner::failure_handler engine_runner::crash(const std::shared_ptr<actor_inbox>& inbox) {
+  return [inbox](const std::string& why) {
+    inbox->post([why] { throw std::runtime_error("engine could not be built: " + why); });
+  };
 }
 
 void engine_runner::post(job j) {

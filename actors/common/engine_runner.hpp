@@ -27,6 +27,7 @@
 
 #include <caf/actor_system.hpp>
 
+#include "common/actor_inbox.hpp"
 #include "prfaas/engine/engine.hpp"
 #include "prfaas/runtime/sim_time.hpp"
 
@@ -54,6 +55,13 @@ public:
 
   /// Queues a job; jobs run one at a time, in order.
   void post(job j);
+  /// Runs `ready` in the worker's context (through `inbox`) once the engine is built:
+  /// at once in a simulation, after the build live (then info() may be read too).
+  void when_ready(const std::shared_ptr<actor_inbox>& inbox,
+                  std::function<void(const engine::model_info&)> ready);
+  /// A failure handler that makes the worker actor fail (its supervisor restarts it, or
+  /// escalates a crash loop) with the reason the engine could not be built.
+  static failure_handler crash(const std::shared_ptr<actor_inbox>& inbox);
   /// Drops jobs not yet started, waits for the running one, joins. Idempotent.
   void stop();
   /// Jobs queued or running.

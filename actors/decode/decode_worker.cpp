@@ -416,9 +416,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
                              " has no data endpoint (nodes[].data) for the KV data plane");
   s.runner = std::make_unique<engine_runner>(
     ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
-    "dc." + name, [inbox = s.inbox](const std::string& why) {
-      inbox->post([why] { throw std::runtime_error("engine could not be built: " + why); });
-    });
+    "dc." + name, engine_runner::crash(s.inbox));
   // Transfers are taken once the engine is built (live: on its own thread, seconds for a
   // real model); until then the node refuses them and load reports say "starting".
   auto ready = [self, ctx, name, engine_name = model.engine, max_batch](const engine::model_info& info) {
@@ -432,12 +430,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
     ctx->log()->info("decode_worker_started name={} engine={} model={} max_batch={}", name,
                      engine_name, info.model, max_batch);
   };
-  if (s.runner->simulated())
-    ready(s.runner->info());
-  else
-    s.runner->post([inbox = s.inbox, ready](engine::engine& e) {
-      inbox->post([ready, info = e.info()] { ready(info); });
-    });
+  s.runner->when_ready(s.inbox, ready);
   update_gauges(self);
   self->send(self, caf::tick_atom_v);
   return {

@@ -493,9 +493,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   s.ctx = ctx;
   s.runner = std::make_unique<engine_runner>(
     ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
-    "pf." + name, [inbox = s.inbox](const std::string& why) {
-      inbox->post([why] { throw std::runtime_error("engine could not be built: " + why); });
-    });
+    "pf." + name, engine_runner::crash(s.inbox));
   auto ready = [self, ctx, name, engine_name = model.engine](const engine::model_info& info) {
     auto& s = self->state;
     s.ready = true;
@@ -512,12 +510,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                      info.model);
     start_next(self, ctx, name);
   };
-  if (s.runner->simulated())
-    ready(s.runner->info());
-  else
-    s.runner->post([inbox = s.inbox, ready](engine::engine& e) {
-      inbox->post([ready, info = e.info()] { ready(info); });
-    });
+  s.runner->when_ready(s.inbox, ready);
   update_gauges(self);
   return {
     [=](wake_atom) { self->state.inbox->drain(); },
