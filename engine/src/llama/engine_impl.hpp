@@ -8,6 +8,7 @@
 #include "prfaas/engine/engine_base.hpp"
 #include "prfaas/engine/llama_engine.hpp"
 
+#include "llama/cpu_gate.hpp"
 #include "llama/model_store.hpp"
 #include "llama/state_codec.hpp"
 
@@ -64,8 +65,10 @@ public:
     if (batch_capacity_ != 0)
       llama_batch_free(batch_);
     ctx_.reset(); // before the threads it computes on
-    if (threadpool_)
+    if (threadpool_) {
       ggml_threadpool_free(threadpool_);
+      cpu_gate::instance().remove(config_.threads);
+    }
   }
 
 private:
@@ -84,6 +87,9 @@ private:
   /// The parsed snapshot of `s` (refreshed when the sequence changed since).
   const codec::parsed_state& snapshot(const sequence& s) const;
   result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
+  /// llama_decode(batch_) in this engine's turn on the cores (cpu_gate); its compute
+  /// threads sleep afterwards.
+  int32_t run_batch();
   /// Loads validated chunks (state_codec build) into `s`'s slot.
   result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
                            const checked_chunks& checked, int32_t slot);
@@ -112,6 +118,7 @@ private:
   uint64_t clock_ = 0;
   uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
   uint64_t swaps_ = 0;
+  double cpu_wait_s_ = 0; ///< waited for turns on shared cores (cpu_gate)
   /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
   double prefill_tps_ = 0, decode_s_per_token_ = 0;
   double flops_per_token_ = 0;

@@ -18,6 +18,9 @@
 //  * More sequences than slots: a llama_context holds at most n_seq_max sequences, so
 //    the others are parked as their serialized state and swapped in when a decode step
 //    needs them (the least recently used one not in the step is parked in its place).
+//
+// Cores: the compute threads sleep between graphs, and the engines of one process take
+// turns when their threads outnumber its cores (cpu_gate.hpp).
 
 #include "llama/engine_impl.hpp"
 
@@ -80,13 +83,15 @@ result<void> llama_engine::init() {
     return make_error(config_.gguf + ": llama.cpp could not create a context of " +
                       std::to_string(config_.context) + " tokens x " +
                       std::to_string(config_.slots) + " sequences");
-  // Persistent compute threads, as llama-server has (its common_threadpools): ggml's
-  // defaults (moderate polling between graphs, default affinity).
+  // Persistent compute threads, as llama-server has (its common_threadpools), with
+  // ggml's default affinity. Unlike llama-server's, they sleep between graphs (see
+  // run_batch).
   auto tpp = ggml_threadpool_params_default(static_cast<int>(config_.threads));
   threadpool_ = ggml_threadpool_new(&tpp);
   if (!threadpool_)
     return make_error("llama engine: could not start " + std::to_string(config_.threads) +
                       " compute threads");
+  cpu_gate::instance().add(config_.threads);
   llama_attach_threadpool(ctx_.get(), threadpool_, nullptr);
   vocab_ = llama_model_get_vocab(model_->model);
   batch_capacity_ = std::max(config_.batch, config_.slots);
@@ -137,11 +142,22 @@ result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tok
     batch_.seq_id[i][0] = slot;
     batch_.logits[i] = logits && i + 1 == tokens.size();
   }
-  const int32_t rc = llama_decode(ctx_.get(), batch_);
+  const int32_t rc = run_batch();
   if (rc != 0)
     return make_error("llama_decode returned " + std::to_string(rc) +
                       (rc == 1 ? " (no room in the KV cache)" : ""));
   return {};
+}
+
+int32_t llama_engine::run_batch() {
+  cpu_gate::turn turn(cpu_gate::instance());
+  cpu_wait_s_ += turn.waited();
+  const int32_t rc = llama_decode(ctx_.get(), batch_);
+  // ggml's idle compute threads poll for the next graph (up to ~0.1 s): the time between
+  // graphs belongs to the node's other threads (sampling, the data plane, the gateway,
+  // another engine's graph), so they sleep instead; the next graph wakes them.
+  ggml_threadpool_pause(threadpool_);
+  return rc;
 }
 
 result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
@@ -256,7 +272,7 @@ result<std::vector<token>> llama_engine::decode_step(std::span<const seq_id> bat
     batch_.seq_id[i][0] = s.slot;
     batch_.logits[i] = 1;
   }
-  if (const int32_t rc = llama_decode(ctx_.get(), batch_); rc != 0)
+  if (const int32_t rc = run_batch(); rc != 0)
     return make_error("decode: llama_decode returned " + std::to_string(rc));
   std::vector<token> out;
   out.reserve(batch.size());
@@ -345,6 +361,9 @@ std::vector<engine_counter> llama_engine::counters() const {
     {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
      static_cast<double>(prompt_tokens_)},
     {"llama_sequence_swaps", "sequences parked to host memory or loaded back", static_cast<double>(swaps_)},
+    {"llama_cpu_turn_wait_seconds",
+     "time this engine waited for its turn on cores shared with the process's other engines",
+     cpu_wait_s_},
   };
 }
 
