@@ -1,18 +1,26 @@
 #pragma once
 
-// Internal to the llama engine: the cores that the llama engines of one process share.
+// Internal to the llama engine: the one thread every llama_decode of a process runs on.
 //
-// ggml's compute threads meet at a spinning barrier after every operation of a graph.
-// When the engines of one process (an all-in-one node: a prefill and a decode worker
-// each with its own context) together run more compute threads than the process may
-// use cores, a descheduled thread stalls its peers at every barrier and both graphs
-// crawl. In that case, and only then, the engines take turns: one llama_decode at a
-// time, first come first served (a decode step waits for at most one prefill slice).
-// Where the threads fit the cores, a turn costs nothing.
+// ggml's compute threads meet at a barrier after every operation of a graph; with the
+// OpenMP build tools/llama-cpp.sh makes, an `omp barrier`. libgomp keeps a thread team
+// for every thread that ever ran a graph and counts all their threads; once they
+// outnumber the cores it stops spinning at barriers and sleeps on a futex instead: a
+// context switch at every operation of every graph (measured: 15% of a decode
+// worker's time in the kernel, single-stream decode 15 tokens/s where llama-server
+// reaches 21 on the same cores). An all-in-one node has a prefill and a decode worker,
+// each with its own context and thread; so every graph of the process runs here, on
+// one thread, one at a time and first come first served: libgomp sees one team, and
+// two graphs never fight over the cores at their barriers. A decode step waits for at
+// most one prefill slice (`batch` tokens), as in llama-server's single loop. Workers
+// that must compute in parallel belong in separate processes (separate nodes).
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <thread>
 
 namespace prfaas::engine::llama_detail {
 
@@ -21,50 +29,25 @@ public:
   /// The process's gate.
   static cpu_gate& instance();
 
-  /// A gate of its own over `cores` cores (tests; engines use instance()).
-  explicit cpu_gate(uint32_t cores) : cores_(cores) {}
+  cpu_gate() = default;
+  ~cpu_gate();
+  cpu_gate(const cpu_gate&) = delete;
+  cpu_gate& operator=(const cpu_gate&) = delete;
 
-  /// The cores this process may run on (its CPU affinity).
-  static uint32_t cores();
+  /// Runs `graph` (one llama_decode) on the gate's thread, after the graphs submitted
+  /// before it, and returns its result. `waited`: seconds it queued.
+  int32_t run(const std::function<int32_t()>& graph, double& waited);
 
-  /// An engine with `threads` compute threads starts (add) or stops (remove).
-  void add(uint32_t threads);
-  void remove(uint32_t threads);
-
-  /// Whether the engines of this process take turns now.
-  bool shared() const;
-
-  /// Turns drawn and not yet over: the one running plus those waiting.
-  uint64_t queued() const;
-
-  /// Seconds engines have waited for their turn, in total.
+  /// Seconds graphs have queued, in total.
   double waited_seconds() const;
-
-  /// One graph's hold on the cores: waits for its turn while they are shared.
-  class turn {
-  public:
-    explicit turn(cpu_gate& g);
-    ~turn();
-    turn(const turn&) = delete;
-    turn& operator=(const turn&) = delete;
-
-    /// Seconds this turn waited before it began.
-    double waited() const { return waited_; }
-
-  private:
-    cpu_gate& gate_;
-    bool held_ = false;
-    double waited_ = 0;
-  };
 
 private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  const uint32_t cores_;
-  uint32_t threads_ = 0;
-  uint64_t next_ticket_ = 0; ///< the ticket the next caller draws
-  uint64_t serving_ = 0;     ///< the ticket whose turn it is
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
   double waited_ = 0;
+  std::thread worker_; ///< started by the first run()
 };
 
 } // namespace prfaas::engine::llama_detail

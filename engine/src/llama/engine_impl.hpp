@@ -65,10 +65,8 @@ public:
     if (batch_capacity_ != 0)
       llama_batch_free(batch_);
     ctx_.reset(); // before the threads it computes on
-    if (threadpool_) {
+    if (threadpool_)
       ggml_threadpool_free(threadpool_);
-      cpu_gate::instance().remove(config_.threads);
-    }
   }
 
 private:
@@ -118,7 +116,7 @@ private:
   uint64_t clock_ = 0;
   uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
   uint64_t swaps_ = 0;
-  double cpu_wait_s_ = 0; ///< waited for turns on shared cores (cpu_gate)
+  double cpu_wait_s_ = 0; ///< this engine's graphs queued on the process's compute thread
   /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
   double prefill_tps_ = 0, decode_s_per_token_ = 0;
   double flops_per_token_ = 0;

@@ -19,8 +19,7 @@
 //    the others are parked as their serialized state and swapped in when a decode step
 //    needs them (the least recently used one not in the step is parked in its place).
 //
-// Cores: the compute threads sleep between graphs, and the engines of one process take
-// turns when their threads outnumber its cores (cpu_gate.hpp).
+// Cores: every llama_decode of the process runs on one thread, in turn (cpu_gate.hpp).
 
 #include "llama/engine_impl.hpp"
 
@@ -84,14 +83,12 @@ result<void> llama_engine::init() {
                       std::to_string(config_.context) + " tokens x " +
                       std::to_string(config_.slots) + " sequences");
   // Persistent compute threads, as llama-server has (its common_threadpools), with
-  // ggml's default affinity. Unlike llama-server's, they sleep between graphs (see
-  // run_batch).
+  // ggml's default affinity (used by builds without OpenMP).
   auto tpp = ggml_threadpool_params_default(static_cast<int>(config_.threads));
   threadpool_ = ggml_threadpool_new(&tpp);
   if (!threadpool_)
     return make_error("llama engine: could not start " + std::to_string(config_.threads) +
                       " compute threads");
-  cpu_gate::instance().add(config_.threads);
   llama_attach_threadpool(ctx_.get(), threadpool_, nullptr);
   vocab_ = llama_model_get_vocab(model_->model);
   batch_capacity_ = std::max(config_.batch, config_.slots);
@@ -150,13 +147,19 @@ result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tok
 }
 
 int32_t llama_engine::run_batch() {
-  cpu_gate::turn turn(cpu_gate::instance());
-  cpu_wait_s_ += turn.waited();
-  const int32_t rc = llama_decode(ctx_.get(), batch_);
-  // ggml's idle compute threads poll for the next graph (up to ~0.1 s): the time between
-  // graphs belongs to the node's other threads (sampling, the data plane, the gateway,
-  // another engine's graph), so they sleep instead; the next graph wakes them.
-  ggml_threadpool_pause(threadpool_);
+  double waited = 0;
+  const int32_t rc = cpu_gate::instance().run(
+    [&] {
+      const int32_t r = llama_decode(ctx_.get(), batch_);
+      // Without OpenMP, ggml's own idle compute threads poll for the next graph (up to
+      // ~0.1 s): the time between graphs belongs to the node's other threads
+      // (sampling, the data plane, the gateway, another engine), so they sleep
+      // instead and the next graph wakes them. (No effect on the OpenMP build.)
+      ggml_threadpool_pause(threadpool_);
+      return r;
+    },
+    waited);
+  cpu_wait_s_ += waited;
   return rc;
 }
 
@@ -362,7 +365,7 @@ std::vector<engine_counter> llama_engine::counters() const {
      static_cast<double>(prompt_tokens_)},
     {"llama_sequence_swaps", "sequences parked to host memory or loaded back", static_cast<double>(swaps_)},
     {"llama_cpu_turn_wait_seconds",
-     "time this engine waited for its turn on cores shared with the process's other engines",
+     "time this engine's graphs queued behind the process's other llama graphs",
      cpu_wait_s_},
   };
 }

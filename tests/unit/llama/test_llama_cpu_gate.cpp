@@ -1,11 +1,13 @@
-// cpu_gate: llama engines of one process take turns on the cores only when their
-// compute threads outnumber them, and then first come, first served.
+// cpu_gate: every llama graph of a process runs on the gate's one thread, one at a time,
+// in the order submitted.
 #include "llama/cpu_gate.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -13,7 +15,7 @@ using prfaas::engine::llama_detail::cpu_gate;
 
 namespace {
 
-/// Spins until `pred` holds (the other thread got that far), failing after 10 s.
+/// Waits until `pred` holds (another thread got that far), failing after 10 s.
 template <class Pred>
 void await(Pred pred) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -25,72 +27,74 @@ void await(Pred pred) {
 
 } // namespace
 
-TEST_CASE("cpu_gate: threads that fit the cores never wait") {
-  cpu_gate g(2);
-  g.add(1);
-  g.add(1);
-  CHECK_FALSE(g.shared());
-  cpu_gate::turn a(g);
-  // A second turn while the first is held: with the threads fitting, it must not block
-  // (were it to, this test would hang and time out under ctest).
-  cpu_gate::turn b(g);
-  CHECK(g.waited_seconds() == 0);
+TEST_CASE("cpu_gate: graphs run on one thread of the gate's, and their results come back") {
+  cpu_gate g;
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  std::vector<std::thread> callers;
+  std::atomic<int> sum{0};
+  for (int i = 1; i <= 4; ++i)
+    callers.emplace_back([&, i] {
+      double waited = -1;
+      const int32_t r = g.run(
+        [&] {
+          std::lock_guard lock(mu);
+          ran_on.insert(std::this_thread::get_id());
+          return int32_t{i * 10};
+        },
+        waited);
+      CHECK(waited >= 0);
+      sum += r;
+    });
+  std::set<std::thread::id> caller_ids;
+  for (auto& t : callers) {
+    caller_ids.insert(t.get_id());
+    t.join();
+  }
+  CHECK(sum.load() == 100);
+  REQUIRE(ran_on.size() == 1);
+  CHECK(caller_ids.count(*ran_on.begin()) == 0);
+  CHECK(*ran_on.begin() != std::this_thread::get_id());
 }
 
-TEST_CASE("cpu_gate: oversubscribed, one turn at a time, in arrival order") {
-  cpu_gate g(2);
-  g.add(2);
-  g.add(2);
-  REQUIRE(g.shared());
-
+TEST_CASE("cpu_gate: one graph at a time, in the order submitted") {
+  cpu_gate g;
   std::vector<int> order;
-  std::atomic<int> inside{0}, most_inside{0};
+  std::atomic<int> inside{0}, most_inside{0}, submitted{0};
   std::atomic<bool> release_first{false};
-
-  auto body = [&](int who, bool hold) {
-    cpu_gate::turn t(g);
-    const int now = ++inside;
-    int seen = most_inside.load();
-    while (now > seen && !most_inside.compare_exchange_weak(seen, now)) {
-    }
-    order.push_back(who); // safe: one turn at a time is what is being tested
-    if (hold)
-      while (!release_first)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    --inside;
+  auto graph = [&](int who, bool hold) {
+    return [&, who, hold] {
+      const int now = ++inside;
+      int seen = most_inside.load();
+      while (now > seen && !most_inside.compare_exchange_weak(seen, now)) {
+      }
+      order.push_back(who); // one at a time is what is being tested
+      if (hold)
+        while (!release_first)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      --inside;
+      return int32_t{0};
+    };
   };
-
-  std::thread first(body, 1, true);
-  await([&] { return inside.load() == 1; }); // 1 holds the turn
-  CHECK(g.queued() == 1);
-  std::thread second(body, 2, false);
-  await([&] { return g.queued() == 2; }); // 2 waits behind 1
-  std::thread third(body, 3, false);
-  await([&] { return g.queued() == 3; }); // 3 behind 2
-  CHECK(order == std::vector<int>{1}); // neither 2 nor 3 entered while 1 held it
+  auto caller = [&](int who, bool hold) {
+    double waited = 0;
+    ++submitted;
+    g.run(graph(who, hold), waited);
+  };
+  std::thread first(caller, 1, true);
+  await([&] { return inside.load() == 1; }); // 1 is running
+  std::thread second(caller, 2, false);
+  await([&] { return submitted.load() == 2; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // 2 queues before 3
+  std::thread third(caller, 3, false);
+  await([&] { return submitted.load() == 3; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(order == std::vector<int>{1}); // neither 2 nor 3 ran while 1 held the thread
   release_first = true;
   first.join();
   second.join();
   third.join();
-  CHECK(order == std::vector<int>{1, 2, 3});
   CHECK(most_inside.load() == 1);
-  CHECK(g.queued() == 0);
-  CHECK(g.waited_seconds() > 0);
-}
-
-TEST_CASE("cpu_gate: once engines stop and the threads fit, turns stop waiting") {
-  cpu_gate g(2);
-  g.add(2);
-  g.add(2);
-  REQUIRE(g.shared());
-  g.remove(2);
-  CHECK_FALSE(g.shared());
-  cpu_gate::turn a(g);
-  cpu_gate::turn b(g); // would block forever if the gate still made turns
-  CHECK(g.waited_seconds() == 0);
-}
-
-TEST_CASE("cpu_gate: the process's cores come from its CPU affinity") {
-  CHECK(cpu_gate::cores() >= 1);
-  CHECK(cpu_gate::cores() <= std::thread::hardware_concurrency());
+  CHECK((order == std::vector<int>{1, 2, 3} || order == std::vector<int>{1, 3, 2}));
+  CHECK(g.waited_seconds() > 0); // 2 and 3 queued behind 1
 }
