@@ -85,8 +85,7 @@ private:
   /// The parsed snapshot of `s` (refreshed when the sequence changed since).
   const codec::parsed_state& snapshot(const sequence& s) const;
   result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
-  /// llama_decode(batch_) in this engine's turn on the cores (cpu_gate); its compute
-  /// threads sleep afterwards.
+  /// llama_decode(batch_), in turn, on the process's compute thread (cpu_gate).
   int32_t run_batch();
   /// Loads validated chunks (state_codec build) into `s`'s slot.
   result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,

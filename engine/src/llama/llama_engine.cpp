@@ -151,8 +151,8 @@ int32_t llama_engine::run_batch() {
   const int32_t rc = cpu_gate::instance().run(
     [&] {
       const int32_t r = llama_decode(ctx_.get(), batch_);
-      // Without OpenMP, ggml's own idle compute threads poll for the next graph (up to
-      // ~0.1 s): the time between graphs belongs to the node's other threads
+      // Without OpenMP, ggml's own idle compute threads poll for the next graph for a
+      // while (ggml's default poll level): the time between graphs belongs to the node's other threads
       // (sampling, the data plane, the gateway, another engine), so they sleep
       // instead and the next graph wakes them. (No effect on the OpenMP build.)
       ggml_threadpool_pause(threadpool_);
