@@ -399,7 +399,7 @@ void add_directory_options(CLI::App& app, directory_options& o) {
     "figures), bare index (thread CPU time) and through the kv_directory actor; match "
     "latency of 256-block chains at 10M entries and bytes per indexed block, on synthetic "
     "chains (the trace alone indexes far fewer blocks)");
-  c->add_option("--trace", o.trace, "Mooncake-format trace (JSON lines)")->check(CLI::ExistingFile);
+  c->add_option("--trace", o.trace, "Mooncake-format trace (JSON lines)")->required()->check(CLI::ExistingFile);
   c->add_option("--workers", o.workers, "mock workers (engine::block_pool each)")->check(CLI::Range(1u, 4096u));
   c->add_option("--worker-blocks", o.worker_blocks, "each mock worker's cache, in blocks")->check(CLI::PositiveNumber);
   c->add_option("--duplicate", o.duplicate, "disjoint copies of the trace replayed together")->check(CLI::Range(1u, 1000u));

@@ -24,7 +24,7 @@ class App;
 namespace prfaas::bench {
 
 struct directory_options {
-  std::string trace = "/work/shared/traces/mooncake_synthetic_trace.jsonl";
+  std::string trace; ///< required: a Mooncake-format trace
   uint32_t workers = 16;            ///< mock workers, each an engine::block_pool
   uint64_t worker_blocks = 16384;   ///< each worker's cache, in 512-token blocks
   uint32_t duplicate = 8;           ///< disjoint copies of the trace, interleaved in time
