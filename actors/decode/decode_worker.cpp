@@ -174,6 +174,15 @@ void flush_events(self_ptr self) {
   s.finish_pending = false;
 }
 
+/// Queues `job` on the engine thread and ends the running run of decode steps at its
+/// next step, so that the job (an import, a release) runs then rather than after the
+/// whole run: a run lasts until a sequence leaves the batch, which can be its every
+/// remaining token.
+void post_between_steps(decode_state& s, engine_runner::job job) {
+  s.batch_changed->store(true);
+  s.runner->post(std::move(job));
+}
+
 /// Removes `q` everywhere and frees its engine sequence.
 void forget(self_ptr self, const sequence_ptr& q) {
   auto& s = self->state;
@@ -182,7 +191,7 @@ void forget(self_ptr self, const sequence_ptr& q) {
   std::erase(s.active, q);
   std::erase(s.ready, q);
   if (q->seq != 0)
-    s.runner->post([id = q->seq](engine::engine& e) { e.release(id); });
+    post_between_steps(s, [id = q->seq](engine::engine& e) { e.release(id); });
   update_gauges(self);
 }
 
@@ -311,7 +320,7 @@ void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
   auto& s = self->state;
   if (q->cancelled || !s.by_request.count(q->order.request_id())) {
     if (error.empty())
-      s.runner->post([id = q->seq](engine::engine& e) { e.release(id); });
+      post_between_steps(s, [id = q->seq](engine::engine& e) { e.release(id); });
     return;
   }
   if (!error.empty()) {
@@ -338,8 +347,8 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   q->seq = s.next_seq++;
   q->exposed_wire_ns = static_cast<uint64_t>(rt.stats.exposed_wire_time().count());
   // The first token was sampled by the prefill and the whole KV is here, checksummed:
-  // send it now rather than after the import, which queues behind the running decode
-  // step on the engine thread (a step of a large batch takes tens of milliseconds).
+  // send it now rather than after the import, which waits for the running decode step
+  // on the engine thread (a step of a large batch takes tens of milliseconds).
   std::optional<engine::sampled_logprobs> first_lp;
   if (q->meta.has_first_logprobs())
     first_lp = from_wire(q->meta.first_logprobs());
@@ -347,7 +356,7 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
     return; // done with one token: no import needed
   auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
   chunks->pop_back();
-  s.runner->post([inbox = s.inbox, self, q, chunks](engine::engine& e) {
+  post_between_steps(s, [inbox = s.inbox, self, q, chunks](engine::engine& e) {
     std::vector<engine::kv_chunk> parsed;
     parsed.reserve(chunks->size());
     std::string error;
