@@ -15,6 +15,9 @@
 //    chunk carrying serving.TransferMeta (first token, engine time);
 //  * an order whose deadline passed while it queued is answered request_timeout
 //    without computing.
+//
+// Its state and orders: prefill_state.hpp; cache moves (pulling a prefix from the
+// worker holding it, serving such pulls): prefill_cache_moves.cpp.
 
 #include <atomic>
 #include <deque>
@@ -29,6 +32,7 @@
 #include "common/sampling_wire.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
+#include "prefill/prefill_state.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prefill/prefix_cache.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
@@ -40,63 +44,26 @@
 
 namespace prfaas::serving {
 
+using namespace prefill_detail;
+
+namespace {
+void start_next(self_ptr self, node_context* ctx, const std::string& name);
+} // namespace
+
+namespace prefill_detail {
+
+/// Queues an order for the engine (after its cache move, if it had one).
+void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
+  if (o->answered) // cancelled meanwhile
+    return;
+  self->state.queue.push_back(o);
+  start_next(self, ctx, name);
+}
+
+} // namespace prefill_detail
+
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-struct order {
-  PrefillOrder po;
-  remote_message request; ///< to address the reply
-  caf::typed_response_promise<remote_message> promise;
-  clock_type::time_point enqueued;
-  clock_type::time_point deadline;
-  bool answered = false;
-  uint32_t computed_tokens = 0; ///< set when the engine is done
-};
-using order_ptr = std::shared_ptr<order>;
-
-struct prefill_state {
-  static inline const char* name = "prefill_worker";
-  std::shared_ptr<actor_inbox> inbox;
-  std::unique_ptr<engine_runner> runner;
-  /// Touched only on the engine thread (inside runner jobs); null when caching is off.
-  std::shared_ptr<prefix_cache> cache;
-  /// The cache's changes since the last announcement (engine thread only).
-  std::shared_ptr<std::vector<engine::pool_event>> cache_events;
-  address directory;     ///< where the cache's changes are announced; empty node = nowhere
-  uint64_t epoch = 0;    ///< of this worker's reports to the directory; bumped by Reannounce
-  std::unique_ptr<worker_metrics> stats;
-  std::deque<order_ptr> queue;
-  order_ptr running;                         ///< on the engine now
-  std::map<uint64_t, order_ptr> transferring; ///< by transfer id: computed, awaiting the receiver
-  uint64_t next_seq = 1;
-  uint64_t queued_tokens = 0;
-  size_t max_queue = 64;
-  /// Orders waiting for a cache move into this worker's cache, by its transfer id.
-  std::map<uint64_t, order_ptr> pulling;
-  duration pull_timeout = std::chrono::seconds(2);
-  /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
-  /// is computed; more = fewer, larger messages, the first bytes a little later).
-  uint32_t layers_per_push = 1;
-  /// The engine's measured prefill pace (smoothed; 0 until a prefill finished): an
-  /// order is refused when the work queued ahead of it cannot be done in its budget.
-  double tokens_per_s = 0;
-
-  node_context* ctx = nullptr;
-  std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
-  /// The engine is built (live it is built on its own thread, which may take seconds for
-  /// a real model): orders queue until then, and load reports say "starting".
-  bool ready = false;
-
-  ~prefill_state() {
-    if (ctx && !cache_sink.empty() && ctx->data())
-      ctx->data()->remove_sink(cache_sink);
-    if (runner)
-      runner->stop();
-  }
-};
-
-using self_ptr = caf::stateful_actor<prefill_state>*;
 
 /// The load an order adds: the tokens the scheduler expects it to compute (cached
 /// prefixes are not work), or the whole prompt when the order does not say.
@@ -306,121 +273,6 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       start_next(self, ctx, name);
     });
   });
-}
-
-/// Queues an order for the engine (after its cache move, if it had one).
-void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
-  if (o->answered) // cancelled meanwhile
-    return;
-  self->state.queue.push_back(o);
-  start_next(self, ctx, name);
-}
-
-/// Stops waiting for the cache move of transfer `tid` and computes without it.
-void end_pull(self_ptr self, node_context* ctx, const std::string& name, uint64_t tid,
-              const std::string& why) {
-  auto& s = self->state;
-  auto it = s.pulling.find(tid);
-  if (it == s.pulling.end())
-    return;
-  auto o = it->second;
-  s.pulling.erase(it);
-  if (!why.empty()) {
-    ctx->node_metrics()
-      .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
-               {{"outcome", "skipped"}})
-      .Increment();
-    ctx->log()->info("cache_move_skipped request={} from={}/{} reason=\"{}\"", o->po.request_id(),
-                     o->po.cache_from_node(), o->po.cache_from_actor(), why);
-  }
-  enqueue(self, ctx, name, o);
-}
-
-/// Asks the holder named in the order for the prompt's cached blocks; the order waits
-/// (at most `pull_timeout`) for them, then runs with or without them.
-void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
-  auto& s = self->state;
-  std::vector<engine::token> prompt(o->po.prompt().begin(), o->po.prompt().end());
-  auto ids = engine::block_hasher{s.cache->block_tokens()}.hash(prompt);
-  ids.resize(std::min<size_t>(ids.size(), o->po.cache_blocks()));
-  CachePull q;
-  q.set_request_id(o->po.request_id());
-  for (auto id : ids)
-    q.add_block_ids(id);
-  const uint64_t tid = std::hash<std::string>{}(ctx->node() + "/" + name + "/cache/" +
-                                                std::to_string(o->po.transfer_id()));
-  q.set_transfer_id(tid);
-  q.set_node(ctx->node());
-  q.set_sink(name + ".cache");
-  s.pulling[tid] = o;
-  const auto wait = std::max<duration>(std::chrono::milliseconds(1),
-                                       std::min<duration>(s.pull_timeout, o->deadline - self->clock().now()));
-  request_remote(self, *ctx,
-                 make_remote(ctx->local(name), {o->po.cache_from_node(), o->po.cache_from_actor()}, q),
-                 wait)
-    .then(
-      [self, ctx, name, tid](remote_message& r) {
-        CachePullAccepted a;
-        if (!parse_remote(r, a) || a.blocks() == 0)
-          end_pull(self, ctx, name, tid, "the holder has none of the blocks now");
-      },
-      [self, ctx, name, tid](caf::error& e) { end_pull(self, ctx, name, tid, describe(e)); });
-  self->delayed_send(self, wait, caf::timeout_atom_v, tid);
-}
-
-/// A cache move arrived: into the prefix cache (engine thread), then the order runs.
-void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt) {
-  auto& s = self->state;
-  if (!s.pulling.count(rt.id))
-    return; // gave up on it already
-  std::string error;
-  auto x = unpack(rt, error);
-  if (!x)
-    return end_pull(self, ctx, name, rt.id, error);
-  s.runner->post([inbox = s.inbox, self, ctx, name, tid = rt.id, cache = s.cache,
-                  x = std::move(*x)](engine::engine&) {
-    const uint32_t held = cache->import_prefix(x);
-    inbox->post([self, ctx, name, tid, held, blocks = x.ids.size()] {
-      ctx->node_metrics()
-        .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
-                 {{"outcome", held == blocks ? "moved" : "skipped"}})
-        .Increment();
-      ctx->node_metrics()
-        .counter("prfaas_prefill_cache_moved_blocks_total", "Blocks received by cache moves")
-        .Increment(static_cast<double>(held));
-      end_pull(self, ctx, name, tid, held == blocks ? "" : "the cache had no room for them");
-    });
-  });
-}
-
-/// A peer pulls cached blocks from this worker: export them on the engine thread and
-/// send them over the data plane; the reply says how many are on their way.
-caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
-                                       const CachePull& q) {
-  auto& s = self->state;
-  if (!s.cache)
-    return make_error(errc::bad_request, "CachePull " + q.request_id() + ": this worker has no prefix cache");
-  auto rp = self->make_response_promise<remote_message>();
-  std::vector<engine::block_id> ids(q.block_ids().begin(), q.block_ids().end());
-  s.runner->post([inbox = s.inbox, cache = s.cache, ids, q, msg, rp, dp = ctx->data(),
-                  log = ctx->log()](engine::engine&) mutable {
-    auto x = cache->export_prefix(ids);
-    if (!x.ids.empty()) {
-      auto stream = pack(x);
-      dp->open(q.transfer_id(), q.node(), q.sink(), std::move(stream.meta),
-               [log, id = q.request_id(), to = q.node()](transfer_outcome out) {
-                 if (!out.ok)
-                   log->warn("cache_move_send_failed request={} to={} error=\"{}\"", id, to, out.error);
-               });
-      for (auto& c : stream.chunks)
-        dp->push(q.transfer_id(), std::move(c));
-      dp->finish(q.transfer_id());
-    }
-    CachePullAccepted a;
-    a.set_blocks(static_cast<uint32_t>(x.ids.size()));
-    inbox->post([rp, reply = make_reply(msg, a)]() mutable { rp.deliver(std::move(reply)); });
-  });
-  return rp;
 }
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {

@@ -1,0 +1,100 @@
+#pragma once
+
+// Internal to the prefill worker (prefill_worker.cpp, prefill_cache_moves.cpp): its
+// orders, its state and the steps its two files share.
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "common/actor_inbox.hpp"
+#include "common/engine_runner.hpp"
+#include "common/worker_metrics.hpp"
+#include "prefill/prefix_cache.hpp"
+#include "prfaas/runtime/remote.hpp"
+#include "prfaas/wire/directory.pb.h"
+#include "prfaas/wire/serving.pb.h"
+
+namespace prfaas::serving::prefill_detail {
+
+using clock_type = std::chrono::steady_clock;
+
+struct order {
+  PrefillOrder po;
+  remote_message request; ///< to address the reply
+  caf::typed_response_promise<remote_message> promise;
+  clock_type::time_point enqueued;
+  clock_type::time_point deadline;
+  bool answered = false;
+  uint32_t computed_tokens = 0; ///< set when the engine is done
+};
+using order_ptr = std::shared_ptr<order>;
+
+struct prefill_state {
+  static inline const char* name = "prefill_worker";
+  std::shared_ptr<actor_inbox> inbox;
+  std::unique_ptr<engine_runner> runner;
+  /// Touched only on the engine thread (inside runner jobs); null when caching is off.
+  std::shared_ptr<prefix_cache> cache;
+  /// The cache's changes since the last announcement (engine thread only).
+  std::shared_ptr<std::vector<engine::pool_event>> cache_events;
+  address directory;     ///< where the cache's changes are announced; empty node = nowhere
+  uint64_t epoch = 0;    ///< of this worker's reports to the directory; bumped by Reannounce
+  std::unique_ptr<worker_metrics> stats;
+  std::deque<order_ptr> queue;
+  order_ptr running;                         ///< on the engine now
+  std::map<uint64_t, order_ptr> transferring; ///< by transfer id: computed, awaiting the receiver
+  uint64_t next_seq = 1;
+  uint64_t queued_tokens = 0;
+  size_t max_queue = 64;
+  /// Orders waiting for a cache move into this worker's cache, by its transfer id.
+  std::map<uint64_t, order_ptr> pulling;
+  duration pull_timeout = std::chrono::seconds(2);
+  /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
+  /// is computed; more = fewer, larger messages, the first bytes a little later).
+  uint32_t layers_per_push = 1;
+  /// The engine's measured prefill pace (smoothed; 0 until a prefill finished): an
+  /// order is refused when the work queued ahead of it cannot be done in its budget.
+  double tokens_per_s = 0;
+
+  node_context* ctx = nullptr;
+  std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
+  /// The engine is built (live it is built on its own thread, which may take seconds for
+  /// a real model): orders queue until then, and load reports say "starting".
+  bool ready = false;
+
+  ~prefill_state() {
+    if (ctx && !cache_sink.empty() && ctx->data())
+      ctx->data()->remove_sink(cache_sink);
+    if (runner)
+      runner->stop();
+  }
+};
+
+using self_ptr = caf::stateful_actor<prefill_state>*;
+
+/// Queues an order for the engine (after its cache move, if it had one).
+void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o);
+
+// Cache moves (prefill_cache_moves.cpp): the order names a worker holding the prompt's
+// prefix; this worker pulls those blocks into its own cache before computing.
+
+/// Stops waiting for the cache move of transfer `tid` and computes without it.
+void end_pull(self_ptr self, node_context* ctx, const std::string& name, uint64_t tid,
+              const std::string& why);
+/// Asks the holder named in the order for the prompt's cached blocks; the order waits
+/// (at most `pull_timeout`) for them, then runs with or without them.
+void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o);
+/// A cache move arrived: into the prefix cache (engine thread), then the order runs.
+void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt);
+/// A peer pulls cached blocks from this worker: export them on the engine thread and
+/// send them over the data plane; the reply says how many are on their way.
+caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
+                                       const CachePull& q);
+
+} // namespace prfaas::serving::prefill_detail
