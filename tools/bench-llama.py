@@ -2,7 +2,7 @@
 """prfaas on llama.cpp side by side with llama.cpp's own server, same GGUF, same machine,
 same run.
 
-    tools/bench-llama.py --trace TRACE.jsonl [--runs 3] [--model GGUF] [--json OUT]
+    tools/bench-llama.py --trace data/traces/mooncake_synthetic_trace.jsonl [--runs 3] [--model GGUF] [--json OUT]
 
 Both serve the same GGUF (by default build/models/bench-qwen35-f16.gguf, written by
 prfaas-gguf --size bench on first use: Qwen3.5-0.8B's shape, random weights) through

@@ -36,7 +36,9 @@
 #include "common/sampling_wire.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/decode.hpp"
+#include "prfaas/messages/gateway.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/serving.pb.h"
 
 namespace prfaas::serving {
@@ -113,13 +115,13 @@ void update_gauges(self_ptr self) {
 template <class Msg>
 void deliver(self_ptr self, const address& gateway, const Msg& m, bool ends_a_stream) {
   auto& s = self->state;
-  auto msg = make_remote(s.ctx->local(s.self_name), gateway, m);
+  const auto gw = role_ref<gateway_role>(*s.ctx, s.self_name, gateway);
   if (!ends_a_stream) {
-    send_remote(*s.ctx, std::move(msg));
+    gw.send(m);
     return;
   }
-  request_remote(self, *s.ctx, std::move(msg), s.ctx->msgr().config().request_timeout)
-    .then([](remote_message&) {},
+  gw.request(self, m, s.ctx->msgr().config().request_timeout)
+    .then([] {},
           [ctx = s.ctx, gw = gateway.to_string()](caf::error& e) {
             ctx->log()->warn("decode_final_event_lost gateway={} error=\"{}\"", gw, describe(e));
           });
@@ -450,14 +452,15 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (DecodeOrder o; parse_remote(msg, o)) {
+      return dispatch<decode_role>(*ctx, msg,
+      [&](DecodeOrder& o) -> answer<DecodeAccepted> {
         if (o.max_tokens() == 0 || o.gateway_node().empty())
           return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
                                                    ": needs max_tokens > 0 and a gateway");
         if (s.by_request.count(o.request_id())) { // a retried order: same answer
           DecodeAccepted a;
           a.set_queue_depth(static_cast<uint32_t>(s.by_request.size()));
-          return make_reply(msg, a);
+          return a;
         }
         if (s.by_request.size() >= s.max_queue) {
           s.stats->rejected.Increment();
@@ -480,9 +483,9 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
           s.early.erase(e);
           start_import(self, q, std::move(rt));
         }
-        return make_reply(msg, a);
-      }
-      if (LoadQuery lq; parse_remote(msg, lq)) {
+        return a;
+      },
+      [&](LoadQuery&) {
         WorkerLoad l;
         l.set_role("decode");
         l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
@@ -490,17 +493,17 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_capacity(static_cast<uint32_t>(s.max_batch));
         l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
         l.set_starting(!s.engine_ready);
-        return make_reply(msg, l);
-      }
-      if (DecodeStatusQuery q; parse_remote(msg, q)) {
+        return l;
+      },
+      [&](DecodeStatusQuery& q) {
         DecodeStatus st;
         if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
           st.set_known(true);
           st.set_sent(it->second->sent);
         }
-        return make_reply(msg, st);
-      }
-      if (Cancel c; parse_remote(msg, c)) {
+        return st;
+      },
+      [&](Cancel& c) {
         if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
           auto q = it->second;
           q->cancelled = true;
@@ -509,9 +512,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
             maybe_step(self);
         }
         s.early.erase(c.request_id());
-        return remote_message{};
-      }
-      return unknown_type(*ctx, msg);
+      });
     },
   };
 }

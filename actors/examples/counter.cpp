@@ -1,11 +1,12 @@
-// `counter`: counts the one-way messages and bytes it receives and answers
+// `counter`: counts the one-way Pings (and their bytes) it receives and answers
 // examples.CountQuery. The sink of the pipelined-throughput benchmark.
 
 #include <caf/all.hpp>
 
 #include "prfaas/messages/remote_actor.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 
 namespace prfaas::examples_actors {
@@ -21,17 +22,19 @@ struct counter_state {
 remote_actor::behavior_type counter(remote_actor::stateful_pointer<counter_state> self,
                                     node_context* ctx) {
   return {
-    [self, ctx](remote_message& m) -> caf::result<remote_message> {
-      examples::CountQuery q;
-      if (m.request_id != 0 && parse_remote(m, q)) {
-        examples::CountReply r;
-        r.set_messages(self->state.messages);
-        r.set_bytes(self->state.bytes);
-        return make_reply(m, r);
-      }
-      ++self->state.messages;
-      self->state.bytes += m.payload.size() + (m.bulk ? m.bulk->size() : 0);
-      return remote_message{}; // one-way: the reply goes nowhere
+    [self, ctx](remote_message& msg) -> caf::result<remote_message> {
+      return dispatch<counter_role>(
+        *ctx, msg,
+        [&](examples::CountQuery&) {
+          examples::CountReply r;
+          r.set_messages(self->state.messages);
+          r.set_bytes(self->state.bytes);
+          return r;
+        },
+        [&](examples::Ping&, remote_message& m) {
+          ++self->state.messages;
+          self->state.bytes += m.payload.size() + (m.bulk ? m.bulk->size() : 0);
+        });
     },
   };
 }

@@ -9,7 +9,8 @@
 #include "prfaas/messages/remote_actor.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/errors.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 
 namespace prfaas::examples_actors {
@@ -40,10 +41,9 @@ caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
     self->delayed_send(self, crash_after, stop_atom_v);
   return {
     [self, ctx](remote_message& m) -> caf::result<remote_message> {
-      examples::Crash c;
-      if (!parse_remote(m, c))
-        return unknown_type(*ctx, m);
-      throw std::runtime_error("crash requested: " + c.reason());
+      return dispatch<crashy_role>(*ctx, m, [](examples::Crash& c) {
+        throw std::runtime_error("crash requested: " + c.reason());
+      });
     },
     [self, tick](caf::tick_atom) {
       ++self->state.ticks;

@@ -5,7 +5,8 @@
 
 #include "prfaas/messages/remote_actor.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 
 namespace prfaas::examples_actors {
@@ -20,17 +21,16 @@ struct echo_state {
 remote_actor::behavior_type echo(remote_actor::stateful_pointer<echo_state> self,
                                  node_context* ctx) {
   return {
-    [self, ctx](remote_message& m) -> caf::result<remote_message> {
-      examples::Ping ping;
-      if (!parse_remote(m, ping))
-        return unknown_type(*ctx, m);
-      examples::Pong pong;
-      pong.set_sequence(ping.sequence());
-      pong.set_data(ping.data());
-      pong.set_responder(m.destination.to_string());
-      pong.set_incarnation(ctx->incarnation());
-      ++self->state.answered;
-      return make_reply(m, pong, m.bulk); // bulk frames are echoed back untouched
+    [self, ctx](remote_message& msg) -> caf::result<remote_message> {
+      return dispatch<echo_role>(*ctx, msg, [&](examples::Ping& ping, remote_message& m) {
+        examples::Pong pong;
+        pong.set_sequence(ping.sequence());
+        pong.set_data(ping.data());
+        pong.set_responder(m.destination.to_string());
+        pong.set_incarnation(ctx->incarnation());
+        ++self->state.answered;
+        return with_bulk<examples::Pong>{pong, m.bulk}; // bulk frames are echoed back untouched
+      });
     },
   };
 }

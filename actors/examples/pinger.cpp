@@ -12,7 +12,8 @@
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 
 namespace prfaas::examples_actors {
@@ -52,9 +53,10 @@ caf::behavior pinger(caf::stateful_actor<pinger_state>* self, node_context* ctx,
         ping.set_sequence(++self->state.sequence);
         t.requests->Increment();
         t.in_flight->Increment();
-        request_remote(self, *ctx, make_remote(ctx->local(self_name), t.addr, ping), timeout)
+        role_ref<echo_role>(*ctx, self_name, t.addr)
+          .request(self, ping, timeout)
           .then(
-            [self, i](remote_message&) {
+            [self, i](examples::Pong&) {
               auto& t = self->state.targets[i];
               t.replies->Increment();
               t.in_flight->Decrement();

@@ -39,7 +39,11 @@
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/decode.hpp"
+#include "prfaas/messages/gateway.hpp"
+#include "prfaas/messages/prefill.hpp"
+#include "prfaas/messages/scheduler.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/runtime/sim_time.hpp"
 #include "prfaas/wire/serving.pb.h"
 
@@ -114,6 +118,12 @@ struct gateway_env {
   gateway_settings cfg;
 
   address me() const { return ctx->local(name); }
+  remote_ref<decode_role> decode_of(const entry& e) const {
+    return {ctx->msgr(), me(), {e.route.decode_node(), e.route.decode_actor()}};
+  }
+  remote_ref<prefill_role> prefill_of(const entry& e) const {
+    return {ctx->msgr(), me(), {e.route.prefill_node(), e.route.prefill_actor()}};
+  }
 
   void count(const char* outcome) const {
     ctx->node_metrics()
@@ -135,7 +145,7 @@ struct gateway_env {
     Cancel c;
     c.set_request_id(e.a->id);
     c.set_reason(why);
-    send_remote(*ctx, make_remote(me(), {e.route.decode_node(), e.route.decode_actor()}, c));
+    decode_of(e).send(c);
   }
 
   void cancel_work(const entry& e, const std::string& why) const {
@@ -143,9 +153,9 @@ struct gateway_env {
     c.set_request_id(e.a->id);
     c.set_reason(why);
     if (!e.route.decode_node().empty())
-      send_remote(*ctx, make_remote(me(), {e.route.decode_node(), e.route.decode_actor()}, c));
+      decode_of(e).send(c);
     if (!e.route.prefill_node().empty())
-      send_remote(*ctx, make_remote(me(), {e.route.prefill_node(), e.route.prefill_actor()}, c));
+      prefill_of(e).send(c);
   }
 
   void end(const entry_ptr& e) const {
@@ -224,16 +234,12 @@ struct gateway_env {
       q.set_decode_actor(e->route.decode_actor());
     }
     auto env = *this;
-    request_remote(self, *ctx, make_remote(me(), cfg.scheduler, q),
-                   std::min(cfg.control_timeout, remaining(*e)))
+    remote_ref<scheduler_role>(ctx->msgr(), me(), cfg.scheduler)
+      .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
       .then(
-        [env, e, failover](remote_message& r) {
+        [env, e, failover](RouteDecision& d) {
           if (e->lc.terminal() || e->lc.state() == request_state::decoding)
             return; // ended, or an earlier attempt's KV arrived while re-routing
-          RouteDecision d;
-          if (!parse_remote(r, d))
-            return env.fail(e, {.status = 500, .message = "scheduler answered with " + r.type,
-                                .type = "server_error"}, "internal");
           e->route = d;
           e->lc.advance(request_state::routed);
           e->last_event = env.self->clock().now(); // the decode worker's silence counts from here
@@ -248,6 +254,9 @@ struct gateway_env {
           if (e->lc.terminal() || env.past_deadline(e))
             return;
           auto code = error_code(err);
+          if (code == errc::bad_reply)
+            return env.fail(e, {.status = 500, .message = describe(err), .type = "server_error"},
+                            "internal");
           env.fail(e, code == errc::overloaded ? unavailable("no capacity: " + describe(err))
                                                : unavailable("scheduler unavailable: " + describe(err)),
                    "no_route");
@@ -270,11 +279,10 @@ struct gateway_env {
     o.set_gateway_actor(name);
     o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
     auto env = *this;
-    request_remote(self, *ctx,
-                   make_remote(me(), {e->route.decode_node(), e->route.decode_actor()}, o),
-                   std::min(cfg.control_timeout, remaining(*e)))
+    decode_of(*e)
+      .request(self, o, std::min(cfg.control_timeout, remaining(*e)))
       .then(
-        [](remote_message&) {}, // reserved; the prefill is already on its way
+        [](DecodeAccepted&) {}, // reserved; the prefill is already on its way
         [env, e, node = e->route.decode_node()](caf::error& err) {
           if (e->lc.terminal())
             return;
@@ -318,13 +326,11 @@ struct gateway_env {
     e->lc.advance(request_state::prefilling);
     auto env = *this;
     const uint64_t tid = e->transfer_id;
-    request_remote(self, *ctx,
-                   make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, o),
-                   remaining(*e))
+    prefill_of(*e)
+      .request(self, o, remaining(*e))
       .then(
-        [env, e, tid](remote_message& m) {
-          PrefillDone d;
-          if (e->lc.terminal() || tid != e->transfer_id || !parse_remote(m, d))
+        [env, e, tid](PrefillDone& d) {
+          if (e->lc.terminal() || tid != e->transfer_id)
             return;
           e->retransmits += d.retransmits();
           e->prefill_queue_ns = d.queue_ns();
@@ -354,7 +360,7 @@ struct gateway_env {
     c.set_request_id(e->a->id);
     c.set_transfer_id(e->transfer_id);
     c.set_reason("failover");
-    send_remote(*ctx, make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, c));
+    prefill_of(*e).send(c);
     if (e->lc.attempts() - e->resumes >= cfg.max_attempts) { // a resume's prefill is not a failover
       auto code = error_code(err);
       if (code == errc::overloaded)
@@ -389,7 +395,7 @@ struct gateway_env {
       c.set_request_id(e->a->id);
       c.set_transfer_id(e->transfer_id);
       c.set_reason("decode_lost");
-      send_remote(*ctx, make_remote(me(), {e->route.prefill_node(), e->route.prefill_actor()}, c));
+      prefill_of(*e).send(c);
     }
     e->transfer_id = 0; // late replies of the old attempt are ignored
     e->resumed_after = e->tokens;
@@ -514,15 +520,14 @@ struct gateway_env {
     q.set_request_id(e->a->id);
     auto env = *this;
     const auto node = e->route.decode_node();
-    request_remote(self, *ctx, make_remote(me(), {node, e->route.decode_actor()}, q),
-                   std::min(cfg.control_timeout, remaining(*e)))
+    decode_of(*e)
+      .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
       .then(
-        [env, e, node](remote_message& r) {
+        [env, e, node](DecodeStatus& st) {
           e->status_asked = false;
           if (e->lc.terminal() || e->route.decode_node() != node)
             return;
-          DecodeStatus st;
-          if (parse_remote(r, st) && st.known()) {
+          if (st.known()) {
             e->last_event = env.self->clock().now(); // alive: look again after another timeout
             return;
           }
@@ -627,16 +632,13 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
       self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
-      if (TokenEvents batch; parse_remote(msg, batch)) {
-        for (auto& ev : batch.events())
-          env.on_tokens(ev);
-        return remote_message{};
-      }
-      if (TokenEvent ev; parse_remote(msg, ev)) {
-        env.on_tokens(ev);
-        return remote_message{};
-      }
-      return unknown_type(*ctx, msg);
+      return dispatch<gateway_role>(
+        *ctx, msg,
+        [&](TokenEvents& batch) {
+          for (auto& ev : batch.events())
+            env.on_tokens(ev);
+        },
+        [&](TokenEvent& ev) { env.on_tokens(ev); });
     },
   };
 }

@@ -1,4 +1,4 @@
-// `kv_directory`: the global KVCache manager (DESIGN.md §2, §4). Keeps a
+// `kv_directory`: the global KVCache manager (docs/architecture.md). Keeps a
 // prefix_index of which worker holds which chained prefix block and answers
 // directory.PrefixQuery with the longest match per cluster and per node.
 //
@@ -24,7 +24,8 @@
 
 #include "kv_directory/prefix_index.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/kv_directory.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/directory.pb.h"
 
 namespace prfaas::directory {
@@ -157,17 +158,13 @@ void reannounce(self_ptr self, node_context* ctx, const address& me, const addre
   ask.set_max_blocks(static_cast<uint32_t>(
     std::min<uint64_t>(ctx->msgr().config().max_envelope_bytes / 16, UINT32_MAX)));
   const auto key = worker.to_string();
-  request_remote(self, *ctx, make_remote(me, worker, ask), timeout)
+  remote_ref<kv_holder_role>(ctx->msgr(), me, worker)
+    .request(self, ask, timeout)
     .then(
-      [self, ctx, worker, key, initial](remote_message& r) {
-        BlocksStored held;
-        if (parse_remote(r, held)) {
-          if (held.chains_size() > 0)
-            ctx->probe("kv_directory.rebuild");
-          apply_stored(self, ctx, held, r);
-        }
-        else
-          ctx->log()->warn("kv_directory_bad_reannounce worker={} type={}", key, r.type);
+      [self, ctx, key, initial](BlocksStored& held, remote_message& r) {
+        if (held.chains_size() > 0)
+          ctx->probe("kv_directory.rebuild");
+        apply_stored(self, ctx, held, r);
         if (initial && self->state.pending.erase(key) && self->state.pending.empty())
           end_rebuild(self, ctx, "all_answered");
       },
@@ -262,13 +259,13 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, a
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (BlocksStored m; parse_remote(msg, m)) {
+      return dispatch<kv_directory_role>(*ctx, msg,
+      [&](BlocksStored& m) {
         if (ctx->faults().fire("kv_directory.crash"))
           throw std::runtime_error("fault point kv_directory.crash: crashing on a report from " + m.node());
         apply_stored(self, ctx, m, msg);
-        return remote_message{};
-      }
-      if (BlocksEvicted m; parse_remote(msg, m)) {
+      },
+      [&](BlocksEvicted& m) {
         std::vector<block_id> ids(m.block_ids().begin(), m.block_ids().end());
         auto h = holder_from(m.node(), m.actor(), m.cluster(), msg, ctx->deployment());
         try {
@@ -278,14 +275,12 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, a
                            e.what());
         }
         sync_metrics(self);
-        return remote_message{};
-      }
-      if (PrefixQuery q; parse_remote(msg, q)) {
+      },
+      [&](PrefixQuery& q) {
         auto r = s.index->match({q.block_ids().data(), static_cast<size_t>(q.block_ids_size())});
         sync_metrics(self);
-        return make_reply(msg, to_wire(r, s.rebuilding));
-      }
-      return unknown_type(*ctx, msg);
+        return to_wire(r, s.rebuilding);
+      });
     },
   };
 }

@@ -1,4 +1,4 @@
-// `link_monitor`: one end of a cross-cluster link (DESIGN.md §2, §6). Measures the
+// `link_monitor`: one end of a cross-cluster link (docs/architecture.md). Measures the
 // link toward `peer_cluster` and publishes link.LinkState to its subscribers.
 //
 //  * RTT and liveness: every `probe_interval`, a link.LinkProbe request to each
@@ -23,7 +23,8 @@
 
 #include "link_monitor/link_tracker.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/link_monitor.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/link.pb.h"
 
 namespace prfaas::link {
@@ -130,7 +131,7 @@ void publish(self_ptr self, node_context* ctx, const address& me) {
     return;
   auto st = current(self, me);
   for (auto& to : subs)
-    send_remote(*ctx, make_remote(me, to, st));
+    remote_ref<link_subscriber_role>(ctx->msgr(), me, to).send(st);
 }
 
 void update_gauges(self_ptr self) {
@@ -187,19 +188,14 @@ void probe(self_ptr self, node_context* ctx, const address& me) {
     p.set_sequence(++s.probe_seq);
     p.set_from_cluster(s.cfg.cluster);
     const auto sent = self->clock().now();
-    request_remote(self, *ctx, make_remote(me, peer, p), s.cfg.probe_timeout)
+    remote_ref<link_monitor_role>(ctx->msgr(), me, peer)
+      .request(self, p, s.cfg.probe_timeout)
       .then(
-        [self, ctx, me, sent](remote_message& r) {
+        [self, ctx, me, sent](LinkProbeReply&) {
           auto& s = self->state;
-          LinkProbeReply reply;
-          if (parse_remote(r, reply)) {
-            const auto now = self->clock().now();
-            s.link->answered(now - sent, now);
-            s.stats->answered.Increment();
-          } else {
-            s.link->lost();
-            s.stats->lost.Increment();
-          }
+          const auto now = self->clock().now();
+          s.link->answered(now - sent, now);
+          s.stats->answered.Increment();
           evaluate(self, ctx, me);
         },
         [self, ctx, me](caf::error&) {
@@ -251,14 +247,15 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (LinkProbe p; parse_remote(msg, p)) {
+      return dispatch<link_monitor_role>(*ctx, msg,
+      [&](LinkProbe& p) {
         LinkProbeReply r;
         r.set_sequence(p.sequence());
         r.set_cluster(s.cfg.cluster);
         r.set_state(static_cast<Condition>(s.link->state()));
-        return make_reply(msg, r);
-      }
-      if (Subscribe sub; parse_remote(msg, sub)) {
+        return r;
+      },
+      [&](Subscribe& sub) -> answer<LinkState> {
         address who{sub.node().empty() ? msg.source.node : sub.node(),
                     sub.actor().empty() ? msg.source.actor : sub.actor()};
         auto& subs = s.subscribers;
@@ -272,9 +269,8 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
                                                     std::to_string(max_subscribers) + ") reached");
           subs.push_back(who);
         }
-        return make_reply(msg, current(self, me));
-      }
-      return unknown_type(*ctx, msg);
+        return current(self, me);
+      });
     },
   };
 }

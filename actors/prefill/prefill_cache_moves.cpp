@@ -47,13 +47,11 @@ void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const
   s.pulling[tid] = o;
   const auto wait = std::max<duration>(std::chrono::milliseconds(1),
                                        std::min<duration>(s.pull_timeout, o->deadline - self->clock().now()));
-  request_remote(self, *ctx,
-                 make_remote(ctx->local(name), {o->po.cache_from_node(), o->po.cache_from_actor()}, q),
-                 wait)
+  role_ref<prefill_role>(*ctx, name, {o->po.cache_from_node(), o->po.cache_from_actor()})
+    .request(self, q, wait)
     .then(
-      [self, ctx, name, tid](remote_message& r) {
-        CachePullAccepted a;
-        if (!parse_remote(r, a) || a.blocks() == 0)
+      [self, ctx, name, tid](CachePullAccepted& a) {
+        if (a.blocks() == 0)
           end_pull(self, ctx, name, tid, "the holder has none of the blocks now");
       },
       [self, ctx, name, tid](caf::error& e) { end_pull(self, ctx, name, tid, describe(e)); });
@@ -87,14 +85,14 @@ void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, re
 
 /// A peer pulls cached blocks from this worker: export them on the engine thread and
 /// send them over the data plane; the reply says how many are on their way.
-caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
+prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
                                        const CachePull& q) {
   auto& s = self->state;
   if (!s.cache)
     return make_error(errc::bad_request, "CachePull " + q.request_id() + ": this worker has no prefix cache");
-  auto rp = self->make_response_promise<remote_message>();
+  reply_promise<CachePullAccepted> rp(self, msg);
   std::vector<engine::block_id> ids(q.block_ids().begin(), q.block_ids().end());
-  s.runner->post([inbox = s.inbox, cache = s.cache, ids, q, msg, rp, dp = ctx->data(),
+  s.runner->post([inbox = s.inbox, cache = s.cache, ids, q, rp, dp = ctx->data(),
                   log = ctx->log()](engine::engine&) mutable {
     auto x = cache->export_prefix(ids);
     if (!x.ids.empty()) {
@@ -110,7 +108,7 @@ caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const r
     }
     CachePullAccepted a;
     a.set_blocks(static_cast<uint32_t>(x.ids.size()));
-    inbox->post([rp, reply = make_reply(msg, a)]() mutable { rp.deliver(std::move(reply)); });
+    inbox->post([rp, a]() mutable { rp.deliver(a); });
   });
   return rp;
 }

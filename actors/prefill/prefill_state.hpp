@@ -16,7 +16,9 @@
 #include "common/engine_runner.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/prefix_cache.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/kv_directory.hpp"
+#include "prfaas/messages/prefill.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/serving.pb.h"
 
@@ -26,8 +28,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct order {
   PrefillOrder po;
-  remote_message request; ///< to address the reply
-  caf::typed_response_promise<remote_message> promise;
+  reply_promise<PrefillDone> promise;
   clock_type::time_point enqueued;
   clock_type::time_point deadline;
   bool answered = false;
@@ -94,7 +95,7 @@ void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const
 void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt);
 /// A peer pulls cached blocks from this worker: export them on the engine thread and
 /// send them over the data plane; the reply says how many are on their way.
-caf::result<remote_message> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
+prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
                                        const CachePull& q);
 
 } // namespace prfaas::serving::prefill_detail

@@ -108,20 +108,20 @@ void announce(self_ptr self, node_context* ctx, const std::string& name,
       evicted.add_block_ids(ev.key.id);
     }
   }
-  auto me = ctx->local(name);
+  const auto dir = role_ref<kv_directory_role>(*ctx, name, s.directory);
   if (stored.chains_size() > 0) {
     stored.set_node(ctx->node());
     stored.set_actor(name);
     stored.set_cluster(ctx->cluster());
     stored.set_epoch(s.epoch);
-    send_remote(*ctx, make_remote(me, s.directory, stored));
+    dir.send(stored);
   }
   if (evicted.block_ids_size() > 0) {
     evicted.set_node(ctx->node());
     evicted.set_actor(name);
     evicted.set_cluster(ctx->cluster());
     evicted.set_epoch(s.epoch);
-    send_remote(*ctx, make_remote(me, s.directory, evicted));
+    dir.send(evicted);
   }
 }
 
@@ -148,7 +148,7 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
   done.set_queue_ns(queue_ns);
   o->answered = true;
   self->state.stats->ok.Increment();
-  o->promise.deliver(make_reply(o->request, done));
+  o->promise.deliver(done);
 }
 
 void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o) {
@@ -369,7 +369,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
     [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
     [=](remote_message& msg) -> caf::result<remote_message> {
       auto& s = self->state;
-      if (PrefillOrder po; parse_remote(msg, po)) {
+      return dispatch<prefill_role>(*ctx, msg,
+      [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
         if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
           return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
                                                    ": needs a prompt, decode_node and decode_sink");
@@ -395,35 +396,33 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
           }
         }
         auto o = std::make_shared<order>();
-        o->promise = self->make_response_promise<remote_message>();
+        o->promise = reply_promise<PrefillDone>(self, msg);
         o->enqueued = self->clock().now();
         o->deadline = o->enqueued + std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
         s.queued_tokens += work_of(po);
         o->po = std::move(po);
-        o->request = msg;
-        o->request.payload.clear();
         auto promise = o->promise;
         if (s.cache && !o->po.cache_from_node().empty() && o->po.cache_blocks() > 0)
           pull_cache(self, ctx, name, o);
         else
           enqueue(self, ctx, name, o);
         return promise;
-      }
-      if (directory::Reannounce ra; parse_remote(msg, ra)) {
+      },
+      [&](directory::Reannounce&) {
         // Everything the cache holds, at a new epoch (it replaces what the directory
         // had from us). Read on the engine thread, answered from here.
         s.epoch = std::max(s.epoch + 1, epoch_now(self));
-        auto rp = self->make_response_promise<remote_message>();
+        reply_promise<directory::BlocksStored> rp(self, msg);
         directory::BlocksStored all;
         all.set_node(ctx->node());
         all.set_actor(name);
         all.set_cluster(ctx->cluster());
         all.set_epoch(s.epoch);
         if (!s.cache) {
-          rp.deliver(make_reply(msg, all));
+          rp.deliver(all);
           return rp;
         }
-        s.runner->post([inbox = s.inbox, msg, all, rp, cache = s.cache,
+        s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
                         events = s.cache_events](engine::engine&) mutable {
           for (auto& [id, parent] : cache->kv_blocks()) {
             auto* chain = all.add_chains();
@@ -432,11 +431,11 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
             chain->add_block_ids(id);
           }
           events->clear(); // covered by this full report
-          inbox->post([rp, reply = make_reply(msg, all)]() mutable { rp.deliver(std::move(reply)); });
+          inbox->post([rp, all]() mutable { rp.deliver(all); });
         });
         return rp;
-      }
-      if (LoadQuery q; parse_remote(msg, q)) {
+      },
+      [&](LoadQuery&) {
         WorkerLoad l;
         l.set_role("prefill");
         l.set_queue_depth(static_cast<uint32_t>(s.queue.size()));
@@ -446,11 +445,10 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         l.set_tokens_per_s(s.tokens_per_s);
         l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
         l.set_starting(!s.ready);
-        return make_reply(msg, l);
-      }
-      if (CachePull q; parse_remote(msg, q))
-        return serve_pull(self, ctx, msg, q);
-      if (Cancel c; parse_remote(msg, c)) {
+        return l;
+      },
+      [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
+      [&](Cancel& c) {
         ctx->probe("prefill.cancelled");
         for (auto& [tid, o] : s.pulling)
           if (o->po.request_id() == c.request_id() &&
@@ -463,9 +461,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
         for (auto& [tid, o] : s.transferring)
           if (o->po.request_id() == c.request_id() && (c.transfer_id() == 0 || c.transfer_id() == tid))
             ctx->data()->cancel(tid); // its `done` answers the order
-        return remote_message{};
-      }
-      return unknown_type(*ctx, msg);
+      });
     },
   };
 }

@@ -1,6 +1,6 @@
 #pragma once
 
-// The PrfaaS routing policies (paper §3.4; DESIGN.md §5) and the baselines they are
+// The PrfaaS routing policies (paper §3.4) and the baselines they are
 // compared with, as plain classes behind routing_policy:
 //
 //   prfaas               offload iff the *uncached* length exceeds t; bandwidth scarce

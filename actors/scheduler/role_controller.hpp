@@ -1,7 +1,7 @@
 #pragma once
 
 // The long-term controller (paper §3.4.3, "convert PD nodes between prefill and
-// decode to restore Eq. 7 and 8"; DESIGN.md §5). A *convertible* node is a PD-cluster
+// decode to restore Eq. 7 and 8"). A *convertible* node is a PD-cluster
 // node that hosts both a prefill worker and a decode worker of which exactly one takes
 // work (the other is on standby). Every `interval` the controller compares the two PD
 // stages' smoothed loads:

@@ -24,7 +24,11 @@
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/decode.hpp"
+#include "prfaas/messages/kv_directory.hpp"
+#include "prfaas/messages/prefill.hpp"
+#include "prfaas/messages/scheduler.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "common/actor_inbox.hpp"
 #include "common/engine_setup.hpp"
 #include "prfaas/wire/directory.pb.h"
@@ -186,20 +190,23 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   auto poll = [self, ctx, me, interval, grace](bool prefill, size_t i) {
     auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
     const auto polled = self->clock().now();
-    request_remote(self, *ctx, make_remote(me, list[i].addr, LoadQuery{}), interval * 5)
-      .then(
-        [self, prefill, i, polled, grace](remote_message& r) {
-          WorkerLoad l;
-          if (parse_remote(r, l))
-            apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l,
-                       polled, grace);
-        },
-        [](caf::error&) {}); // stale load is kept; liveness comes from membership
+    auto on_load = [self, prefill, i, polled, grace](WorkerLoad& l) {
+      apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled, grace);
+    };
+    auto on_error = [](caf::error&) {}; // stale load is kept; liveness comes from membership
+    if (prefill)
+      remote_ref<prefill_role>(ctx->msgr(), me, list[i].addr)
+        .request(self, LoadQuery{}, interval * 5)
+        .then(on_load, on_error);
+    else
+      remote_ref<decode_role>(ctx->msgr(), me, list[i].addr)
+        .request(self, LoadQuery{}, interval * 5)
+        .then(on_load, on_error);
   };
 
   // One routing decision: the policy's choice, booked against the workers' load.
-  auto decide = [=](const RouteQuery& q, const remote_message& msg,
-                    std::map<std::string, uint32_t> cached) -> caf::expected<remote_message> {
+  auto decide = [=](const RouteQuery& q,
+                    std::map<std::string, uint32_t> cached) -> caf::expected<RouteDecision> {
     route_input in;
     in.cached_by_node = std::move(cached);
     in.prompt_tokens = q.prompt_tokens();
@@ -251,7 +258,13 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
       out.set_cache_from_actor(src.addr.actor);
       out.set_cache_blocks(cached_on(in, src) / std::max<uint32_t>(1, block_tokens));
     }
-    return make_reply(msg, out);
+    return out;
+  };
+  auto deliver = [](reply_promise<RouteDecision>& rp, caf::expected<RouteDecision> d) {
+    if (d)
+      rp.deliver(*d);
+    else
+      rp.deliver(std::move(d.error()));
   };
 
   return {
@@ -305,7 +318,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
             w.up = up;
     },
     [=](remote_message& msg) -> caf::result<remote_message> {
-      if (link::LinkState st; parse_remote(msg, st)) {
+      return dispatch<scheduler_role>(*ctx, msg,
+      [&](link::LinkState& st) {
         // Link down: no new offloads (the threshold is effectively infinite) until a
         // monitor reports it back. Unknown (nothing measured yet) counts as up.
         auto key = st.cluster() + "|" + st.peer_cluster();
@@ -337,29 +351,26 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         if (was_up != links.empty())
           ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", links.empty() ? "up" : "down",
                            st.cluster(), st.peer_cluster(), st.reason());
-        return remote_message{};
-      }
-      RouteQuery q;
-      if (!parse_remote(msg, q))
-        return unknown_type(*ctx, msg);
+      },
+      [&](RouteQuery& q) -> answer<RouteDecision> {
       if (dir.node.empty() || q.block_ids_size() == 0) {
-        auto r = decide(q, msg, {});
+        auto r = decide(q, {});
         if (!r)
           return std::move(r.error());
         return std::move(*r);
       }
       // Ask the KV directory where the prompt's prefix is cached; without an answer in
       // time (or while it rebuilds) route cache-blind rather than wait or fail.
-      auto rp = self->make_response_promise<remote_message>();
+      reply_promise<RouteDecision> rp(self, msg);
       directory::PrefixQuery pq;
       *pq.mutable_block_ids() = q.block_ids();
       pq.set_request_id(q.request_id());
-      request_remote(self, *ctx, make_remote(me, dir, pq), dir_timeout)
+      remote_ref<kv_directory_role>(ctx->msgr(), me, dir)
+        .request(self, pq, dir_timeout)
         .then(
-          [=](remote_message& r) mutable {
-            directory::PrefixMatch m;
+          [=](directory::PrefixMatch& m) mutable {
             std::map<std::string, uint32_t> cached;
-            if (parse_remote(r, m) && !m.rebuilding())
+            if (!m.rebuilding())
               for (auto& n : m.nodes())
                 cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
             else
@@ -367,24 +378,17 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
               cache_blind->Increment();
               ctx->probe("scheduler.cache_blind");
             }
-            auto d = decide(q, msg, std::move(cached));
-            if (d)
-              rp.deliver(std::move(*d));
-            else
-              rp.deliver(std::move(d.error()));
+            deliver(rp, decide(q, std::move(cached)));
           },
           [=](caf::error&) mutable {
             {
               cache_blind->Increment();
               ctx->probe("scheduler.cache_blind");
             }
-            auto d = decide(q, msg, {});
-            if (d)
-              rp.deliver(std::move(*d));
-            else
-              rp.deliver(std::move(d.error()));
+            deliver(rp, decide(q, {}));
           });
       return rp;
+      });
     },
   };
 }

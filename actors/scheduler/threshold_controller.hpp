@@ -1,6 +1,6 @@
 #pragma once
 
-// The short-term controller of the prfaas policy (paper §3.4.3; DESIGN.md §5). It moves
+// The short-term controller of the prfaas policy (paper §3.4.3). It moves
 // the offload threshold t on two signals:
 //
 // Balance (Eq. 7 as feedback). When both clusters' prefill queues are known — pending

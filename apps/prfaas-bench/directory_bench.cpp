@@ -17,8 +17,10 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <variant>
 
 #include <CLI/CLI.hpp>
+
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,7 +28,8 @@
 #include "kv_directory/prefix_index.hpp"
 #include "loadgen/trace.hpp"
 #include "prfaas/engine/block_pool.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/kv_directory.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/directory.pb.h"
 #include "stats.hpp"
 
@@ -171,12 +174,16 @@ void stamp(Proto& m, const dir::holder_ref& h) {
   m.set_epoch(1);
 }
 
+using directory_message = std::variant<prepared<kv_directory_role, dir::BlocksStored>,
+                                       prepared<kv_directory_role, dir::BlocksEvicted>,
+                                       prepared<kv_directory_role, dir::PrefixQuery>>;
+
 /// The stream as the directory's messages: each worker's consecutive events folded
 /// into one BlocksStored (chains) then one BlocksEvicted, up to `batch` events.
 /// Queries are not held back for pending events (as in Dynamo's replay).
-std::vector<std::pair<bool, remote_message>> to_messages(const op_stream& s, uint32_t batch) {
+std::vector<directory_message> to_messages(const op_stream& s, uint32_t batch) {
   const address from{"dir", "bench"}, to{"dir", "dir"};
-  std::vector<std::pair<bool, remote_message>> out;
+  std::vector<directory_message> out;
   struct pending {
     dir::BlocksStored stored;
     dir::BlocksEvicted evicted;
@@ -187,11 +194,11 @@ std::vector<std::pair<bool, remote_message>> to_messages(const op_stream& s, uin
     auto& p = by_worker[w];
     if (p.stored.chains_size()) {
       stamp(p.stored, s.holders[w]);
-      out.emplace_back(false, make_remote(from, to, p.stored));
+      out.emplace_back(prepare<kv_directory_role>(from, to, p.stored));
     }
     if (p.evicted.block_ids_size()) {
       stamp(p.evicted, s.holders[w]);
-      out.emplace_back(false, make_remote(from, to, p.evicted));
+      out.emplace_back(prepare<kv_directory_role>(from, to, p.evicted));
     }
     p = pending{};
   };
@@ -200,7 +207,7 @@ std::vector<std::pair<bool, remote_message>> to_messages(const op_stream& s, uin
     if (op.what == bench_op::kind::match) {
       dir::PrefixQuery q;
       q.mutable_block_ids()->Add(op.blocks.ids.begin(), op.blocks.ids.end());
-      out.emplace_back(true, make_remote(from, to, q));
+      out.emplace_back(prepare<kv_directory_role>(from, to, q));
       continue;
     }
     if (op.what == bench_op::kind::store) {
@@ -237,7 +244,7 @@ std::string directory_yaml(uint64_t capacity) {
 /// Seconds until the directory answered every query, the last one sent after the
 /// last event (one-way sends go straight to its mailbox; requests take one more hop,
 /// so that answer comes after every event was applied).
-double replay_actor(const std::vector<std::pair<bool, remote_message>>& msgs, uint64_t capacity,
+double replay_actor(const std::vector<directory_message>& msgs, uint64_t capacity,
                     uint32_t window) {
   live_node n{directory_yaml(capacity), "dir"};
   auto& msgr = n.self->context().msgr();
@@ -247,28 +254,34 @@ double replay_actor(const std::vector<std::pair<bool, remote_message>>& msgs, ui
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   caf::scoped_actor self{*n.sys};
-  using handle = decltype(request_remote(self.ptr(), msgr, remote_message{}, std::chrono::seconds(1)));
+  const remote_ref<kv_directory_role> d{msgr, {"dir", "bench"}, {"dir", "dir"}};
+  using handle = decltype(d.request(self.ptr(), dir::PrefixQuery{}, std::chrono::seconds(1)));
   std::deque<handle> in_flight;
   auto receive_one = [&] {
-    in_flight.front().receive([](remote_message&) {},
+    in_flight.front().receive([](dir::PrefixMatch&) {},
                               [](caf::error& e) { throw std::runtime_error("query: " + describe(e)); });
     in_flight.pop_front();
   };
   auto t0 = clock_type::now();
-  for (auto& [query, m] : msgs) {
-    if (!query) {
-      if (msgr.send_oneway(m) != send_status::queued)
-        throw std::runtime_error("directory bench: one-way send refused");
+  for (auto& m : msgs) {
+    if (auto* q = std::get_if<prepared<kv_directory_role, dir::PrefixQuery>>(&m)) {
+      if (in_flight.size() >= window)
+        receive_one();
+      in_flight.push_back(d.request(self.ptr(), *q, std::chrono::seconds(60)));
       continue;
     }
-    if (in_flight.size() >= window)
-      receive_one();
-    in_flight.push_back(request_remote(self.ptr(), msgr, m, std::chrono::seconds(60)));
+    const auto sent = std::visit(
+      [&](auto& p) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(p)>, prepared<kv_directory_role, dir::PrefixQuery>>)
+          return send_status::queued; // (requests went above)
+        else
+          return d.send(p);
+      },
+      m);
+    if (sent != send_status::queued)
+      throw std::runtime_error("directory bench: one-way send refused");
   }
-  dir::PrefixQuery last;
-  in_flight.push_back(request_remote(self.ptr(), msgr,
-                                     make_remote(address{"dir", "bench"}, address{"dir", "dir"}, last),
-                                     std::chrono::seconds(60)));
+  in_flight.push_back(d.request(self.ptr(), dir::PrefixQuery{}, std::chrono::seconds(60)));
   while (!in_flight.empty())
     receive_one();
   return seconds_since(t0);

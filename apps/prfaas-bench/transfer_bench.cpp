@@ -35,7 +35,8 @@
 #include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/data_plane.hpp"
 #include "prfaas/runtime/node.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 #include "bench_node.hpp"
 #include "stats.hpp"
@@ -232,10 +233,10 @@ void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& 
   ping.set_data(std::string(64, 'p'));
   for (uint64_t i = 0; !stop && i < count; ++i) {
     ping.set_sequence(i);
-    auto msg = make_remote(address{"client", "bench"}, address{"server", "echo"}, ping);
+    const remote_ref<echo_role> echo{client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
     auto t0 = clock_type::now();
-    request_remote(self.ptr(), client.context().msgr(), std::move(msg), std::chrono::seconds(5))
-      .receive([](remote_message&) {},
+    echo.request(self.ptr(), ping, std::chrono::seconds(5))
+      .receive([](examples::Pong&) {},
                [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
     out.push_back(seconds_since(t0) * 1e6);
     // A ping every ~200 us: a steady probe, not a second bulk load.
@@ -418,7 +419,8 @@ int run_transfer_bench(const transfer_options& o) {
 
   auto l = layout::loopback();
   auto yaml = deployment_yaml(l, o);
-  // Fork before any actor system or ZeroMQ context exists (STACK_NOTES pitfall 16).
+  // Fork before any actor system or ZeroMQ context exists: both run threads of their
+  // own, which a forked child would not have.
   pid_t pid = fork();
   if (pid < 0) {
     std::cerr << "fork failed\n";

@@ -25,7 +25,8 @@
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/node.hpp"
-#include "prfaas/runtime/remote.hpp"
+#include "prfaas/messages/examples.hpp"
+#include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/examples.pb.h"
 #include "bench_node.hpp"
 #include "stats.hpp"
@@ -156,11 +157,11 @@ void ping_next(caf::event_based_actor* self, std::shared_ptr<ping_run> run) {
   }
   --run->left;
   run->ping.set_sequence(run->left);
-  auto msg = make_remote(address{"client", "pinger"}, address{"server", "echo"}, run->ping);
+  const remote_ref<echo_role> echo{*run->msgr, {"client", "pinger"}, {"server", "echo"}};
   auto t0 = clock_type::now();
-  request_remote(self, *run->msgr, std::move(msg), std::chrono::seconds(5))
+  echo.request(self, run->ping, std::chrono::seconds(5))
     .then(
-      [self, run, t0](remote_message&) {
+      [self, run, t0](examples::Pong&) {
         run->out->push_back(seconds_since(t0) * 1e6);
         ping_next(self, run);
       },
@@ -175,10 +176,9 @@ struct prfaas_client {
 
   examples::CountReply count() {
     examples::CountReply out;
-    auto msg = make_remote(address{"client", "bench"}, address{"server", "sink"},
-                           examples::CountQuery{});
-    request_remote(self.ptr(), client.context().msgr(), msg, std::chrono::seconds(5))
-      .receive([&](remote_message& r) { parse_remote(r, out); },
+    remote_ref<counter_role>{client.context().msgr(), {"client", "bench"}, {"server", "sink"}}
+      .request(self.ptr(), examples::CountQuery{}, std::chrono::seconds(5))
+      .receive([&](examples::CountReply& r) { out = r; },
                [](caf::error& e) { throw std::runtime_error("count query: " + describe(e)); });
     return out;
   }
@@ -188,10 +188,10 @@ struct prfaas_client {
     ping.set_data(payload);
     for (uint64_t i = 0; i < n; ++i) {
       ping.set_sequence(i);
-      auto msg = make_remote(address{"client", "bench"}, address{"server", "echo"}, ping);
+      const remote_ref<echo_role> echo{client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
       auto t0 = clock_type::now();
-      request_remote(self.ptr(), client.context().msgr(), std::move(msg), std::chrono::seconds(5))
-        .receive([](remote_message&) {},
+      echo.request(self.ptr(), ping, std::chrono::seconds(5))
+        .receive([](examples::Pong&) {},
                  [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
       out.push_back(seconds_since(t0) * 1e6);
     }
@@ -221,10 +221,11 @@ struct prfaas_client {
     auto before = count();
     examples::Ping ping;
     ping.set_data(payload);
-    auto msg = make_remote(address{"client", "bench"}, address{"server", "sink"}, ping, bulk);
+    const remote_ref<counter_role> sink{client.context().msgr(), {"client", "bench"}, {"server", "sink"}};
+    const auto msg = prepare<counter_role>({"client", "bench"}, {"server", "sink"}, ping, bulk);
     auto t0 = clock_type::now();
     for (uint64_t i = 0; i < n; ++i) {
-      auto st = client.context().msgr().send_oneway(msg);
+      auto st = sink.send(msg);
       if (st != send_status::queued)
         throw std::runtime_error("one-way send refused (queue full?)");
     }
@@ -240,7 +241,8 @@ struct prfaas_client {
 int run_transport_bench(const transport_options& o) {
   int server_port = free_port(), client_port = free_port(), raw_port = free_port();
   auto yaml = deployment_yaml(server_port, client_port, o.inline_delivery);
-  // Fork before any actor system or ZeroMQ context exists (STACK_NOTES pitfall 16).
+  // Fork before any actor system or ZeroMQ context exists: both run threads of their
+  // own, which a forked child would not have.
   pid_t pid = fork();
   if (pid < 0) {
     std::cerr << "fork failed\n";

@@ -5,7 +5,8 @@
 //   completed  200 with every requested token, within the deadline
 //   failed     a clean failure: an HTTP error status or an SSE error event
 //   lost       no answer, a dropped connection, a truncated stream, missing tokens, or
-//              an answer after the deadline: the failure model (DESIGN.md §7) allows none
+//              an answer after the deadline: none is allowed (every accepted request
+//              ends before its deadline, completed or with a clear error)
 //   duplicated more tokens than requested (ignore_eos makes the count exact)
 // Requests the generator never sent (all its slots busy) are counted apart.
 

@@ -4,9 +4,14 @@
 //
 // Everything a plugin needs is the installed prfaas headers and PRFAAS_PLUGIN: the
 // node loads the library, checks its protocol version and calls register_types.
+//
+// Its contract, `greeter_role`, says what it answers; `dispatch` does not compile unless
+// every message the contract declares has a handler, and callers that hold a
+// `prfaas::remote_ref<custom_actor::greeter_role>` can send it nothing else.
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <caf/all.hpp>
 
@@ -14,10 +19,17 @@
 #include <prfaas/runtime/actor_registry.hpp>
 #include <prfaas/runtime/node_context.hpp>
 #include <prfaas/runtime/plugin.hpp>
-#include <prfaas/runtime/remote.hpp>
+#include <prfaas/runtime/role.hpp>
 #include <prfaas/wire/examples.pb.h>
 
 namespace custom_actor {
+
+/// What a greeter answers: Ping, with a Pong.
+struct greeter_role {
+  static constexpr std::string_view name = "greeter";
+  using accepts = prfaas::contract::accepts<
+      prfaas::contract::request<prfaas::examples::Ping, prfaas::examples::Pong>>;
+};
 
 namespace {
 
@@ -32,17 +44,17 @@ greeter(prfaas::remote_actor::stateful_pointer<greeter_state> self, prfaas::node
         std::string greeting) {
   self->state.greeting = std::move(greeting);
   return {
-      [self, ctx](prfaas::remote_message& m) -> caf::result<prfaas::remote_message> {
-        prfaas::examples::Ping ping;
-        if (!prfaas::parse_remote(m, ping))
-          return prfaas::unknown_type(*ctx, m);
-        prfaas::examples::Pong pong;
-        pong.set_sequence(ping.sequence());
-        pong.set_data(self->state.greeting + ", " + ping.data());
-        pong.set_responder(m.destination.to_string());
-        pong.set_incarnation(ctx->incarnation());
-        ++self->state.answered;
-        return prfaas::make_reply(m, pong);
+      [self, ctx](prfaas::remote_message& msg) -> caf::result<prfaas::remote_message> {
+        return prfaas::dispatch<greeter_role>(
+            *ctx, msg, [&](prfaas::examples::Ping& ping, prfaas::remote_message& m) {
+              prfaas::examples::Pong pong;
+              pong.set_sequence(ping.sequence());
+              pong.set_data(self->state.greeting + ", " + ping.data());
+              pong.set_responder(m.destination.to_string());
+              pong.set_incarnation(ctx->incarnation());
+              ++self->state.answered;
+              return pong;
+            });
       },
   };
 }

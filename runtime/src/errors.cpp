@@ -19,6 +19,7 @@ const char* to_string(errc e) {
     case errc::escalated: return "escalated";
     case errc::overloaded: return "overloaded";
     case errc::cancelled: return "cancelled";
+    case errc::bad_reply: return "bad_reply";
   }
   return "unknown";
 }

@@ -1,9 +1,10 @@
 #pragma once
 
 // Deterministic harness: real nodes (transport, supervisor, actors) on CAF's test
-// coordinator with a virtual clock, joined by the simulated network.
-// STACK_NOTES §5.1; teardown stops every node and drains the scheduler so
-// ~actor_system never waits on re-arming timers.
+// coordinator with a virtual clock, joined by the simulated network. It drives the
+// test_coordinator directly (scheduler.policy "testing"), not through CAF's test DSL;
+// teardown stops every node and drains the scheduler so ~actor_system never waits on
+// re-arming timers (an actor that re-arms its own delayed_send would keep it alive).
 
 #include <chrono>
 #include <map>

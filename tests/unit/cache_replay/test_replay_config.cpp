@@ -1,5 +1,7 @@
 // The cache-replay config: the shipped one loads; a bad key is an error naming it.
 
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "cache_replay_command.hpp"
@@ -47,7 +49,8 @@ TEST_CASE("replay config: the shipped trace-replay.yaml loads") {
   CHECK(d.clusters[1].prefill_workers == 3);
   CHECK(d.decode_workers == 5);
   CHECK(cfg.runs.front().policy == "prfaas");
-  CHECK_THAT(cfg.trace, Catch::EndsWith("shared/traces/mooncake_synthetic_trace.jsonl"));
+  CHECK_THAT(cfg.trace, Catch::EndsWith("/data/traces/mooncake_synthetic_trace.jsonl"));
+  CHECK(std::filesystem::is_regular_file(cfg.trace)); // the trace shipped in the repository
 }
 
 TEST_CASE("replay config: a minimal config takes the defaults") {

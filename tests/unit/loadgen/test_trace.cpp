@@ -108,7 +108,6 @@ TEST_CASE("trace: replay scales time, caps lengths and keeps blocks aligned") {
   CHECK(prompt_text(h).substr(0, 256) == pa.substr(0, 256)); // block 1's text, shorter
 }
 
-#ifdef PRFAAS_MOONCAKE_TRACE
 TEST_CASE("trace: the Mooncake synthetic trace parses and replays exactly") {
   auto rs = load_trace(PRFAAS_MOONCAKE_TRACE);
   REQUIRE(rs.size() == 3993);
@@ -121,7 +120,7 @@ TEST_CASE("trace: the Mooncake synthetic trace parses and replays exactly") {
   double sum = 0;
   for (auto& r : rs)
     sum += r.input_length;
-  CHECK(sum / rs.size() == Approx(15325).margin(1)); // README: average input 15,325
+  CHECK(sum / rs.size() == Approx(15325).margin(1)); // data/traces/README.md: average input 15,325
 
   trace_workload w{rs, {}};
   size_t shared_pairs = 0;
@@ -148,4 +147,3 @@ TEST_CASE("trace: the Mooncake synthetic trace parses and replays exactly") {
   }
   CHECK(shared_pairs > 100); // multi-turn conversations share prefixes
 }
-#endif

@@ -94,15 +94,13 @@ TEST_CASE("trace lengths: an infinite prefix cache keyed by chained block ids",
   CHECK_THROWS_AS(load_trace_lengths((dir.path() / "missing.jsonl").string()), std::runtime_error);
 }
 
-#ifdef PRFAAS_MOONCAKE_TRACE
 TEST_CASE("the Mooncake synthetic trace: the prefix cache removes part of the input",
           "[planner][distribution]") {
   const auto t = load_trace_lengths(PRFAAS_MOONCAKE_TRACE);
   CHECK(t.requests == 3993);
-  CHECK(t.mean_input == Approx(15325).epsilon(0.01)); // the trace README's average
+  CHECK(t.mean_input == Approx(15325).epsilon(0.01)); // data/traces/README.md's average
   CHECK(t.mean_uncached < t.mean_input);
   CHECK(t.mean_uncached > 0);
   const auto d = length_distribution::empirical(t.uncached);
   CHECK(d.mean() == Approx(t.mean_uncached));
 }
-#endif

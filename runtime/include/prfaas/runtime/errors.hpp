@@ -26,6 +26,7 @@ enum class errc : uint8_t {
   escalated = 10,       ///< a supervisor exceeded its restart intensity
   overloaded = 11,      ///< the receiver's bounded queue is full; retry later
   cancelled = 12,       ///< the requester gave up (deadline, client gone)
+  bad_reply = 13,       ///< the reply was not the type the role contract declares
 };
 
 const char* to_string(errc);

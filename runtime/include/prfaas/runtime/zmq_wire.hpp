@@ -1,12 +1,12 @@
 #pragma once
 
-// The production wire, as DESIGN §6 draws it: one ZeroMQ ROUTER per node, bound to
-// the node's control endpoint, receives everything; one DEALER per peer, connected
-// to that peer's ROUTER, sends. Each pair of nodes thus shares two connections, one
-// per direction, and each ROUTER sees exactly one pipe per peer, named by the peer's
-// routing id (its node name).
+// The production wire (docs/architecture.md, "Runtime"): one ZeroMQ ROUTER per node,
+// bound to the node's control endpoint, receives everything; one DEALER per peer,
+// connected to that peer's ROUTER, sends. Each pair of nodes thus shares two
+// connections, one per direction, and each ROUTER sees exactly one pipe per peer,
+// named by the peer's routing id (its node name).
 //
-// Socket options (STACK_NOTES §7):
+// Socket options:
 //  * ROUTER_HANDOVER: a restarted peer reconnecting under its name takes the pipe over;
 //  * ROUTER_MANDATORY on the ROUTER (it never sends today; should it ever, an unknown
 //    peer is an error rather than a silent drop);
