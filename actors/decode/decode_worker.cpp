@@ -33,6 +33,7 @@
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"
+#include "decode/early_transfers.hpp"
 #include "common/sampling_wire.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
@@ -72,7 +73,8 @@ struct decode_state {
   node_context* ctx = nullptr;
   std::string self_name;
   std::unordered_map<std::string, sequence_ptr> by_request;
-  std::unordered_map<std::string, std::pair<received_transfer, clock_type::time_point>> early;
+  /// Transfers that arrived before their order (bounded; the oldest go first).
+  early_transfers<received_transfer> early{{}};
   std::deque<sequence_ptr> ready;
   std::vector<sequence_ptr> active;
   bool stepping = false;
@@ -377,6 +379,21 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   });
 }
 
+/// A transfer parked before its order was dropped: the limits were reached, or its
+/// order did not come within early_ttl. Should the order come after all, the request
+/// waits for a KV transfer that will not arrive, and ends at its deadline (the gateway
+/// fails it over before that when the prefill worker says its transfer was delivered).
+void drop_early(self_ptr self, const std::string& request_id, const char* reason) {
+  auto& s = self->state;
+  s.ctx->node_metrics()
+    .counter("prfaas_decode_early_transfers_dropped_total",
+             "KV transfers that arrived before their order and were dropped, by reason",
+             {{"worker", s.self_name}, {"reason", reason}})
+    .Increment();
+  s.ctx->log()->warn("decode_early_transfer_dropped worker={} request={} reason={}", s.self_name,
+                     request_id, reason);
+}
+
 void on_transfer(self_ptr self, received_transfer rt) {
   auto& s = self->state;
   TransferMeta head;
@@ -388,7 +405,11 @@ void on_transfer(self_ptr self, received_transfer rt) {
   auto it = s.by_request.find(head.request_id());
   if (it == s.by_request.end()) {
     // The order may still be on its way (different sender, different path).
-    s.early.insert_or_assign(head.request_id(), std::pair{std::move(rt), self->clock().now()});
+    uint64_t bytes = 0;
+    for (auto& c : rt.chunks)
+      bytes += c ? c->size() : 0;
+    for (auto& id : s.early.park(head.request_id(), std::move(rt), bytes, self->clock().now()))
+      drop_early(self, id, "full");
     return;
   }
   if (it->second->at != phase::waiting_kv)
@@ -407,13 +428,15 @@ void sweep(self_ptr self) {
     s.ctx->probe("decode.order_expired");
     fail(self, q, "the KV transfer did not arrive before the request's deadline");
   }
-  std::erase_if(s.early, [&](auto& kv) { return now - kv.second.second > std::chrono::seconds(30); });
+  for (auto& id : s.early.expire(now))
+    drop_early(self, id, "expired");
 }
 
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
                             model_settings model, size_t max_batch, size_t max_queue,
-                            uint32_t event_steps) {
+                            uint32_t event_steps, early_transfers<received_transfer>::limits early) {
   auto& s = self->state;
+  s.early = early_transfers<received_transfer>{early};
   log_crashes(self, ctx, name);
   s.event_steps = event_steps;
   s.ctx = ctx;
@@ -478,11 +501,8 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         DecodeAccepted a;
         a.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
         a.set_active(static_cast<uint32_t>(s.active.size()));
-        if (auto e = s.early.find(q->order.request_id()); e != s.early.end()) {
-          auto rt = std::move(e->second.first);
-          s.early.erase(e);
-          start_import(self, q, std::move(rt));
-        }
+        if (auto rt = s.early.take(q->order.request_id()))
+          start_import(self, q, std::move(*rt));
         return a;
       },
       [&](LoadQuery&) {
@@ -511,7 +531,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
           if (!s.stepping)
             maybe_step(self);
         }
-        s.early.erase(c.request_id());
+        s.early.forget(c.request_id());
       });
     },
   };
@@ -525,14 +545,24 @@ void register_types(actor_registry& r) {
                     {"max_queue", param_kind::integer, "256",
                      "requests held at most (batch + waiting); more are refused"},
                     {"event_steps", param_kind::integer, "1",
-                     "decode steps whose tokens go out in one message (first and last token at once)"}},
+                     "decode steps whose tokens go out in one message (first and last token at once)"},
+                    {"max_early_transfers", param_kind::integer, "64",
+                     "KV transfers kept that arrived before their order; beyond, the oldest is dropped"},
+                    {"max_early_bytes", param_kind::bytes, "1GiB",
+                     "bytes of such transfers kept at most; beyond, the oldest are dropped"},
+                    {"early_ttl", param_kind::duration, "30s",
+                     "how long such a transfer waits for its order before it is dropped"}},
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            auto model = read_model(ctx.deployment(), p.str("profile"), name);
            model.slots = static_cast<uint32_t>(p.integer("max_batch"));
            return ctx.system().spawn(decode_worker, &ctx, name, model,
                                      static_cast<size_t>(p.integer("max_batch")),
                                      static_cast<size_t>(p.integer("max_queue")),
-                                     static_cast<uint32_t>(p.integer("event_steps")));
+                                     static_cast<uint32_t>(p.integer("event_steps")),
+                                     early_transfers<received_transfer>::limits{
+                                       .max_transfers = static_cast<size_t>(p.integer("max_early_transfers")),
+                                       .max_bytes = p.bytes("max_early_bytes"),
+                                       .ttl = p.dur("early_ttl")});
          },
          .check = [](const std::string& path, const actor_params& p) {
            if (p.integer("max_batch") < 1)
@@ -541,6 +571,8 @@ void register_types(actor_registry& r) {
              throw config_error(path + ".event_steps", "must be at least 1");
            if (p.integer("max_queue") < p.integer("max_batch"))
              throw config_error(path + ".max_queue", "must be at least max_batch");
+           if (p.integer("max_early_transfers") < 0)
+             throw config_error(path + ".max_early_transfers", "must not be negative");
          },
          .check_deployment = check_worker_model});
 }

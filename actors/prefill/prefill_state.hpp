@@ -15,6 +15,7 @@
 #include "common/actor_inbox.hpp"
 #include "common/engine_runner.hpp"
 #include "common/worker_metrics.hpp"
+#include "prefill/prefill_queue.hpp"
 #include "prefill/prefix_cache.hpp"
 #include "prfaas/messages/kv_directory.hpp"
 #include "prfaas/messages/prefill.hpp"
@@ -28,6 +29,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct order {
   PrefillOrder po;
+  prefill_queue::key key = 0; ///< in the worker's prefill_queue
   reply_promise<PrefillDone> promise;
   clock_type::time_point enqueued;
   clock_type::time_point deadline;
@@ -47,21 +49,17 @@ struct prefill_state {
   address directory;     ///< where the cache's changes are announced; empty node = nowhere
   uint64_t epoch = 0;    ///< of this worker's reports to the directory; bumped by Reannounce
   std::unique_ptr<worker_metrics> stats;
-  std::deque<order_ptr> queue;
-  order_ptr running;                         ///< on the engine now
-  std::map<uint64_t, order_ptr> transferring; ///< by transfer id: computed, awaiting the receiver
+  /// Admission, order, deadlines, pace and cancellation (a plain state machine); the
+  /// orders it holds, by its key, with what the actor needs to answer them.
+  prefill_queue queue{64};
+  std::map<prefill_queue::key, order_ptr> orders;
   uint64_t next_seq = 1;
-  uint64_t queued_tokens = 0;
-  size_t max_queue = 64;
   /// Orders waiting for a cache move into this worker's cache, by its transfer id.
   std::map<uint64_t, order_ptr> pulling;
   duration pull_timeout = std::chrono::seconds(2);
   /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
   /// is computed; more = fewer, larger messages, the first bytes a little later).
   uint32_t layers_per_push = 1;
-  /// The engine's measured prefill pace (smoothed; 0 until a prefill finished): an
-  /// order is refused when the work queued ahead of it cannot be done in its budget.
-  double tokens_per_s = 0;
 
   node_context* ctx = nullptr;
   std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
@@ -79,7 +77,7 @@ struct prefill_state {
 
 using self_ptr = caf::stateful_actor<prefill_state>*;
 
-/// Queues an order for the engine (after its cache move, if it had one).
+/// Queues an order for the engine after its cache move (moved or given up).
 void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o);
 
 // Cache moves (prefill_cache_moves.cpp): the order names a worker holding the prompt's

@@ -52,11 +52,9 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name);
 
 namespace prefill_detail {
 
-/// Queues an order for the engine (after its cache move, if it had one).
+/// Queues an order for the engine after its cache move (moved or given up).
 void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o) {
-  if (o->answered) // cancelled meanwhile
-    return;
-  self->state.queue.push_back(o);
+  self->state.queue.pull_ended(o->key); // (nothing if cancelled meanwhile)
   start_next(self, ctx, name);
 }
 
@@ -73,8 +71,14 @@ uint64_t work_of(const PrefillOrder& po) {
 }
 
 void update_gauges(self_ptr self) {
-  auto& s = self->state;
-  s.stats->set(s.queue.size(), (s.running ? 1 : 0) + s.transferring.size(), s.max_queue);
+  auto& q = self->state.queue;
+  self->state.stats->set(q.queued(), (q.running() ? 1 : 0) + q.transferring(), q.max_queue());
+}
+
+/// Drops the actor's record of an order the queue no longer holds.
+void forget_if_gone(self_ptr self, const order_ptr& o) {
+  if (!self->state.queue.contains(o->key))
+    self->state.orders.erase(o->key);
 }
 
 void answer(self_ptr self, const order_ptr& o, caf::error e) {
@@ -128,7 +132,8 @@ void announce(self_ptr self, node_context* ctx, const std::string& name,
 /// The transfer of `o` ended (data-plane thread → here through the inbox).
 void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& out,
                     uint64_t engine_ns, uint64_t queue_ns) {
-  self->state.transferring.erase(o->po.transfer_id());
+  self->state.queue.transfer_ended(o->key);
+  forget_if_gone(self, o);
   update_gauges(self);
   if (o->answered)
     return;
@@ -166,8 +171,6 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   // data-plane thread (reads it in `done`, which cannot run before finish()
   // unless the transfer failed, when engine_ns does not matter).
   auto engine_ns = std::make_shared<std::atomic<uint64_t>>(0);
-  self->state.running = o;
-  self->state.transferring.emplace(tid, o);
   update_gauges(self);
   dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
            [inbox = self->state.inbox, self, o, engine_ns, queue_ns](transfer_outcome out) {
@@ -255,17 +258,11 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
                  changes = std::move(changes), counters = e.counters()] {
       self->state.stats->engine_counters(counters);
       announce(self, ctx, name, changes);
-      self->state.running = nullptr;
       o->computed_tokens = computed;
-      self->state.queued_tokens -= std::min<uint64_t>(self->state.queued_tokens, work_of(o->po));
-      if (error.empty()) {
+      self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(ns), error.empty());
+      forget_if_gone(self, o);
+      if (error.empty())
         self->state.stats->tokens.Increment(static_cast<double>(computed));
-        if (computed >= 64 && ns > 0) { // the engine's pace, for admission (smoothed)
-          const double rate = computed / (static_cast<double>(ns) / 1e9);
-          auto& r = self->state.tokens_per_s;
-          r = r > 0 ? 0.8 * r + 0.2 * rate : rate;
-        }
-      }
       else
         answer(self, o, make_error(errc::bad_request, "prefill of " + o->po.request_id() +
                                                           " failed: " + error));
@@ -277,20 +274,16 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   auto& s = self->state;
-  while (s.ready && !s.running && !s.queue.empty()) {
-    auto o = s.queue.front();
-    s.queue.pop_front();
-    if (o->answered) { // cancelled while queued
-      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, work_of(o->po));
-      continue;
-    }
-    if (self->clock().now() >= o->deadline) {
-      s.queued_tokens -= std::min<uint64_t>(s.queued_tokens, work_of(o->po));
+  if (s.ready) {
+    auto step = s.queue.next(self->clock().now());
+    for (auto k : step.expired) {
+      auto o = s.orders.at(k);
+      s.orders.erase(k);
       answer(self, o, make_error(errc::request_timeout,
                                  "prefill of " + o->po.request_id() + " not started before its deadline"));
-      continue;
     }
-    run(self, ctx, name, o);
+    if (step.start)
+      run(self, ctx, name, s.orders.at(*step.start));
   }
   update_gauges(self);
 }
@@ -323,7 +316,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              uint32_t layers_per_push) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
-  s.max_queue = max_queue;
+  s.queue = prefill_queue{max_queue};
   s.pull_timeout = pull_timeout;
   s.layers_per_push = layers_per_push;
   if (cache_blocks > 0) {
@@ -376,36 +369,30 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                                                    ": needs a prompt, decode_node and decode_sink");
         if (ctx->faults().fire("prefill.crash"))
           throw std::runtime_error("fault point prefill.crash: crashing on order " + po.request_id());
-        if (s.queue.size() >= s.max_queue) {
+        const auto budget = std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
+        const bool pull_first = s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
+        auto admitted = s.queue.admit({.request_id = po.request_id(),
+                                       .transfer_id = po.transfer_id(),
+                                       .work = work_of(po),
+                                       .deadline = self->clock().now() + budget,
+                                       .budget = std::chrono::nanoseconds(po.budget_ns()),
+                                       .pull_first = pull_first});
+        if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
           s.stats->rejected.Increment();
-          return make_error(errc::overloaded, "prefill worker " + name + ": queue full (" +
-                                                  std::to_string(s.max_queue) + ")");
-        }
-        // A queue it would wait in past its deadline is as full as a full one: refused
-        // now, the gateway can try elsewhere or answer 429, rather than 504 later.
-        if (s.tokens_per_s > 0 && po.budget_ns() > 0) {
-          const double wait_s = static_cast<double>(s.queued_tokens + work_of(po)) / s.tokens_per_s;
-          const double budget_s = static_cast<double>(po.budget_ns()) / 1e9;
-          if (wait_s > budget_s) {
-            s.stats->rejected.Increment();
-            return make_error(errc::overloaded,
-                              "prefill worker " + name + ": " + std::to_string(s.queued_tokens) +
-                                " tokens queued, ~" + std::to_string(static_cast<int>(wait_s)) +
-                                " s of work, past the request's remaining " +
-                                std::to_string(static_cast<int>(budget_s)) + " s");
-          }
+          return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
         }
         auto o = std::make_shared<order>();
+        o->key = std::get<prefill_queue::key>(admitted);
         o->promise = reply_promise<PrefillDone>(self, msg);
         o->enqueued = self->clock().now();
-        o->deadline = o->enqueued + std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
-        s.queued_tokens += work_of(po);
+        o->deadline = o->enqueued + budget;
         o->po = std::move(po);
+        s.orders.emplace(o->key, o);
         auto promise = o->promise;
-        if (s.cache && !o->po.cache_from_node().empty() && o->po.cache_blocks() > 0)
+        if (pull_first)
           pull_cache(self, ctx, name, o);
         else
-          enqueue(self, ctx, name, o);
+          start_next(self, ctx, name);
         return promise;
       },
       [&](directory::Reannounce&) {
@@ -438,29 +425,28 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
       [&](LoadQuery&) {
         WorkerLoad l;
         l.set_role("prefill");
-        l.set_queue_depth(static_cast<uint32_t>(s.queue.size()));
-        l.set_active(s.running ? 1 : 0);
-        l.set_capacity(static_cast<uint32_t>(s.max_queue));
-        l.set_queued_tokens(s.queued_tokens);
-        l.set_tokens_per_s(s.tokens_per_s);
-        l.set_load(static_cast<double>(s.queue.size() + (s.running ? 1 : 0)) / s.max_queue);
+        const auto& q = s.queue;
+        l.set_queue_depth(static_cast<uint32_t>(q.queued()));
+        l.set_active(q.running() ? 1 : 0);
+        l.set_capacity(static_cast<uint32_t>(q.max_queue()));
+        l.set_queued_tokens(q.queued_tokens());
+        l.set_tokens_per_s(q.tokens_per_s());
+        l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) / q.max_queue());
         l.set_starting(!s.ready);
         return l;
       },
       [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
       [&](Cancel& c) {
         ctx->probe("prefill.cancelled");
-        for (auto& [tid, o] : s.pulling)
-          if (o->po.request_id() == c.request_id() &&
-              (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))
-            answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
-        for (auto& o : s.queue)
-          if (o->po.request_id() == c.request_id() &&
-              (c.transfer_id() == 0 || c.transfer_id() == o->po.transfer_id()))
-            answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
-        for (auto& [tid, o] : s.transferring)
-          if (o->po.request_id() == c.request_id() && (c.transfer_id() == 0 || c.transfer_id() == tid))
-            ctx->data()->cancel(tid); // its `done` answers the order
+        auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
+        for (auto k : acts.removed) {
+          auto o = s.orders.at(k);
+          s.orders.erase(k);
+          answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
+        }
+        for (auto k : acts.cancel_transfer)
+          ctx->data()->cancel(s.orders.at(k)->po.transfer_id()); // its `done` answers the order
+        update_gauges(self);
       });
     },
   };

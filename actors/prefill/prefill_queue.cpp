@@ -1,0 +1,121 @@
+#include "prefill/prefill_queue.hpp"
+
+#include <algorithm>
+
+namespace prfaas::serving {
+
+std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(const order& o) {
+  if (fifo_.size() >= max_queue_)
+    return refusal{"queue full (" + std::to_string(max_queue_) + ")"};
+  // A queue it would wait in past its deadline is as full as a full one: refused now,
+  // the gateway can try elsewhere or answer 429, rather than 504 later.
+  if (tokens_per_s_ > 0 && o.budget.count() > 0) {
+    const double wait_s = static_cast<double>(queued_tokens_ + o.work) / tokens_per_s_;
+    const double budget_s = std::chrono::duration<double>(o.budget).count();
+    if (wait_s > budget_s)
+      return refusal{std::to_string(queued_tokens_) + " tokens queued, ~" +
+                     std::to_string(static_cast<int>(wait_s)) + " s of work, past the request's remaining " +
+                     std::to_string(static_cast<int>(budget_s)) + " s"};
+  }
+  const key k = next_key_++;
+  orders_.emplace(k, entry{o, o.pull_first ? phase::pulling : phase::queued});
+  queued_tokens_ += o.work;
+  if (!o.pull_first)
+    fifo_.push_back(k);
+  return k;
+}
+
+void prefill_queue::pull_ended(key k) {
+  auto it = orders_.find(k);
+  if (it == orders_.end() || it->second.ph != phase::pulling)
+    return; // cancelled meanwhile, or not pulling
+  it->second.ph = phase::queued;
+  fifo_.push_back(k);
+}
+
+prefill_queue::step prefill_queue::next(clock_type::time_point now) {
+  step out;
+  while (!running_ && !fifo_.empty()) {
+    const key k = fifo_.front();
+    fifo_.pop_front();
+    auto& e = orders_.at(k);
+    if (now >= e.o.deadline) {
+      out.expired.push_back(k);
+      remove(k);
+      continue;
+    }
+    e.ph = phase::running;
+    e.transfer_open = true;
+    running_ = k;
+    out.start = k;
+  }
+  return out;
+}
+
+void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time, bool ok) {
+  if (running_ == k)
+    running_.reset();
+  auto it = orders_.find(k);
+  if (it == orders_.end() || it->second.ph != phase::running)
+    return;
+  auto& e = it->second;
+  settle_work(e);
+  if (ok && computed >= 64 && engine_time.count() > 0) { // the engine's pace (smoothed)
+    const double rate = computed / std::chrono::duration<double>(engine_time).count();
+    tokens_per_s_ = tokens_per_s_ > 0 ? 0.8 * tokens_per_s_ + 0.2 * rate : rate;
+  }
+  if (e.transfer_open)
+    e.ph = phase::sent;
+  else
+    remove(k);
+}
+
+void prefill_queue::transfer_ended(key k) {
+  auto it = orders_.find(k);
+  if (it == orders_.end() || !it->second.transfer_open)
+    return;
+  it->second.transfer_open = false;
+  if (it->second.ph == phase::sent)
+    remove(k);
+  // running: it leaves when the engine is done with it
+}
+
+prefill_queue::cancel_actions prefill_queue::cancel(const std::string& request_id, uint64_t transfer_id) {
+  cancel_actions out;
+  std::vector<key> matching;
+  for (auto& [k, e] : orders_)
+    if (e.o.request_id == request_id && (transfer_id == 0 || transfer_id == e.o.transfer_id))
+      matching.push_back(k);
+  for (auto k : matching) {
+    auto& e = orders_.at(k);
+    if (e.ph == phase::pulling || e.ph == phase::queued) {
+      if (e.ph == phase::queued)
+        fifo_.erase(std::find(fifo_.begin(), fifo_.end(), k));
+      out.removed.push_back(k);
+      remove(k);
+    } else if (e.transfer_open) {
+      out.cancel_transfer.push_back(k);
+    }
+  }
+  return out;
+}
+
+size_t prefill_queue::transferring() const {
+  return static_cast<size_t>(
+    std::count_if(orders_.begin(), orders_.end(), [](auto& kv) { return kv.second.transfer_open; }));
+}
+
+void prefill_queue::settle_work(entry& e) {
+  queued_tokens_ -= std::min(queued_tokens_, e.o.work);
+  e.o.work = 0;
+}
+
+void prefill_queue::remove(key k) {
+  auto it = orders_.find(k);
+  if (it == orders_.end())
+    return;
+  settle_work(it->second);
+  orders_.erase(it);
+}
+
+} // namespace prfaas::serving

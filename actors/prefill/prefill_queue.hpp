@@ -1,0 +1,113 @@
+#pragma once
+
+// The prefill worker's queue as a plain state machine: admission, FIFO order, deadlines,
+// the engine's pace, cancellation and the bookkeeping of the work ahead. No actor, no
+// engine, no clock of its own (the caller passes `now`): the prefill worker
+// (prefill_worker.cpp) feeds it events and carries out what it returns; unit tests drive
+// it with any order of events (tests/unit/prefill).
+//
+// An order's life:
+//
+//   admit ──► pulling ──pull_ended──► queued ──next──► running ──engine_done──► sent
+//     │          │                       │                │ (transfer open)       │
+//     └ refused  └──────cancel───────────┴─► gone         └─transfer_ended──┐     └─transfer_ended─► gone
+//                                          (answered        (engine_done then gone)
+//                                           by the caller)
+//
+// `next` also drops queued orders past their deadline (the caller answers them). An order
+// leaves the queue exactly once; the work it was admitted with counts towards
+// `queued_tokens` until it leaves the queue or the engine is done with it.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace prfaas::serving {
+
+class prefill_queue {
+public:
+  using clock_type = std::chrono::steady_clock;
+  using key = uint64_t;
+
+  struct order {
+    std::string request_id;
+    uint64_t transfer_id = 0;
+    uint64_t work = 0;                      ///< tokens it is expected to compute
+    clock_type::time_point deadline;
+    std::chrono::nanoseconds budget{0};     ///< time left when it arrived; 0 = none
+    bool pull_first = false;                ///< waits for a cache move before queueing
+  };
+
+  struct refusal {
+    std::string why;
+  };
+
+  /// What `next` decided: at most one order to start, and the queued ones whose deadline
+  /// passed (removed; the caller answers them).
+  struct step {
+    std::optional<key> start;
+    std::vector<key> expired;
+  };
+
+  /// What a cancel touches: orders removed before running (the caller answers them
+  /// cancelled) and open transfers to cancel (their end answers the order).
+  struct cancel_actions {
+    std::vector<key> removed;
+    std::vector<key> cancel_transfer;
+  };
+
+  explicit prefill_queue(size_t max_queue) : max_queue_(max_queue) {}
+
+  /// Takes the order or says why not: the queue is full, or the work queued ahead of it
+  /// cannot be done within its budget at the engine's measured pace.
+  std::variant<key, refusal> admit(const order& o);
+  /// Its cache move ended (moved, or given up): the order joins the FIFO.
+  void pull_ended(key k);
+  /// The engine is free (and built): the next order to run, dropping expired ones.
+  step next(clock_type::time_point now);
+  /// The engine finished the running order; a prefill of `computed` tokens that took
+  /// `engine_time` updates the pace (`ok` = it produced its KV).
+  void engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time, bool ok);
+  /// The order's transfer ended (delivered, failed or cancelled).
+  void transfer_ended(key k);
+  /// Cancels the orders of `request_id` (of that attempt only unless transfer_id is 0).
+  cancel_actions cancel(const std::string& request_id, uint64_t transfer_id);
+
+  bool contains(key k) const { return orders_.count(k) != 0; }
+  /// Orders in the FIFO (not pulling, not running).
+  size_t queued() const { return fifo_.size(); }
+  bool running() const { return running_.has_value(); }
+  /// Orders whose transfer is open (running or sent).
+  size_t transferring() const;
+  /// Work admitted and not done: pulling, queued and running orders.
+  uint64_t queued_tokens() const { return queued_tokens_; }
+  /// The engine's prefill pace (smoothed; 0 until a prefill of 64+ tokens finished).
+  double tokens_per_s() const { return tokens_per_s_; }
+  size_t max_queue() const { return max_queue_; }
+  size_t size() const { return orders_.size(); }
+
+private:
+  enum class phase { pulling, queued, running, sent };
+  struct entry {
+    order o;
+    phase ph;
+    bool transfer_open = false;
+  };
+  void remove(key k);
+  void settle_work(entry& e);
+
+  size_t max_queue_;
+  key next_key_ = 1;
+  std::map<key, entry> orders_;
+  std::deque<key> fifo_;
+  std::optional<key> running_;
+  uint64_t queued_tokens_ = 0;
+  double tokens_per_s_ = 0;
+};
+
+} // namespace prfaas::serving

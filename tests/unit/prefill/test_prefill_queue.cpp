@@ -1,0 +1,294 @@
+// prefill_queue (actors/prefill/prefill_queue.hpp): the prefill worker's admission,
+// FIFO order, deadlines, pace and cancellation, driven event by event without an actor.
+
+#include <map>
+#include <random>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "prefill/prefill_queue.hpp"
+
+using prfaas::serving::prefill_queue;
+using namespace std::chrono_literals;
+using clock_type = prefill_queue::clock_type;
+
+namespace {
+
+const clock_type::time_point t0{};
+
+prefill_queue::order order_of(const std::string& id, uint64_t work, clock_type::duration budget = 60s,
+                              bool pull_first = false, uint64_t transfer_id = 0) {
+  return {.request_id = id,
+          .transfer_id = transfer_id ? transfer_id : std::hash<std::string>{}(id),
+          .work = work,
+          .deadline = t0 + budget,
+          .budget = budget,
+          .pull_first = pull_first};
+}
+
+prefill_queue::key admit(prefill_queue& q, const prefill_queue::order& o) {
+  auto r = q.admit(o);
+  REQUIRE(std::holds_alternative<prefill_queue::key>(r));
+  return std::get<prefill_queue::key>(r);
+}
+
+} // namespace
+
+TEST_CASE("orders run one at a time, first come first served") {
+  prefill_queue q{8};
+  auto a = admit(q, order_of("a", 100));
+  auto b = admit(q, order_of("b", 200));
+  CHECK(q.queued_tokens() == 300);
+  auto s = q.next(t0);
+  REQUIRE(s.start == a);
+  CHECK(q.next(t0).start == std::nullopt); // the engine is busy
+  q.engine_done(a, 100, 1s, true);
+  CHECK(q.queued_tokens() == 200); // a's work is done; its transfer may still be open
+  CHECK(q.contains(a));
+  q.transfer_ended(a);
+  CHECK_FALSE(q.contains(a));
+  CHECK(q.next(t0).start == b);
+}
+
+TEST_CASE("admission refuses a full queue and work that cannot be done in the budget") {
+  prefill_queue q{2};
+  admit(q, order_of("a", 100));
+  admit(q, order_of("b", 100));
+  auto full = q.admit(order_of("c", 100));
+  REQUIRE(std::holds_alternative<prefill_queue::refusal>(full));
+  CHECK_THAT(std::get<prefill_queue::refusal>(full).why, Catch::Contains("queue full (2)"));
+
+  SECTION("the pace is learnt from prefills of 64 tokens or more, smoothed") {
+    prefill_queue p{8};
+    auto k = admit(p, order_of("a", 1000));
+    p.next(t0);
+    p.engine_done(k, 1000, 1s, true); // 1000 tokens/s
+    CHECK(p.tokens_per_s() == Approx(1000));
+    auto small = admit(p, order_of("s", 10));
+    p.next(t0);
+    p.engine_done(small, 10, 1s, true); // too small to say anything of the pace
+    CHECK(p.tokens_per_s() == Approx(1000));
+    auto k2 = admit(p, order_of("b", 500));
+    p.next(t0);
+    p.engine_done(k2, 500, 1s, true); // 500 tokens/s: 0.8 * 1000 + 0.2 * 500
+    CHECK(p.tokens_per_s() == Approx(900));
+
+    admit(p, order_of("queued", 4500)); // 5 s of work ahead at 900 tokens/s
+    auto late = p.admit(order_of("late", 900, 5s));
+    REQUIRE(std::holds_alternative<prefill_queue::refusal>(late));
+    CHECK_THAT(std::get<prefill_queue::refusal>(late).why, Catch::Contains("4500 tokens queued"));
+    CHECK(std::holds_alternative<prefill_queue::key>(p.admit(order_of("in time", 900, 7s))));
+    CHECK(std::holds_alternative<prefill_queue::key>(p.admit(order_of("no budget", 900, 0s))));
+  }
+}
+
+TEST_CASE("a queued order past its deadline is dropped when its turn comes") {
+  prefill_queue q{8};
+  auto a = admit(q, order_of("a", 10, 1s));
+  auto b = admit(q, order_of("b", 10, 10s));
+  auto s = q.next(t0 + 2s);
+  CHECK(s.expired == std::vector<prefill_queue::key>{a});
+  CHECK(s.start == b);
+  CHECK_FALSE(q.contains(a));
+  CHECK(q.queued_tokens() == 10);
+}
+
+TEST_CASE("an order waiting for its cache move joins the queue when the move ends") {
+  prefill_queue q{8};
+  auto a = admit(q, order_of("a", 10, 60s, true));
+  CHECK(q.queued() == 0);
+  CHECK(q.next(t0).start == std::nullopt);
+  q.pull_ended(a);
+  CHECK(q.next(t0).start == a);
+}
+
+TEST_CASE("cancel removes waiting orders and cancels open transfers, of one attempt or all") {
+  prefill_queue q{8};
+  auto run = admit(q, order_of("r", 10, 60s, false, 1));
+  auto pulling = admit(q, order_of("r", 20, 60s, true, 2));
+  auto queued = admit(q, order_of("r", 40, 60s, false, 3));
+  auto other = admit(q, order_of("x", 80, 60s, false, 4));
+  REQUIRE(q.next(t0).start == run);
+
+  SECTION("one attempt") {
+    auto c = q.cancel("r", 3);
+    CHECK(c.removed == std::vector<prefill_queue::key>{queued});
+    CHECK(c.cancel_transfer.empty());
+    CHECK(q.contains(pulling));
+  }
+  SECTION("every attempt: a cancelled cache move gives its work back") {
+    auto c = q.cancel("r", 0);
+    CHECK(std::set<prefill_queue::key>(c.removed.begin(), c.removed.end()) ==
+          std::set<prefill_queue::key>{pulling, queued});
+    CHECK(c.cancel_transfer == std::vector<prefill_queue::key>{run});
+    CHECK(q.queued_tokens() == 10 + 80);
+    q.pull_ended(pulling); // its move ends later: nothing rejoins
+    CHECK(q.queued() == 1);
+    // The transfer's cancellation ends it before the engine is done.
+    q.transfer_ended(run);
+    CHECK(q.contains(run));
+    q.engine_done(run, 10, 1ms, true);
+    CHECK_FALSE(q.contains(run));
+    CHECK(q.queued_tokens() == 80);
+    CHECK(q.next(t0).start == other);
+  }
+}
+
+TEST_CASE("random event orders: every order leaves exactly once and the work adds up") {
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng{seed};
+    auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+    prefill_queue q{4};
+    enum class ph { pulling, queued, running, sent };
+    struct model_order {
+      ph phase;
+      uint64_t work;
+      bool transfer_open;
+    };
+    std::map<prefill_queue::key, model_order> live;
+    std::set<prefill_queue::key> left;
+    auto now = t0;
+    auto leave = [&](prefill_queue::key k) {
+      REQUIRE(live.erase(k) == 1); // left once, and only a live order
+      REQUIRE(left.insert(k).second);
+      REQUIRE_FALSE(q.contains(k));
+    };
+    auto check_invariants = [&] {
+      uint64_t work = 0;
+      size_t running = 0, queued = 0;
+      for (auto& [k, m] : live) {
+        REQUIRE(q.contains(k));
+        if (m.phase != ph::sent)
+          work += m.work;
+        running += m.phase == ph::running;
+        queued += m.phase == ph::queued;
+      }
+      REQUIRE(q.queued_tokens() == work);
+      REQUIRE(running <= 1);
+      REQUIRE(q.running() == (running == 1));
+      REQUIRE(q.queued() == queued);
+      REQUIRE(q.size() == live.size());
+    };
+    auto of_phase = [&](ph p) {
+      std::vector<prefill_queue::key> out;
+      for (auto& [k, m] : live)
+        if (m.phase == p)
+          out.push_back(k);
+      return out;
+    };
+    int requests = 0;
+    for (int step = 0; step < 300; ++step) {
+      now += std::chrono::milliseconds(pick(200));
+      switch (pick(7)) {
+        case 0: { // admit
+          const uint64_t work = 1 + pick(500);
+          const bool pull = pick(3) == 0;
+          auto o = order_of("r" + std::to_string(pick(6)), work, std::chrono::milliseconds(100 + pick(3000)), pull,
+                            ++requests);
+          o.deadline = now + o.budget;
+          auto r = q.admit(o);
+          if (auto* k = std::get_if<prefill_queue::key>(&r))
+            live[*k] = {pull ? ph::pulling : ph::queued, work, false};
+          break;
+        }
+        case 1: { // a cache move ends
+          auto ks = of_phase(ph::pulling);
+          if (!ks.empty()) {
+            auto k = ks[pick(ks.size())];
+            q.pull_ended(k);
+            live[k].phase = ph::queued;
+          }
+          break;
+        }
+        case 2: { // the engine is free
+          auto s = q.next(now);
+          for (auto k : s.expired) {
+            REQUIRE(live.at(k).phase == ph::queued);
+            leave(k);
+          }
+          if (s.start) {
+            REQUIRE(live.at(*s.start).phase == ph::queued);
+            live[*s.start].phase = ph::running;
+            live[*s.start].transfer_open = true;
+          }
+          break;
+        }
+        case 3: { // the engine is done
+          auto ks = of_phase(ph::running);
+          if (!ks.empty()) {
+            auto k = ks[0];
+            q.engine_done(k, static_cast<uint32_t>(live[k].work), std::chrono::milliseconds(1 + pick(100)),
+                          pick(5) != 0);
+            if (live[k].transfer_open)
+              live[k].phase = ph::sent;
+            else
+              leave(k);
+          }
+          break;
+        }
+        case 4: { // a transfer ends
+          std::vector<prefill_queue::key> open;
+          for (auto& [k, m] : live)
+            if (m.transfer_open)
+              open.push_back(k);
+          if (!open.empty()) {
+            auto k = open[pick(open.size())];
+            q.transfer_ended(k);
+            live[k].transfer_open = false;
+            if (live[k].phase == ph::sent)
+              leave(k);
+          }
+          break;
+        }
+        default: { // a cancel, of one attempt or of every attempt of a request
+          const std::string id = "r" + std::to_string(pick(6));
+          auto c = q.cancel(id, 0);
+          for (auto k : c.removed) {
+            REQUIRE((live.at(k).phase == ph::pulling || live.at(k).phase == ph::queued));
+            leave(k);
+          }
+          for (auto k : c.cancel_transfer)
+            REQUIRE(live.at(k).transfer_open);
+          break;
+        }
+      }
+      check_invariants();
+    }
+    // Drain: every move ends, the engine runs everything, every transfer ends.
+    for (auto k : of_phase(ph::pulling)) {
+      q.pull_ended(k);
+      live[k].phase = ph::queued;
+    }
+    for (int guard = 0; !live.empty() && guard < 1000; ++guard) {
+      for (auto& [k, m] : live)
+        if (m.transfer_open && m.phase == ph::sent) {
+          q.transfer_ended(k);
+          m.transfer_open = false;
+        }
+      for (auto k : of_phase(ph::sent))
+        leave(k);
+      auto s = q.next(now);
+      for (auto k : s.expired)
+        leave(k);
+      if (s.start) {
+        live[*s.start].phase = ph::running;
+        live[*s.start].transfer_open = true;
+        q.engine_done(*s.start, 1, 1ms, true);
+        live[*s.start].phase = ph::sent;
+      }
+      for (auto k : of_phase(ph::running)) { // started before the drain
+        q.engine_done(k, 1, 1ms, true);
+        if (live[k].transfer_open)
+          live[k].phase = ph::sent;
+        else
+          leave(k);
+      }
+      check_invariants();
+    }
+    REQUIRE(live.empty());
+    REQUIRE(q.size() == 0);
+    REQUIRE(q.queued_tokens() == 0);
+  }
+}
