@@ -287,7 +287,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "build/models/bench-qwen35-f16.gguf"))
     ap.add_argument("--shared-requests", type=int, default=30)
     ap.add_argument("--block-tokens", type=int, default=32, help="tokens per trace hash id (the trace's 512, scaled)")
-    ap.add_argument("--checkpoint-tokens", type=int, default=256,
+    ap.add_argument("--checkpoint-tokens", type=int, default=512,
                     help="recurrent-state checkpoint spacing, both servers (prfaas checkpoint_blocks, llama-server -cms)")
     ap.add_argument("--shared-output", type=int, default=4)
     ap.add_argument("--decode-tokens", type=int, default=128)

@@ -37,6 +37,8 @@
 #include "common/sampling_wire.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/messages/gateway.hpp"
 #include "prfaas/runtime/role.hpp"
@@ -481,9 +483,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
           return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
                                                    ": needs max_tokens > 0 and a gateway");
         if (s.by_request.count(o.request_id())) { // a retried order: same answer
-          DecodeAccepted a;
-          a.set_queue_depth(static_cast<uint32_t>(s.by_request.size()));
-          return a;
+          return DecodeAccepted{};
         }
         if (s.by_request.size() >= s.max_queue) {
           s.stats->rejected.Increment();
@@ -498,12 +498,9 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
         q->order = std::move(o);
         s.by_request.emplace(q->order.request_id(), q);
         update_gauges(self);
-        DecodeAccepted a;
-        a.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
-        a.set_active(static_cast<uint32_t>(s.active.size()));
         if (auto rt = s.early.take(q->order.request_id()))
           start_import(self, q, std::move(*rt));
-        return a;
+        return DecodeAccepted{};
       },
       [&](LoadQuery&) {
         WorkerLoad l;
@@ -580,5 +577,12 @@ void register_types(actor_registry& r) {
 } // namespace
 
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+// Its rare paths (a chaos run shows which it took) and its fault points.
+PRFAAS_REGISTER_PROBES(decode,
+  {"decode.order_expired", "a decode reservation ended because its KV never arrived (the lease ran out)"})
+PRFAAS_REGISTER_FAULT_POINTS(decode,
+  {"decode.crash", "a decode worker crashes (throws) at a batch step, forgetting its requests; its supervisor restarts it"})
+
 
 } // namespace prfaas::serving

@@ -34,11 +34,15 @@
 #include "common/actor_inbox.hpp"
 #include "common/engine_setup.hpp"
 #include "common/sampling_wire.hpp"
+#include "gateway/gateway_settings.hpp"
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/request_rules.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/messages/gateway.hpp"
 #include "prfaas/messages/prefill.hpp"
@@ -82,17 +86,6 @@ struct entry {
 };
 using entry_ptr = std::shared_ptr<entry>;
 
-struct gateway_settings {
-  address scheduler;
-  duration control_timeout;
-  uint32_t max_attempts;
-  uint32_t max_resumes = 2;
-  duration stall_timeout = std::chrono::seconds(10);
-  http_settings http;
-  api_limits limits;
-  uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids
-  std::shared_ptr<const engine::tokenizer> tok; ///< the model's vocabulary and chat template
-};
 
 struct gateway_state {
   static inline const char* name = "gateway";
@@ -268,7 +261,6 @@ struct gateway_env {
     const auto& r = e->a->req;
     const auto delivered = static_cast<uint32_t>(e->resumed_after.size());
     o.set_request_id(e->a->id);
-    o.set_prompt_tokens(static_cast<uint32_t>(r.prompt.size()) + delivered);
     auto sampling = r.sampling();
     sampling.first_index = delivered;
     to_wire(sampling, *o.mutable_sampling());
@@ -303,9 +295,7 @@ struct gateway_env {
     const auto& r = e->a->req;
     PrefillOrder o;
     o.set_request_id(e->a->id);
-    o.set_attempt(e->lc.attempts() + 1);
-    e->transfer_id = std::hash<std::string>{}(ctx->node() + "/" + e->a->id + "#" +
-                                              std::to_string(o.attempt()));
+    e->transfer_id = ctx->new_id(); // unique per attempt, across nodes
     o.set_transfer_id(e->transfer_id);
     const auto prompt = prefill_prompt(*e);
     o.mutable_prompt()->Reserve(static_cast<int>(prompt.size()));
@@ -361,13 +351,16 @@ struct gateway_env {
     c.set_transfer_id(e->transfer_id);
     c.set_reason("failover");
     prefill_of(*e).send(c);
-    if (e->lc.attempts() - e->resumes >= cfg.max_attempts) { // a resume's prefill is not a failover
-      auto code = error_code(err);
-      if (code == errc::overloaded)
+    switch (rules::after_prefill_failure(e->lc.attempts(), e->resumes, cfg.max_attempts,
+                                         error_code(err) == errc::overloaded)) {
+      case rules::failover_verdict::give_up_overloaded:
         return fail(e, {.status = 429, .message = "prefill capacity exhausted: " + describe(err),
                         .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
-      return fail(e, unavailable("prefill failed after " + std::to_string(e->lc.attempts()) +
-                                 " attempts: " + describe(err)), "prefill_failed");
+      case rules::failover_verdict::give_up:
+        return fail(e, unavailable("prefill failed after " + std::to_string(e->lc.attempts()) +
+                                   " attempts: " + describe(err)), "prefill_failed");
+      case rules::failover_verdict::retry_locally:
+        break;
     }
     e->lc.advance(request_state::routed);
     route(e, true);
@@ -379,7 +372,7 @@ struct gateway_env {
       return;
     const std::string dead = e->route.decode_node();
     e->failed_decode.push_back(dead);
-    if (e->resumes >= cfg.max_resumes)
+    if (!rules::may_resume(e->resumes, cfg.max_resumes))
       return fail(e, unavailable("decode worker on " + dead + " lost (" + why + "), after " +
                                  std::to_string(e->resumes) + " resumes"), "decode_failed");
     ++e->resumes;
@@ -411,13 +404,11 @@ struct gateway_env {
   void on_peer_down(const std::string& node) const {
     std::vector<entry_ptr> decode_lost, prefill_lost;
     for (auto& [id, e] : self->state.live) {
-      if (e->lc.terminal())
-        continue;
-      if (e->route.decode_node() == node)
-        decode_lost.push_back(e);
-      else if (e->route.prefill_node() == node && (e->lc.state() == request_state::prefilling ||
-                                                   e->lc.state() == request_state::transferring))
-        prefill_lost.push_back(e);
+      switch (rules::on_node_down(e->lc.state(), e->route.decode_node(), e->route.prefill_node(), node)) {
+        case rules::node_loss::resume: decode_lost.push_back(e); break;
+        case rules::node_loss::failover: prefill_lost.push_back(e); break;
+        case rules::node_loss::none: break;
+      }
     }
     for (auto& e : decode_lost)
       resume(e, "node " + node + " is down");
@@ -430,19 +421,22 @@ struct gateway_env {
     if (it == self->state.live.end())
       return; // ended already (deadline, cancel): late events are dropped
     auto e = it->second;
-    if (!ev.decode_node().empty() && ev.decode_node() != e->route.decode_node())
-      return; // a decode worker the request has left (resumed elsewhere)
-    if (ev.index() < e->received)
-      return; // a duplicate
-    if (ev.index() > e->received) { // an event went missing on the way
-      ctx->probe("gateway.token_gap");
-      cancel_decode(*e, "token_gap"); // that worker's stream has a hole: continue on another one
-      return resume(e, "tokens " + std::to_string(e->received) + ".." + std::to_string(ev.index()) +
-                         " from " + ev.decode_node() + " were lost");
-    }
-    if (!ev.error().empty())
-      return fail(e, {.status = 502, .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
+    switch (rules::classify_tokens(e->route.decode_node(), e->received, ev.decode_node(), ev.index(),
+                                   !ev.error().empty())) {
+      case rules::token_verdict::stale_worker: // a decode worker the request has left
+      case rules::token_verdict::duplicate:
+        return;
+      case rules::token_verdict::gap: // an event went missing on the way
+        ctx->probe("gateway.token_gap");
+        cancel_decode(*e, "token_gap"); // that worker's stream has a hole: continue on another one
+        return resume(e, "tokens " + std::to_string(e->received) + ".." + std::to_string(ev.index()) +
+                           " from " + ev.decode_node() + " were lost");
+      case rules::token_verdict::failed:
+        return fail(e, {.status = 502, .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
                       .type = "server_error"}, "decode_failed");
+      case rules::token_verdict::take:
+        break;
+    }
     if (ev.tokens_size() > 0) {
       if (e->received == 0) {
         e->first_token_at = self->clock().now();
@@ -485,13 +479,18 @@ struct gateway_env {
     auto now = self->clock().now();
     std::vector<entry_ptr> late, gone, silent;
     for (auto& [id, e] : self->state.live) {
-      if (e->a->channel->abandoned())
-        gone.push_back(e);
-      else if (now >= e->deadline)
-        late.push_back(e);
-      else if (cfg.stall_timeout > duration::zero() && waits_on_decode(*e) && !e->status_asked &&
-               now - e->last_event >= cfg.stall_timeout)
-        silent.push_back(e);
+      switch (rules::sweep({.client_gone = e->a->channel->abandoned(),
+                            .now = now,
+                            .deadline = e->deadline,
+                            .last_event = e->last_event,
+                            .stall_timeout = cfg.stall_timeout,
+                            .state = e->lc.state(),
+                            .status_asked = e->status_asked})) {
+        case rules::sweep_verdict::abandoned: gone.push_back(e); break;
+        case rules::sweep_verdict::deadline: late.push_back(e); break;
+        case rules::sweep_verdict::check_stall: silent.push_back(e); break;
+        case rules::sweep_verdict::none: break;
+      }
     }
     for (auto& e : silent)
       check_stall(e);
@@ -499,14 +498,6 @@ struct gateway_env {
       fail(e, {.status = 499, .message = "client closed the connection"}, "cancelled");
     for (auto& e : late)
       fail_deadline(e);
-  }
-
-  /// States in which the request's decode worker holds it (a reservation, a KV
-  /// transfer on its way or in, a stream).
-  static bool waits_on_decode(const entry& e) {
-    const auto s = e.lc.state();
-    return s == request_state::prefilling || s == request_state::transferring ||
-           s == request_state::decoding;
   }
 
   /// A request has heard nothing from its decode worker for stall_timeout (no token
@@ -643,116 +634,14 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   };
 }
 
-std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw config_error(where, "expected host:port, got \"" + text + "\"");
-  int port = -1;
-  try {
-    size_t used = 0;
-    port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1)
-      port = -1;
-  } catch (const std::exception&) {
-  }
-  if (port < 0 || port > 65535)
-    throw config_error(where, "invalid port in \"" + text + "\"");
-  return {text.substr(0, colon), port};
-}
-
-/// The `api_keys` list and the keys of `api_keys_file`, together.
-std::vector<std::string> api_keys_of(const actor_params& p, const std::string& where) {
-  std::vector<std::string> keys;
-  if (auto list = p.raw("api_keys"); list && !list.IsNull()) {
-    if (!list.IsSequence())
-      throw config_error(where + ".api_keys", "expected a sequence of keys");
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].IsScalar() || list[i].Scalar().empty())
-        throw config_error(where + ".api_keys[" + std::to_string(i) + "]", "expected a non-empty key");
-      keys.push_back(list[i].Scalar());
-    }
-  }
-  if (auto file = p.str("api_keys_file"); !file.empty()) {
-    try {
-      auto more = read_api_keys_file(file);
-      keys.insert(keys.end(), more.begin(), more.end());
-    } catch (const std::runtime_error& e) {
-      throw config_error(where + ".api_keys_file", e.what());
-    }
-  }
-  return keys;
-}
-
-gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p) {
-  gateway_settings g;
-  auto target = p.str("scheduler");
-  if (!address::parse(target, g.scheduler))
-    g.scheduler = ctx.local(target);
-  g.control_timeout = p.dur("control_timeout");
-  g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
-  g.max_resumes = static_cast<uint32_t>(p.integer("max_resumes"));
-  g.stall_timeout = p.dur("stall_timeout");
-  auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
-  g.http.host = host;
-  g.http.port = port;
-  g.http.max_body = p.bytes("max_body");
-  g.http.threads = static_cast<size_t>(p.integer("http_threads"));
-  g.http.max_inflight = static_cast<uint32_t>(p.integer("max_inflight"));
-  g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
-  auto model = read_model(ctx.deployment());
-  g.tok = make_tokenizer(model);
-  g.limits.model = model.name;
-  g.limits.logprobs = model.engine != "profile";
-  g.block_tokens = model.block_tokens;
-  g.limits.max_context = model.max_context;
-  g.limits.max_prompt_tokens = model.max_context - 1;
-  if (auto m = p.integer("max_prompt_tokens"); m > 0)
-    g.limits.max_prompt_tokens = std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
-  g.http.api_keys = api_keys_of(p, name);
-  g.http.max_concurrent_per_key = static_cast<uint32_t>(p.integer("max_concurrent_per_key"));
-  g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
-  g.limits.default_max_tokens = static_cast<uint32_t>(p.integer("default_max_tokens"));
-  return g;
-}
-
 void register_types(actor_registry& r) {
   r.add({.name = "gateway",
          .doc = "OpenAI-compatible HTTP front end; owns each request's lifecycle",
-         .params = {{"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
-                    {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
-                    {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
-                    {"control_timeout", param_kind::duration, "2s", "deadline of each routing / reservation step"},
-                    {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
-                    {"max_resumes", param_kind::integer, "2",
-                     "times a request moves to another decode worker when its decode node dies"},
-                    {"stall_timeout", param_kind::duration, "10s",
-                     "a request silent this long (no token from its decode worker) is checked with the worker, and "
-                     "resumes elsewhere if the worker lost it (0 = never)"},
-                    {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
-                    {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
-                    {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
-                    {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
-                    {"http_threads", param_kind::integer, "256", "connections served concurrently"},
-                    {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
-                    {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
-                    {"max_concurrent_per_key", param_kind::integer, "0", "requests in flight per key; beyond: 429 (0 = no limit)"},
-                    {"max_prompt_tokens", param_kind::integer, "0", "longest prompt; beyond: 413 (0 = the model's context)"}},
+         .params = gateway_params(),
          .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
            return ctx.system().spawn(gateway, &ctx, name, settings_of(ctx, name, p));
          },
-         .check = [](const std::string& path, const actor_params& p) {
-           parse_listen(p.str("listen"), path + ".listen");
-           for (const char* k : {"max_attempts", "max_inflight", "max_output_tokens",
-                                 "default_max_tokens", "http_threads"})
-             if (p.integer(k) < 1)
-               throw config_error(path + "." + k, "must be at least 1");
-           if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))
-             throw config_error(path + ".default_max_tokens", "must not exceed max_output_tokens");
-           for (const char* k : {"max_concurrent_per_key", "max_prompt_tokens"})
-             if (p.integer(k) < 0)
-               throw config_error(path + "." + k, "must not be negative");
-           api_keys_of(p, path);
-         },
+         .check = check_gateway_params,
          .check_deployment = [](const std::string&, const actor_params&, const deployment_config& dep) {
            read_model(dep);
          }});
@@ -761,5 +650,14 @@ void register_types(actor_registry& r) {
 } // namespace
 
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+// Its rare paths (a chaos run shows which it took) and its fault points.
+PRFAAS_REGISTER_PROBES(gateway,
+  {"gateway.prefill_failover", "a prefill attempt failed (worker or node lost, transfer failed) and the request is re-routed"},
+  {"gateway.decode_resume", "a request's decode node went down and the request continues on another decode worker"},
+  {"gateway.token_gap", "tokens went missing between a decode worker and the gateway; the request resumes after the last one delivered"},
+  {"gateway.stall_resume", "a decoding request was silent past stall_timeout and its decode worker no longer had it (it restarted); the request resumes elsewhere"},
+  {"gateway.deadline", "a request reached its deadline and ended with 504"})
+
 
 } // namespace prfaas::serving

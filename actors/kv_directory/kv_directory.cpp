@@ -24,6 +24,8 @@
 
 #include "kv_directory/prefix_index.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/kv_directory.hpp"
 #include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/directory.pb.h"
@@ -310,5 +312,12 @@ void register_types(actor_registry& r) {
 } // namespace
 
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+// Its rare paths (a chaos run shows which it took) and its fault points.
+PRFAAS_REGISTER_PROBES(kv_directory,
+  {"kv_directory.rebuild", "a restarted KV directory is rebuilt from a worker's re-announcement"})
+PRFAAS_REGISTER_FAULT_POINTS(kv_directory,
+  {"kv_directory.crash", "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"})
+
 
 } // namespace prfaas::directory

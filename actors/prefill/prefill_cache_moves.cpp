@@ -39,8 +39,7 @@ void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const
   q.set_request_id(o->po.request_id());
   for (auto id : ids)
     q.add_block_ids(id);
-  const uint64_t tid = std::hash<std::string>{}(ctx->node() + "/" + name + "/cache/" +
-                                                std::to_string(o->po.transfer_id()));
+  const uint64_t tid = ctx->new_id();
   q.set_transfer_id(tid);
   q.set_node(ctx->node());
   q.set_sink(name + ".cache");

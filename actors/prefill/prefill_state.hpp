@@ -34,7 +34,6 @@ struct order {
   clock_type::time_point enqueued;
   clock_type::time_point deadline;
   bool answered = false;
-  uint32_t computed_tokens = 0; ///< set when the engine is done
 };
 using order_ptr = std::shared_ptr<order>;
 

@@ -37,6 +37,8 @@
 #include "prefill/prefix_cache.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/sim_data_plane.hpp"
 #include "prfaas/wire/directory.pb.h"
@@ -131,7 +133,7 @@ void announce(self_ptr self, node_context* ctx, const std::string& name,
 
 /// The transfer of `o` ended (data-plane thread → here through the inbox).
 void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& out,
-                    uint64_t engine_ns, uint64_t queue_ns) {
+                    uint64_t queue_ns) {
   self->state.queue.transfer_ended(o->key);
   forget_if_gone(self, o);
   update_gauges(self);
@@ -144,12 +146,7 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
     return;
   }
   PrefillDone done;
-  done.set_computed_tokens(o->computed_tokens);
-  done.set_engine_ns(engine_ns);
-  done.set_transfer_bytes(out.stats.bytes);
-  done.set_exposed_wire_ns(static_cast<uint64_t>(out.stats.exposed_wire_time().count()));
   done.set_retransmits(out.stats.retransmits);
-  done.set_corrupted(out.stats.corrupted);
   done.set_queue_ns(queue_ns);
   o->answered = true;
   self->state.stats->ok.Increment();
@@ -164,24 +161,17 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
   TransferMeta head;
   head.set_request_id(o->po.request_id());
-  head.set_attempt(o->po.attempt());
-  head.set_prompt_tokens(static_cast<uint32_t>(o->po.prompt_size()));
-  head.set_prefill_node(ctx->node());
-  // Shared between the engine thread (writes engine_ns before finish()) and the
-  // data-plane thread (reads it in `done`, which cannot run before finish()
-  // unless the transfer failed, when engine_ns does not matter).
-  auto engine_ns = std::make_shared<std::atomic<uint64_t>>(0);
   update_gauges(self);
   dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
-           [inbox = self->state.inbox, self, o, engine_ns, queue_ns](transfer_outcome out) {
-             inbox->post([self, o, out = std::move(out), engine_ns, queue_ns] {
-               transfer_ended(self, o, out, engine_ns->load(), queue_ns);
+           [inbox = self->state.inbox, self, o, queue_ns](transfer_outcome out) {
+             inbox->post([self, o, out = std::move(out), queue_ns] {
+               transfer_ended(self, o, out, queue_ns);
              });
            });
   const uint64_t seq = self->state.next_seq++;
   auto* runner = self->state.runner.get();
   runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
-                            engine_ns, cache = self->state.cache,
+                            cache = self->state.cache,
                             cache_events = self->state.cache_events,
                             group = self->state.layers_per_push,
                             cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
@@ -234,7 +224,6 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
         to_wire(*r->first_logprobs, *head.mutable_first_logprobs());
       head.set_engine_ns(ns);
       head.set_computed_tokens(r->computed_tokens);
-      engine_ns->store(ns);
       auto bytes = head.SerializeAsString();
       std::vector<std::byte> last(bytes.size());
       std::memcpy(last.data(), bytes.data(), bytes.size());
@@ -258,7 +247,6 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
                  changes = std::move(changes), counters = e.counters()] {
       self->state.stats->engine_counters(counters);
       announce(self, ctx, name, changes);
-      o->computed_tokens = computed;
       self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(ns), error.empty());
       forget_if_gone(self, o);
       if (error.empty())
@@ -505,5 +493,12 @@ void register_types(actor_registry& r) {
 } // namespace
 
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+// Its rare paths (a chaos run shows which it took) and its fault points.
+PRFAAS_REGISTER_PROBES(prefill,
+  {"prefill.cancelled", "a prefill order was cancelled (failover or resume elsewhere)"})
+PRFAAS_REGISTER_FAULT_POINTS(prefill,
+  {"prefill.crash", "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"})
+
 
 } // namespace prfaas::serving

@@ -24,6 +24,8 @@
 #include <caf/all.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/messages/kv_directory.hpp"
 #include "prfaas/messages/prefill.hpp"
@@ -496,5 +498,10 @@ void register_types(actor_registry& r) {
 } // namespace
 
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
+
+// Its rare paths (a chaos run shows which it took) and its fault points.
+PRFAAS_REGISTER_PROBES(scheduler,
+  {"scheduler.cache_blind", "the KV directory did not answer; the request is routed without cache knowledge"})
+
 
 } // namespace prfaas::serving

@@ -56,8 +56,8 @@ void load_driver::start() {
     if (!g.stream)
       argv.push_back("--no-stream");
     auto log = env_.work / (g.stream ? "load-stream.log" : "load-whole.log");
-    g.proc = std::make_unique<test::child_process>(
-        test::command{.argv = topo_.in_ns(gw.ns, argv), .out_file = log});
+    g.proc = std::make_unique<proc::child_process>(
+        proc::command{.argv = topo_.in_ns(gw.ns, argv), .out_file = log});
   }
 }
 
@@ -80,7 +80,7 @@ bool load_driver::wait(std::chrono::milliseconds limit) {
 std::vector<request_record> load_driver::results() const {
   std::vector<request_record> out;
   for (auto& g : gens_) {
-    auto text = test::read_file(g.json);
+    auto text = proc::read_file(g.json);
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (g.code != 0 || j.is_discarded() || !j.contains("per_request"))
       throw std::runtime_error("the load generator (" + std::string{g.stream ? "streamed" : "whole"} +

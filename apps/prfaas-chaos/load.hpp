@@ -43,7 +43,7 @@ private:
     double rate;
     uint64_t seed;
     std::filesystem::path json;
-    std::unique_ptr<test::child_process> proc;
+    std::unique_ptr<proc::child_process> proc;
     std::optional<int> code;
   };
 

@@ -17,7 +17,7 @@
 
 #include "prfaas/runtime/config.hpp"
 #include "run.hpp"
-#include "support/process.hpp"
+#include "common/process.hpp"
 
 namespace {
 
@@ -36,7 +36,7 @@ void show_logs(const fs::path& dir) {
     if (e.path().extension() != ".log")
       continue;
     std::vector<std::string> lines;
-    std::istringstream in{prfaas::test::read_file(e.path())};
+    std::istringstream in{prfaas::proc::read_file(e.path())};
     for (std::string l; std::getline(in, l);)
       lines.push_back(l);
     std::cerr << "--- " << e.path().filename().string() << " (last lines)\n";

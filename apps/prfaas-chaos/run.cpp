@@ -6,7 +6,7 @@
 #include "faults.hpp"
 #include "load.hpp"
 #include "probe.hpp"
-#include "support/http_probe.hpp"
+#include "common/http_probe.hpp"
 #include "watcher.hpp"
 
 namespace prfaas::chaos {
@@ -41,10 +41,10 @@ std::map<std::string, double> gateway_counters(const topology& t) {
   auto m = get_metrics(t.place(t.gateway().node));
   if (!m)
     return out;
-  out["failovers"] = test::metric(*m, "prfaas_gateway_failovers_total");
+  out["failovers"] = proc::metric(*m, "prfaas_gateway_failovers_total");
   for (auto o : {"completed", "failed", "prefill_failed", "decode_failed", "lost_tokens", "deadline",
                  "cancelled", "internal"})
-    if (double v = test::metric(*m, "prfaas_gateway_requests_total", {"outcome=\"" + std::string{o} + "\""}))
+    if (double v = proc::metric(*m, "prfaas_gateway_requests_total", {"outcome=\"" + std::string{o} + "\""}))
       out[std::string{"requests_"} + o] = v;
   return out;
 }

@@ -13,7 +13,7 @@ namespace prfaas::chaos {
 namespace {
 
 using namespace std::chrono_literals;
-namespace t = prfaas::test;
+namespace t = prfaas::proc;
 
 /// "tcp://10.77.0.2:7301" or "10.77.0.2:9301" -> (host, port).
 std::pair<std::string, int> host_port(const std::string& endpoint, const std::string& what) {

@@ -19,7 +19,7 @@
 
 #include "prfaas/runtime/config.hpp"
 #include "scenario.hpp"
-#include "support/process.hpp"
+#include "common/process.hpp"
 
 namespace prfaas::chaos {
 
@@ -110,9 +110,9 @@ private:
   std::vector<std::string> names_;
   std::map<std::string, node_place> places_;
   std::optional<link_place> link_;
-  std::unique_ptr<test::child_process> netns_script_; ///< holds the two namespaces
+  std::unique_ptr<proc::child_process> netns_script_; ///< holds the two namespaces
   std::string private_ns_;                            ///< loopback's own namespace
-  std::map<std::string, std::unique_ptr<test::child_process>> procs_;
+  std::map<std::string, std::unique_ptr<proc::child_process>> procs_;
   std::map<std::string, bool> killed_; ///< down by a kill fault, not restarted yet
 };
 

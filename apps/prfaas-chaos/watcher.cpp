@@ -1,7 +1,7 @@
 #include "watcher.hpp"
 
 #include "probe.hpp"
-#include "support/http_probe.hpp"
+#include "common/http_probe.hpp"
 
 namespace prfaas::chaos {
 
@@ -104,7 +104,7 @@ watcher::verdict watcher::poll_gauge(const std::string& node) const {
   auto m = get_metrics(topo_.place(node));
   if (!m || m->find(metric_) == std::string::npos)
     return verdict::unknown;
-  double v = test::metric(*m, metric_);
+  double v = proc::metric(*m, metric_);
   return v == faulty_value_ ? verdict::faulty : v == healthy_value_ ? verdict::healthy : verdict::unknown;
 }
 

@@ -1,6 +1,7 @@
 #include "prfaas/runtime/faults.hpp"
 
-#include <array>
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include <xxhash.h>
@@ -11,13 +12,21 @@ namespace prfaas {
 
 namespace {
 
-constexpr std::array<fault_point_info, 5> inventory{{
+/// The runtime's own fault points; components register theirs beside their code.
+constexpr fault_point_info runtime_points[] = {
   {"transport.drop", "an outbound control-plane frame (message, request, reply, heartbeat) is not sent"},
   {"transport.duplicate", "an outbound control-plane frame is sent twice"},
-  {"prefill.crash", "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"},
-  {"decode.crash", "a decode worker crashes (throws) at a batch step, forgetting its requests; its supervisor restarts it"},
-  {"kv_directory.crash", "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"},
-}};
+};
+
+struct registry {
+  std::mutex mtx;
+  std::vector<fault_point_info> entries{std::begin(runtime_points), std::end(runtime_points)};
+};
+
+registry& points() {
+  static registry r;
+  return r;
+}
 
 detail::named_tally& tally() {
   static detail::named_tally t;
@@ -34,15 +43,24 @@ void reset_fault_tally() {
   tally().clear();
 }
 
-std::span<const fault_point_info> fault_inventory() {
-  return inventory;
+std::vector<fault_point_info> fault_inventory() {
+  auto& r = points();
+  std::lock_guard<std::mutex> g{r.mtx};
+  return r.entries;
+}
+
+void register_fault_points(std::span<const fault_point_info> list) {
+  auto& r = points();
+  std::lock_guard<std::mutex> g{r.mtx};
+  for (auto& p : list)
+    if (std::none_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == p.name; }))
+      r.entries.push_back(p);
 }
 
 bool is_fault_point(std::string_view name) {
-  for (auto& p : inventory)
-    if (p.name == name)
-      return true;
-  return false;
+  auto& r = points();
+  std::lock_guard<std::mutex> g{r.mtx};
+  return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == name; });
 }
 
 fault_points::fault_points(const fault_config& cfg, std::string_view stream)

@@ -1,8 +1,10 @@
 #include "prfaas/runtime/probes.hpp"
 
-#include <array>
+#include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "named_tally.hpp"
 #include "prfaas/runtime/metrics.hpp"
@@ -11,14 +13,8 @@ namespace prfaas {
 
 namespace {
 
-constexpr std::array<probe_info, 19> inventory{{
-  {"gateway.prefill_failover", "a prefill attempt failed (worker or node lost, transfer failed) and the request is re-routed"},
-  {"gateway.decode_resume", "a request's decode node went down and the request continues on another decode worker"},
-  {"gateway.token_gap", "tokens went missing between a decode worker and the gateway; the request resumes after the last one delivered"},
-  {"gateway.stall_resume", "a decoding request was silent past stall_timeout and its decode worker no longer had it (it restarted); the request resumes elsewhere"},
-  {"gateway.deadline", "a request reached its deadline and ended with 504"},
-  {"scheduler.cache_blind", "the KV directory did not answer; the request is routed without cache knowledge"},
-  {"kv_directory.rebuild", "a restarted KV directory is rebuilt from a worker's re-announcement"},
+/// The runtime's own probes; components register theirs beside their code.
+constexpr probe_info runtime_probes[] = {
   {"transport.request_retry", "an unanswered cross-node request is sent again"},
   {"transport.duplicate_suppressed", "a request that arrived twice was answered once"},
   {"transport.request_timeout", "a cross-node request reached its deadline without an answer"},
@@ -27,11 +23,19 @@ constexpr std::array<probe_info, 19> inventory{{
   {"membership.peer_down", "the failure detector declared a peer down"},
   {"membership.peer_restarted", "a peer came back with a new incarnation"},
   {"supervisor.restart", "a crashed actor was restarted by its supervisor"},
-  {"prefill.cancelled", "a prefill order was cancelled (failover or resume elsewhere)"},
-  {"decode.order_expired", "a decode reservation ended because its KV never arrived (the lease ran out)"},
   {"data.transfer_failed", "a KV transfer failed (timeout, unreachable or cancelled peer)"},
   {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
-}};
+};
+
+struct registry {
+  std::mutex mtx;
+  std::vector<probe_info> entries{std::begin(runtime_probes), std::end(runtime_probes)};
+};
+
+registry& probes() {
+  static registry r;
+  return r;
+}
 
 detail::named_tally& tally() {
   static detail::named_tally t;
@@ -40,14 +44,28 @@ detail::named_tally& tally() {
 
 } // namespace
 
-std::span<const probe_info> probe_inventory() {
-  return inventory;
+std::vector<probe_info> probe_inventory() {
+  auto& r = probes();
+  std::lock_guard<std::mutex> g{r.mtx};
+  return r.entries;
+}
+
+void register_probes(std::span<const probe_info> list) {
+  auto& r = probes();
+  std::lock_guard<std::mutex> g{r.mtx};
+  for (auto& p : list)
+    if (std::none_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == p.name; }))
+      r.entries.push_back(p);
 }
 
 void probe_hit(metrics& m, std::string_view probe) {
   bool known = false;
-  for (auto& p : inventory)
-    known = known || p.name == probe;
+  {
+    auto& r = probes();
+    std::lock_guard<std::mutex> g{r.mtx};
+    for (auto& p : r.entries)
+      known = known || p.name == probe;
+  }
   if (!known)
     throw std::logic_error("probe \"" + std::string{probe} + "\" is not in the probe inventory");
   m.counter("prfaas_probe_hits_total", "Passes through named rare paths (failover, resume, retry, rebuild)",

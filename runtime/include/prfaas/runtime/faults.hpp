@@ -12,7 +12,10 @@
 //     seed: 7
 //     points: { transport.drop: 0.001, prefill.crash: 0.01 }
 //
-// The names a deployment may use are the inventory below; any other is a config error.
+// The names a deployment may use are the inventory: the runtime's own (transport.*) and
+// those each component registers beside its code, and plugins theirs, with
+// PRFAAS_REGISTER_FAULT_POINTS (as PRFAAS_REGISTER_PROBES, probes.hpp); any other name
+// is a config error.
 // (The KV data plane's chunk faults live in `data_plane.faults`, config.hpp.)
 
 #include <atomic>
@@ -23,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace prfaas {
 
@@ -38,9 +42,12 @@ struct fault_point_info {
   std::string_view effect;
 };
 
-/// Every fault point in the code.
-std::span<const fault_point_info> fault_inventory();
+/// Every fault point registered: the runtime's, each linked component's, each plugin's.
+std::vector<fault_point_info> fault_inventory();
 bool is_fault_point(std::string_view name);
+/// Adds fault points to the inventory (static initialisation, plugin load); entries
+/// must outlive their use (string literals); a name registered already keeps its first.
+void register_fault_points(std::span<const fault_point_info> points);
 
 /// Process-wide: point → times fired since start (or the last reset), over all nodes.
 std::map<std::string, uint64_t> fault_tally();
@@ -77,3 +84,13 @@ private:
 };
 
 } // namespace prfaas
+
+/// Registers a component's fault points at static initialisation.
+#define PRFAAS_REGISTER_FAULT_POINTS(id, ...)                                            \
+  namespace {                                                                           \
+  [[maybe_unused]] const bool prfaas_faults_##id = [] {                                 \
+    static constexpr ::prfaas::fault_point_info entries[] = {__VA_ARGS__};              \
+    ::prfaas::register_fault_points(entries);                                           \
+    return true;                                                                        \
+  }();                                                                                  \
+  }

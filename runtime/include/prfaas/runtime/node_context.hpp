@@ -3,6 +3,7 @@
 // What an actor gets from the node it runs on: identity, settings, the transport,
 // metrics, a logger and its own seed. Shared by all actors of one node; outlives them.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,6 +58,13 @@ public:
   /// stable across runs (so a simulation replays) and distinct per actor.
   uint64_t seed_for(const std::string& actor_name) const;
 
+  /// An id for something that crosses nodes (a KV transfer): no other node hands it out,
+  /// nor this node in another life while this one's can still be in use. Its bits: the
+  /// node's index in the deployment (16), its incarnation's milliseconds modulo 2^16 (16:
+  /// a later life reuses these ids only 65 s on, after every transfer of this one timed
+  /// out), a counter (32). Generated, never a hash: equal ids mean the same thing.
+  uint64_t new_id();
+
 private:
   caf::actor_system& sys_;
   const deployment_config& dep_;
@@ -68,6 +76,8 @@ private:
   logger_ptr log_;
   data_plane_ptr data_;
   std::shared_ptr<fault_points> faults_ = std::make_shared<fault_points>();
+  uint64_t id_prefix_ = 0;
+  std::atomic<uint32_t> next_id_{1};
 };
 
 using node_context_ptr = std::shared_ptr<node_context>;

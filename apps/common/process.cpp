@@ -1,4 +1,4 @@
-#include "support/process.hpp"
+#include "common/process.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace prfaas::test {
+namespace prfaas::proc {
 
 namespace {
 
@@ -271,4 +271,4 @@ std::map<std::string, std::string> read_assignments(const std::filesystem::path&
   return out;
 }
 
-} // namespace prfaas::test
+} // namespace prfaas::proc

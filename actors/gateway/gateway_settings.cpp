@@ -1,0 +1,124 @@
+#include "gateway/gateway_settings.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "common/engine_setup.hpp"
+#include "gateway/api_keys.hpp"
+#include "prfaas/runtime/config.hpp"
+
+namespace prfaas::serving {
+
+std::vector<param_spec> gateway_params() {
+  return {{"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
+                    {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
+                    {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
+                    {"control_timeout", param_kind::duration, "2s", "deadline of each routing / reservation step"},
+                    {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
+                    {"max_resumes", param_kind::integer, "2",
+                     "times a request moves to another decode worker when its decode node dies"},
+                    {"stall_timeout", param_kind::duration, "10s",
+                     "a request silent this long (no token from its decode worker) is checked with the worker, and "
+                     "resumes elsewhere if the worker lost it (0 = never)"},
+                    {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
+                    {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
+                    {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
+                    {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
+                    {"http_threads", param_kind::integer, "256", "connections served concurrently"},
+                    {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
+                    {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
+                    {"max_concurrent_per_key", param_kind::integer, "0", "requests in flight per key; beyond: 429 (0 = no limit)"},
+                    {"max_prompt_tokens", param_kind::integer, "0", "longest prompt; beyond: 413 (0 = the model's context)"}};
+}
+
+std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw config_error(where, "expected host:port, got \"" + text + "\"");
+  int port = -1;
+  try {
+    size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1)
+      port = -1;
+  } catch (const std::exception&) {
+  }
+  if (port < 0 || port > 65535)
+    throw config_error(where, "invalid port in \"" + text + "\"");
+  return {text.substr(0, colon), port};
+}
+
+namespace {
+
+/// The `api_keys` list and the keys of `api_keys_file`, together.
+std::vector<std::string> api_keys_of(const actor_params& p, const std::string& where) {
+  std::vector<std::string> keys;
+  if (auto list = p.raw("api_keys"); list && !list.IsNull()) {
+    if (!list.IsSequence())
+      throw config_error(where + ".api_keys", "expected a sequence of keys");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].IsScalar() || list[i].Scalar().empty())
+        throw config_error(where + ".api_keys[" + std::to_string(i) + "]", "expected a non-empty key");
+      keys.push_back(list[i].Scalar());
+    }
+  }
+  if (auto file = p.str("api_keys_file"); !file.empty()) {
+    try {
+      auto more = read_api_keys_file(file);
+      keys.insert(keys.end(), more.begin(), more.end());
+    } catch (const std::runtime_error& e) {
+      throw config_error(where + ".api_keys_file", e.what());
+    }
+  }
+  return keys;
+}
+
+} // namespace
+
+gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p) {
+  gateway_settings g;
+  auto target = p.str("scheduler");
+  if (!address::parse(target, g.scheduler))
+    g.scheduler = ctx.local(target);
+  g.control_timeout = p.dur("control_timeout");
+  g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
+  g.max_resumes = static_cast<uint32_t>(p.integer("max_resumes"));
+  g.stall_timeout = p.dur("stall_timeout");
+  auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
+  g.http.host = host;
+  g.http.port = port;
+  g.http.max_body = p.bytes("max_body");
+  g.http.threads = static_cast<size_t>(p.integer("http_threads"));
+  g.http.max_inflight = static_cast<uint32_t>(p.integer("max_inflight"));
+  g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
+  auto model = read_model(ctx.deployment());
+  g.tok = make_tokenizer(model);
+  g.limits.model = model.name;
+  g.limits.logprobs = model.engine != "profile";
+  g.block_tokens = model.block_tokens;
+  g.limits.max_context = model.max_context;
+  g.limits.max_prompt_tokens = model.max_context - 1;
+  if (auto m = p.integer("max_prompt_tokens"); m > 0)
+    g.limits.max_prompt_tokens = std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
+  g.http.api_keys = api_keys_of(p, name);
+  g.http.max_concurrent_per_key = static_cast<uint32_t>(p.integer("max_concurrent_per_key"));
+  g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
+  g.limits.default_max_tokens = static_cast<uint32_t>(p.integer("default_max_tokens"));
+  return g;
+}
+
+void check_gateway_params(const std::string& path, const actor_params& p) {
+  parse_listen(p.str("listen"), path + ".listen");
+  for (const char* k : {"max_attempts", "max_inflight", "max_output_tokens",
+                        "default_max_tokens", "http_threads"})
+    if (p.integer(k) < 1)
+      throw config_error(path + "." + k, "must be at least 1");
+  if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))
+    throw config_error(path + ".default_max_tokens", "must not exceed max_output_tokens");
+  for (const char* k : {"max_concurrent_per_key", "max_prompt_tokens"})
+    if (p.integer(k) < 0)
+      throw config_error(path + "." + k, "must not be negative");
+  api_keys_of(p, path);
+}
+
+} // namespace prfaas::serving
