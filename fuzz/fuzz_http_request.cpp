@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool chat = data[0] & 1;
   std::string_view rest{reinterpret_cast<const char*>(data + 1), size - 1};
   auto nl = rest.find('\n');
-  std::string_view authorization = nl == std::string_view::npos ? std::string_view{} : rest.substr(0, nl);
+  std::string_view authorization =
+      nl == std::string_view::npos ? std::string_view{} : rest.substr(0, nl);
   std::string_view body = nl == std::string_view::npos ? rest : rest.substr(nl + 1);
 
   static const api_key_guard keys{{"sk-test-key", "sk-other"}, 2};
@@ -37,10 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto* e = std::get_if<api_error>(&who))
     require(e->status == 401 && !safe_dump(e->body()).empty());
   else
-    require(std::get<std::string>(who) == "sk-test-key" || std::get<std::string>(who) == "sk-other");
+    require(std::get<std::string>(who) == "sk-test-key" ||
+            std::get<std::string>(who) == "sk-other");
 
-  api_limits limits{.model = "m", .max_context = 4096, .max_prompt_tokens = 1024,
-                    .max_output_tokens = 512, .default_max_tokens = 16};
+  api_limits limits{.model = "m",
+                    .max_context = 4096,
+                    .max_prompt_tokens = 1024,
+                    .max_output_tokens = 512,
+                    .default_max_tokens = 16};
   static const prfaas::engine::byte_tokenizer bytes;
   auto parsed = parse_completion(body, chat, limits, bytes);
   if (auto* e = std::get_if<api_error>(&parsed)) {
@@ -53,8 +58,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(r.max_tokens >= 1 && r.max_tokens <= limits.max_output_tokens);
   require(r.prompt.size() + r.max_tokens <= limits.max_context);
   require(r.stop.size() <= limits.max_stop);
-  completion_summary s{.id = "cmpl-1", .model = r.model, .prompt_tokens = 1,
-                       .completion_tokens = 1, .finish_reason = "length"};
+  completion_summary s{.id = "cmpl-1",
+                       .model = r.model,
+                       .prompt_tokens = 1,
+                       .completion_tokens = 1,
+                       .finish_reason = "length"};
   // The prompt's bytes as output, through the detokenizer and the stop strings, with
   // log-probabilities when asked: whatever the bytes, valid JSON comes out.
   output_text text(std::shared_ptr<const prfaas::engine::tokenizer>(&bytes, [](auto*) {}), r.stop,

@@ -64,8 +64,11 @@ struct fixture {
     s.max_inflight = 1u << 30;
     s.api_keys = {"sk-test-key"};
     s.max_concurrent_per_key = 4;
-    api_limits limits{.model = "m", .max_context = 4096, .max_prompt_tokens = 1024,
-                      .max_output_tokens = 512, .default_max_tokens = 16};
+    api_limits limits{.model = "m",
+                      .max_context = 4096,
+                      .max_prompt_tokens = 1024,
+                      .max_output_tokens = 512,
+                      .default_max_tokens = 16};
     http_frontend::hooks h;
     // The stand-in gateway: echoes a few prompt tokens and finishes at once.
     h.submit = [](std::shared_ptr<accepted_request> a) {
@@ -83,7 +86,8 @@ struct fixture {
     h.metrics_text = [] { return std::string{"prfaas_up 1\n"}; };
     h.health_json = [] { return std::string{"{\"status\":\"ok\"}"}; };
     h.next_id = [] { return std::string{"fuzz-1"}; };
-    auto log = std::make_shared<spdlog::logger>("fuzz", std::make_shared<spdlog::sinks::null_sink_mt>());
+    auto log =
+        std::make_shared<spdlog::logger>("fuzz", std::make_shared<spdlog::sinks::null_sink_mt>());
     frontend = std::make_unique<http_frontend>(s, limits, h, log, inflight,
                                                std::make_shared<prfaas::engine::byte_tokenizer>());
     frontend->install_routes(server);

@@ -58,7 +58,8 @@ void frame_header(const std::byte* data, size_t size) {
     return;
   auto again = prfaas::data_wire::encode(*h);
   require(again.size() <= size && std::memcmp(again.data(), data, again.size()) == 0);
-  auto h2 = prfaas::data_wire::decode(reinterpret_cast<const std::byte*>(again.data()), again.size(), err);
+  auto h2 = prfaas::data_wire::decode(reinterpret_cast<const std::byte*>(again.data()),
+                                      again.size(), err);
   require(h2 && h2->id == h->id && h2->source == h->source && h2->sink == h->sink &&
           h2->k == h->k && h2->checksum == h->checksum);
 }
@@ -78,9 +79,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   auto* body = reinterpret_cast<const std::byte*>(data + 1);
   switch (data[0] % 3) {
-    case 0: envelope(body, size - 1); break;
-    case 1: frame_header(body, size - 1); break;
-    default: held(body, size - 1); break;
+  case 0:
+    envelope(body, size - 1);
+    break;
+  case 1:
+    frame_header(body, size - 1);
+    break;
+  default:
+    held(body, size - 1);
+    break;
   }
   return 0;
 }

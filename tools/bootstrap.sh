@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   # the libraries prfaas builds on (what each is for: docs/architecture.md)
   libcaf-dev libprotobuf-dev protobuf-compiler libzmq3-dev cppzmq-dev
   libspdlog-dev catch2 libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev

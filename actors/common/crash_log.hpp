@@ -16,17 +16,17 @@ namespace prfaas {
 
 inline void log_crashes(caf::scheduled_actor* self, node_context* ctx, std::string name) {
   self->set_exception_handler(
-    [ctx, name = std::move(name)](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
-      std::string what = "unknown exception";
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        what = x.what();
-      } catch (...) {
-      }
-      ctx->log()->error("actor_crashed actor={} error=\"{}\"", name, what);
-      return make_error(errc::remote_error, name + " crashed: " + what);
-    });
+      [ctx, name = std::move(name)](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          what = x.what();
+        } catch (...) {
+        }
+        ctx->log()->error("actor_crashed actor={} error=\"{}\"", name, what);
+        return make_error(errc::remote_error, name + " crashed: " + what);
+      });
 }
 
 } // namespace prfaas

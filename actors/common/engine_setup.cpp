@@ -31,8 +31,7 @@ std::string resolve_path(const deployment_config& dep, const std::string& path) 
   return path;
 }
 
-template <class T>
-T scalar(const YAML::Node& n, const std::string& key, const char* what) {
+template <class T> T scalar(const YAML::Node& n, const std::string& key, const char* what) {
   try {
     return n.as<T>();
   } catch (const YAML::Exception&) {
@@ -96,8 +95,8 @@ void read_llama(const deployment_config& dep, const YAML::Node& n, model_setting
       if (v == 0)
         throw config_error(std::string{"model.llama."} + key, "must be at least 1");
     if (m.ubatch > m.batch)
-      throw config_error("model.llama.ubatch", "must not exceed model.llama.batch (" +
-                                                   std::to_string(m.batch) + ")");
+      throw config_error("model.llama.ubatch",
+                         "must not exceed model.llama.batch (" + std::to_string(m.batch) + ")");
   }
   if (m.engine != "llama")
     return;
@@ -114,13 +113,13 @@ void read_llama(const deployment_config& dep, const YAML::Node& n, model_setting
   if (m.context > facts->n_ctx_train)
     throw config_error("model.llama.context",
                        std::to_string(m.context) + " tokens is larger than the model's context (" +
-                         std::to_string(facts->n_ctx_train) + ", " + m.gguf + ")");
+                           std::to_string(facts->n_ctx_train) + ", " + m.gguf + ")");
   if (!n["max_context"])
     m.max_context = m.context;
   else if (m.max_context > m.context)
-    throw config_error("model.max_context", std::to_string(m.max_context) +
-                                              " exceeds the llama context of " +
-                                              std::to_string(m.context) + " tokens (model.llama.context)");
+    throw config_error("model.max_context",
+                       std::to_string(m.max_context) + " exceeds the llama context of " +
+                           std::to_string(m.context) + " tokens (model.llama.context)");
   if (!n["name"] && !facts->name.empty())
     m.name = facts->name;
 }
@@ -133,15 +132,15 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
   const YAML::Node& n = dep.model;
   if (n && n.IsMap()) {
     check_keys(n, "model",
-               {"name", "engine", "block_tokens", "max_context", "reference", "profile",
-                "kv_scale", "seed", "kv_content", "llama"});
+               {"name", "engine", "block_tokens", "max_context", "reference", "profile", "kv_scale",
+                "seed", "kv_content", "llama"});
     if (n["name"])
       m.name = scalar<std::string>(n["name"], "model.name", "a string");
     if (n["engine"])
       m.engine = scalar<std::string>(n["engine"], "model.engine", "a string");
     if (m.engine != "reference" && m.engine != "profile" && m.engine != "llama")
       throw config_error("model.engine", "invalid value \"" + m.engine +
-                                           "\" (expected one of: reference, profile, llama)");
+                                             "\" (expected one of: reference, profile, llama)");
     if (n["block_tokens"])
       m.block_tokens = scalar<uint32_t>(n["block_tokens"], "model.block_tokens", "an integer");
     if (m.block_tokens == 0)
@@ -156,7 +155,8 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
       check_keys(r, "model.reference",
                  {"weight_seed", "d_model", "n_heads", "head_dim", "mlp_hidden", "layer_pattern"});
       if (r["weight_seed"])
-        m.weight_seed = scalar<uint64_t>(r["weight_seed"], "model.reference.weight_seed", "an integer");
+        m.weight_seed =
+            scalar<uint64_t>(r["weight_seed"], "model.reference.weight_seed", "an integer");
       if (r["d_model"])
         m.d_model = scalar<uint32_t>(r["d_model"], "model.reference.d_model", "an integer");
       if (r["n_heads"])
@@ -164,10 +164,11 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
       if (r["head_dim"])
         m.head_dim = scalar<uint32_t>(r["head_dim"], "model.reference.head_dim", "an integer");
       if (r["mlp_hidden"])
-        m.mlp_hidden = scalar<uint32_t>(r["mlp_hidden"], "model.reference.mlp_hidden", "an integer");
+        m.mlp_hidden =
+            scalar<uint32_t>(r["mlp_hidden"], "model.reference.mlp_hidden", "an integer");
       if (r["layer_pattern"])
         m.layer_pattern =
-          scalar<std::string>(r["layer_pattern"], "model.reference.layer_pattern", "a string");
+            scalar<std::string>(r["layer_pattern"], "model.reference.layer_pattern", "a string");
     }
     if (n["profile"])
       m.profile = resolve_path(dep, scalar<std::string>(n["profile"], "model.profile", "a path"));
@@ -190,8 +191,9 @@ model_settings read_model(const deployment_config& dep, const std::string& profi
   if (!profile_override.empty())
     m.profile = resolve_path(dep, profile_override);
   if (m.engine == "profile" && m.profile.empty())
-    throw config_error(worker_path.empty() ? "model.profile" : worker_path + ".profile",
-                       "engine: profile needs a profile file (model.profile or the worker's profile)");
+    throw config_error(
+        worker_path.empty() ? "model.profile" : worker_path + ".profile",
+        "engine: profile needs a profile file (model.profile or the worker's profile)");
   return m;
 }
 
@@ -264,7 +266,7 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
   engine::profile_engine_config pc;
   pc.kv_scale = m.kv_scale;
   pc.seed = m.seed;
-  pc.sleep = true;          // spends its time on `clk`: real sleep, or virtual time
+  pc.sleep = true;           // spends its time on `clk`: real sleep, or virtual time
   pc.verify_content = false; // imports are checked by chunk checksums; skip the regeneration
   pc.synthesize_content = m.kv_content;
   auto e = engine::profile_engine::create(std::move(prof.value()), pc, clk);

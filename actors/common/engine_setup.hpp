@@ -41,13 +41,13 @@ struct model_settings {
   uint32_t d_model = 64, n_heads = 2, head_dim = 16, mlp_hidden = 128;
   std::string layer_pattern = "LLLFLLLF";
   // profile engine
-  std::string profile;      ///< resolved path
+  std::string profile; ///< resolved path
   double kv_scale = 1.0;
   uint64_t seed = 1;
   bool kv_content = true; ///< false (kv_content: zeros): payloads are zeros of the right size
   // llama engine
-  std::string gguf;           ///< resolved path
-  uint32_t context = 0;       ///< tokens per sequence (0: max_context)
+  std::string gguf;     ///< resolved path
+  uint32_t context = 0; ///< tokens per sequence (0: max_context)
   uint32_t batch = 512, ubatch = 512, threads = 2;
   /// Sequences resident in one engine's context; set by the worker that builds it
   /// (a decode worker: its max_batch; a prefill worker: 1).

@@ -58,9 +58,9 @@ struct sequence {
   clock_type::time_point deadline;
   phase at = phase::waiting_kv;
   engine::seq_id seq = 0;
-  uint32_t generated = 0;      ///< tokens sampled so far
-  uint32_t sent = 0;           ///< tokens sent to the gateway
-  bool logprobs = false;       ///< the request wants each token's log-probabilities
+  uint32_t generated = 0; ///< tokens sampled so far
+  uint32_t sent = 0;      ///< tokens sent to the gateway
+  bool logprobs = false;  ///< the request wants each token's log-probabilities
   bool cancelled = false;
   TransferMeta meta;
   uint64_t exposed_wire_ns = 0;
@@ -89,12 +89,12 @@ struct decode_state {
   /// Token events of up to this many steps go out together (a sequence's first and
   /// last tokens always at once): fewer messages for simulations at scale.
   uint32_t event_steps = 1;
-  uint32_t steps_pending = 0; ///< steps whose events wait in pending_events
+  uint32_t steps_pending = 0;  ///< steps whose events wait in pending_events
   bool finish_pending = false; ///< a finished sequence's event waits there
   uint64_t next_seq = 1;
   size_t max_batch = 16;
   size_t max_queue = 256;
-  engine::model_info info; ///< of the engine (its end-of-output tokens), once ready
+  engine::model_info info;   ///< of the engine (its end-of-output tokens), once ready
   bool engine_ready = false; ///< the engine is built and transfers are taken
 
   ~decode_state() {
@@ -125,10 +125,10 @@ void deliver(self_ptr self, const address& gateway, const Msg& m, bool ends_a_st
     return;
   }
   gw.request(self, m, s.ctx->msgr().config().request_timeout)
-    .then([] {},
-          [ctx = s.ctx, gw = gateway.to_string()](caf::error& e) {
-            ctx->log()->warn("decode_final_event_lost gateway={} error=\"{}\"", gw, describe(e));
-          });
+      .then([] {},
+            [ctx = s.ctx, gw = gateway.to_string()](caf::error& e) {
+              ctx->log()->warn("decode_final_event_lost gateway={} error=\"{}\"", gw, describe(e));
+            });
 }
 
 void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, bool finished,
@@ -286,7 +286,7 @@ void maybe_step(self_ptr self) {
   // this actor as it goes; waiting for the actor between steps would leave the compute
   // threads idle for two thread hand-offs a token. In a simulation, one step a job.
   struct limit {
-    uint32_t left;   ///< tokens it may still sample
+    uint32_t left; ///< tokens it may still sample
     bool ignore_eos;
   };
   std::vector<engine::seq_id> ids;
@@ -344,9 +344,10 @@ void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
 void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   auto& s = self->state;
   if (rt.chunks.empty() || !q->meta.ParseFromArray(rt.chunks.back()->data(),
-                                                  static_cast<int>(rt.chunks.back()->size()))) {
-    fail(self, q, "kv transfer " + std::to_string(rt.id) + " from " + rt.source +
-                      " has no TransferMeta in its last chunk");
+                                                   static_cast<int>(rt.chunks.back()->size()))) {
+    fail(self, q,
+         "kv transfer " + std::to_string(rt.id) + " from " + rt.source +
+             " has no TransferMeta in its last chunk");
     return;
   }
   q->at = phase::importing;
@@ -388,10 +389,10 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
 void drop_early(self_ptr self, const std::string& request_id, const char* reason) {
   auto& s = self->state;
   s.ctx->node_metrics()
-    .counter("prfaas_decode_early_transfers_dropped_total",
-             "KV transfers that arrived before their order and were dropped, by reason",
-             {{"worker", s.self_name}, {"reason", reason}})
-    .Increment();
+      .counter("prfaas_decode_early_transfers_dropped_total",
+               "KV transfers that arrived before their order and were dropped, by reason",
+               {{"worker", s.self_name}, {"reason", reason}})
+      .Increment();
   s.ctx->log()->warn("decode_early_transfer_dropped worker={} request={} reason={}", s.self_name,
                      request_id, reason);
 }
@@ -436,7 +437,8 @@ void sweep(self_ptr self) {
 
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
                             model_settings model, size_t max_batch, size_t max_queue,
-                            uint32_t event_steps, early_transfers<received_transfer>::limits early) {
+                            uint32_t event_steps,
+                            early_transfers<received_transfer>::limits early) {
   auto& s = self->state;
   s.early = early_transfers<received_transfer>{early};
   log_crashes(self, ctx, name);
@@ -451,11 +453,12 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
     throw std::runtime_error("decode_worker " + name + ": node " + ctx->node() +
                              " has no data endpoint (nodes[].data) for the KV data plane");
   s.runner = std::make_unique<engine_runner>(
-    ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
-    "dc." + name, engine_runner::crash(s.inbox));
+      ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
+      "dc." + name, engine_runner::crash(s.inbox));
   // Transfers are taken once the engine is built (live: on its own thread, seconds for a
   // real model); until then the node refuses them and load reports say "starting".
-  auto ready = [self, ctx, name, engine_name = model.engine, max_batch](const engine::model_info& info) {
+  auto ready = [self, ctx, name, engine_name = model.engine,
+                max_batch](const engine::model_info& info) {
     auto& s = self->state;
     s.info = info;
     s.engine_ready = true;
@@ -470,107 +473,113 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
   update_gauges(self);
   self->send(self, caf::tick_atom_v);
   return {
-    [=](wake_atom) { self->state.inbox->drain(); },
-    [=](caf::tick_atom) {
-      sweep(self);
-      self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
-    },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      auto& s = self->state;
-      return dispatch<decode_role>(*ctx, msg,
-      [&](DecodeOrder& o) -> answer<DecodeAccepted> {
-        if (o.max_tokens() == 0 || o.gateway_node().empty())
-          return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
-                                                   ": needs max_tokens > 0 and a gateway");
-        if (s.by_request.count(o.request_id())) { // a retried order: same answer
-          return DecodeAccepted{};
-        }
-        if (s.by_request.size() >= s.max_queue) {
-          s.stats->rejected.Increment();
-          return make_error(errc::overloaded, "decode worker " + name + ": " +
-                                                  std::to_string(s.max_queue) + " requests already");
-        }
-        auto q = std::make_shared<sequence>();
-        q->gateway = {o.gateway_node(), o.gateway_actor()};
-        q->deadline = self->clock().now() +
-                      std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
-        q->logprobs = o.sampling().logprobs();
-        q->order = std::move(o);
-        s.by_request.emplace(q->order.request_id(), q);
-        update_gauges(self);
-        if (auto rt = s.early.take(q->order.request_id()))
-          start_import(self, q, std::move(*rt));
-        return DecodeAccepted{};
+      [=](wake_atom) { self->state.inbox->drain(); },
+      [=](caf::tick_atom) {
+        sweep(self);
+        self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
       },
-      [&](LoadQuery&) {
-        WorkerLoad l;
-        l.set_role("decode");
-        l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
-        l.set_active(static_cast<uint32_t>(s.active.size()));
-        l.set_capacity(static_cast<uint32_t>(s.max_batch));
-        l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
-        l.set_starting(!s.engine_ready);
-        return l;
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        auto& s = self->state;
+        return dispatch<decode_role>(
+            *ctx, msg,
+            [&](DecodeOrder& o) -> answer<DecodeAccepted> {
+              if (o.max_tokens() == 0 || o.gateway_node().empty())
+                return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
+                                                         ": needs max_tokens > 0 and a gateway");
+              if (s.by_request.count(o.request_id())) { // a retried order: same answer
+                return DecodeAccepted{};
+              }
+              if (s.by_request.size() >= s.max_queue) {
+                s.stats->rejected.Increment();
+                return make_error(errc::overloaded, "decode worker " + name + ": " +
+                                                        std::to_string(s.max_queue) +
+                                                        " requests already");
+              }
+              auto q = std::make_shared<sequence>();
+              q->gateway = {o.gateway_node(), o.gateway_actor()};
+              q->deadline =
+                  self->clock().now() +
+                  std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
+              q->logprobs = o.sampling().logprobs();
+              q->order = std::move(o);
+              s.by_request.emplace(q->order.request_id(), q);
+              update_gauges(self);
+              if (auto rt = s.early.take(q->order.request_id()))
+                start_import(self, q, std::move(*rt));
+              return DecodeAccepted{};
+            },
+            [&](LoadQuery&) {
+              WorkerLoad l;
+              l.set_role("decode");
+              l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
+              l.set_active(static_cast<uint32_t>(s.active.size()));
+              l.set_capacity(static_cast<uint32_t>(s.max_batch));
+              l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
+              l.set_starting(!s.engine_ready);
+              return l;
+            },
+            [&](DecodeStatusQuery& q) {
+              DecodeStatus st;
+              if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
+                st.set_known(true);
+                st.set_sent(it->second->sent);
+              }
+              return st;
+            },
+            [&](Cancel& c) {
+              if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
+                auto q = it->second;
+                q->cancelled = true;
+                forget(self, q);
+                if (!s.stepping)
+                  maybe_step(self);
+              }
+              s.early.forget(c.request_id());
+            });
       },
-      [&](DecodeStatusQuery& q) {
-        DecodeStatus st;
-        if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
-          st.set_known(true);
-          st.set_sent(it->second->sent);
-        }
-        return st;
-      },
-      [&](Cancel& c) {
-        if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
-          auto q = it->second;
-          q->cancelled = true;
-          forget(self, q);
-          if (!s.stepping)
-            maybe_step(self);
-        }
-        s.early.forget(c.request_id());
-      });
-    },
   };
 }
 
 void register_types(actor_registry& r) {
   r.add({.name = "decode_worker",
          .doc = "imports KVCache from the data plane and decodes with continuous batching",
-         .params = {profile_param(),
-                    {"max_batch", param_kind::integer, "16", "sequences per decode step"},
-                    {"max_queue", param_kind::integer, "256",
-                     "requests held at most (batch + waiting); more are refused"},
-                    {"event_steps", param_kind::integer, "1",
-                     "decode steps whose tokens go out in one message (first and last token at once)"},
-                    {"max_early_transfers", param_kind::integer, "64",
-                     "KV transfers kept that arrived before their order; beyond, the oldest is dropped"},
-                    {"max_early_bytes", param_kind::bytes, "1GiB",
-                     "bytes of such transfers kept at most; beyond, the oldest are dropped"},
-                    {"early_ttl", param_kind::duration, "30s",
-                     "how long such a transfer waits for its order before it is dropped"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           auto model = read_model(ctx.deployment(), p.str("profile"), name);
-           model.slots = static_cast<uint32_t>(p.integer("max_batch"));
-           return ctx.system().spawn(decode_worker, &ctx, name, model,
-                                     static_cast<size_t>(p.integer("max_batch")),
-                                     static_cast<size_t>(p.integer("max_queue")),
-                                     static_cast<uint32_t>(p.integer("event_steps")),
-                                     early_transfers<received_transfer>::limits{
-                                       .max_transfers = static_cast<size_t>(p.integer("max_early_transfers")),
-                                       .max_bytes = p.bytes("max_early_bytes"),
-                                       .ttl = p.dur("early_ttl")});
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           if (p.integer("max_batch") < 1)
-             throw config_error(path + ".max_batch", "must be at least 1");
-           if (p.integer("event_steps") < 1)
-             throw config_error(path + ".event_steps", "must be at least 1");
-           if (p.integer("max_queue") < p.integer("max_batch"))
-             throw config_error(path + ".max_queue", "must be at least max_batch");
-           if (p.integer("max_early_transfers") < 0)
-             throw config_error(path + ".max_early_transfers", "must not be negative");
-         },
+         .params =
+             {profile_param(),
+              {"max_batch", param_kind::integer, "16", "sequences per decode step"},
+              {"max_queue", param_kind::integer, "256",
+               "requests held at most (batch + waiting); more are refused"},
+              {"event_steps", param_kind::integer, "1",
+               "decode steps whose tokens go out in one message (first and last token at once)"},
+              {"max_early_transfers", param_kind::integer, "64",
+               "KV transfers kept that arrived before their order; beyond, the oldest is dropped"},
+              {"max_early_bytes", param_kind::bytes, "1GiB",
+               "bytes of such transfers kept at most; beyond, the oldest are dropped"},
+              {"early_ttl", param_kind::duration, "30s",
+               "how long such a transfer waits for its order before it is dropped"}},
+         .factory =
+             [](node_context& ctx, const std::string& name, const actor_params& p) {
+               auto model = read_model(ctx.deployment(), p.str("profile"), name);
+               model.slots = static_cast<uint32_t>(p.integer("max_batch"));
+               return ctx.system().spawn(
+                   decode_worker, &ctx, name, model, static_cast<size_t>(p.integer("max_batch")),
+                   static_cast<size_t>(p.integer("max_queue")),
+                   static_cast<uint32_t>(p.integer("event_steps")),
+                   early_transfers<received_transfer>::limits{
+                       .max_transfers = static_cast<size_t>(p.integer("max_early_transfers")),
+                       .max_bytes = p.bytes("max_early_bytes"),
+                       .ttl = p.dur("early_ttl")});
+             },
+         .check =
+             [](const std::string& path, const actor_params& p) {
+               if (p.integer("max_batch") < 1)
+                 throw config_error(path + ".max_batch", "must be at least 1");
+               if (p.integer("event_steps") < 1)
+                 throw config_error(path + ".event_steps", "must be at least 1");
+               if (p.integer("max_queue") < p.integer("max_batch"))
+                 throw config_error(path + ".max_queue", "must be at least max_batch");
+               if (p.integer("max_early_transfers") < 0)
+                 throw config_error(path + ".max_early_transfers", "must not be negative");
+             },
          .check_deployment = check_worker_model});
 }
 
@@ -579,10 +588,11 @@ void register_types(actor_registry& r) {
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
-PRFAAS_REGISTER_PROBES(decode,
-  {"decode.order_expired", "a decode reservation ended because its KV never arrived (the lease ran out)"})
-PRFAAS_REGISTER_FAULT_POINTS(decode,
-  {"decode.crash", "a decode worker crashes (throws) at a batch step, forgetting its requests; its supervisor restarts it"})
-
+PRFAAS_REGISTER_PROBES(
+    decode, {"decode.order_expired",
+             "a decode reservation ended because its KV never arrived (the lease ran out)"})
+PRFAAS_REGISTER_FAULT_POINTS(decode, {"decode.crash",
+                                      "a decode worker crashes (throws) at a batch step, "
+                                      "forgetting its requests; its supervisor restarts it"})
 
 } // namespace prfaas::serving

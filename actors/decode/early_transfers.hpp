@@ -17,8 +17,7 @@
 
 namespace prfaas::serving {
 
-template <class Transfer>
-class early_transfers {
+template <class Transfer> class early_transfers {
 public:
   using clock_type = std::chrono::steady_clock;
 

@@ -22,20 +22,20 @@ struct counter_state {
 remote_actor::behavior_type counter(remote_actor::stateful_pointer<counter_state> self,
                                     node_context* ctx) {
   return {
-    [self, ctx](remote_message& msg) -> caf::result<remote_message> {
-      return dispatch<counter_role>(
-        *ctx, msg,
-        [&](examples::CountQuery&) {
-          examples::CountReply r;
-          r.set_messages(self->state.messages);
-          r.set_bytes(self->state.bytes);
-          return r;
-        },
-        [&](examples::Ping&, remote_message& m) {
-          ++self->state.messages;
-          self->state.bytes += m.payload.size() + (m.bulk ? m.bulk->size() : 0);
-        });
-    },
+      [self, ctx](remote_message& msg) -> caf::result<remote_message> {
+        return dispatch<counter_role>(
+            *ctx, msg,
+            [&](examples::CountQuery&) {
+              examples::CountReply r;
+              r.set_messages(self->state.messages);
+              r.set_bytes(self->state.bytes);
+              return r;
+            },
+            [&](examples::Ping&, remote_message& m) {
+              ++self->state.messages;
+              self->state.bytes += m.payload.size() + (m.bulk ? m.bulk->size() : 0);
+            });
+      },
   };
 }
 

@@ -22,8 +22,8 @@ struct crashy_state {
   uint64_t ticks = 0;
 };
 
-caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
-                     duration tick, duration crash_after) {
+caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx, duration tick,
+                     duration crash_after) {
   // A crash is this actor's job: turn the exception into its exit reason quietly
   // (CAF's default handler would print it to stderr); the supervisor logs it.
   self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
@@ -40,18 +40,16 @@ caf::behavior crashy(caf::stateful_actor<crashy_state>* self, node_context* ctx,
   if (crash_after > duration::zero())
     self->delayed_send(self, crash_after, stop_atom_v);
   return {
-    [self, ctx](remote_message& m) -> caf::result<remote_message> {
-      return dispatch<crashy_role>(*ctx, m, [](examples::Crash& c) {
-        throw std::runtime_error("crash requested: " + c.reason());
-      });
-    },
-    [self, tick](caf::tick_atom) {
-      ++self->state.ticks;
-      self->delayed_send(self, tick, caf::tick_atom_v);
-    },
-    [](stop_atom) -> caf::result<void> {
-      throw std::runtime_error("crash_after elapsed");
-    },
+      [self, ctx](remote_message& m) -> caf::result<remote_message> {
+        return dispatch<crashy_role>(*ctx, m, [](examples::Crash& c) {
+          throw std::runtime_error("crash requested: " + c.reason());
+        });
+      },
+      [self, tick](caf::tick_atom) {
+        ++self->state.ticks;
+        self->delayed_send(self, tick, caf::tick_atom_v);
+      },
+      [](stop_atom) -> caf::result<void> { throw std::runtime_error("crash_after elapsed"); },
   };
 }
 

@@ -21,17 +21,17 @@ struct echo_state {
 remote_actor::behavior_type echo(remote_actor::stateful_pointer<echo_state> self,
                                  node_context* ctx) {
   return {
-    [self, ctx](remote_message& msg) -> caf::result<remote_message> {
-      return dispatch<echo_role>(*ctx, msg, [&](examples::Ping& ping, remote_message& m) {
-        examples::Pong pong;
-        pong.set_sequence(ping.sequence());
-        pong.set_data(ping.data());
-        pong.set_responder(m.destination.to_string());
-        pong.set_incarnation(ctx->incarnation());
-        ++self->state.answered;
-        return with_bulk<examples::Pong>{pong, m.bulk}; // bulk frames are echoed back untouched
-      });
-    },
+      [self, ctx](remote_message& msg) -> caf::result<remote_message> {
+        return dispatch<echo_role>(*ctx, msg, [&](examples::Ping& ping, remote_message& m) {
+          examples::Pong pong;
+          pong.set_sequence(ping.sequence());
+          pong.set_data(ping.data());
+          pong.set_responder(m.destination.to_string());
+          pong.set_incarnation(ctx->incarnation());
+          ++self->state.answered;
+          return with_bulk<examples::Pong>{pong, m.bulk}; // bulk frames are echoed back untouched
+        });
+      },
   };
 }
 

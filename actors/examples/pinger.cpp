@@ -40,38 +40,39 @@ caf::behavior pinger(caf::stateful_actor<pinger_state>* self, node_context* ctx,
   for (auto& t : targets) {
     auto label = prometheus::Labels{{"target", t.to_string()}};
     self->state.targets.push_back(
-      {t, &m.counter("prfaas_pinger_requests_total", "Pings started", label),
-       &m.counter("prfaas_pinger_replies_total", "Pings answered", label),
-       &m.gauge("prfaas_pinger_in_flight", "Pings not yet ended", label)});
+        {t, &m.counter("prfaas_pinger_requests_total", "Pings started", label),
+         &m.counter("prfaas_pinger_replies_total", "Pings answered", label),
+         &m.gauge("prfaas_pinger_in_flight", "Pings not yet ended", label)});
   }
   self->send(self, caf::tick_atom_v);
   return {
-    [=](caf::tick_atom) {
-      for (size_t i = 0; i < self->state.targets.size(); ++i) {
-        auto& t = self->state.targets[i];
-        examples::Ping ping;
-        ping.set_sequence(++self->state.sequence);
-        t.requests->Increment();
-        t.in_flight->Increment();
-        role_ref<echo_role>(*ctx, self_name, t.addr)
-          .request(self, ping, timeout)
-          .then(
-            [self, i](examples::Pong&) {
-              auto& t = self->state.targets[i];
-              t.replies->Increment();
-              t.in_flight->Decrement();
-            },
-            [self, ctx, i](caf::error& e) {
-              auto& t = self->state.targets[i];
-              ctx->node_metrics()
-                .counter("prfaas_pinger_errors_total", "Pings that ended with an error",
-                         {{"target", t.addr.to_string()}, {"code", to_string(error_code(e))}})
-                .Increment();
-              t.in_flight->Decrement();
-            });
-      }
-      self->delayed_send(self, period, caf::tick_atom_v);
-    },
+      [=](caf::tick_atom) {
+        for (size_t i = 0; i < self->state.targets.size(); ++i) {
+          auto& t = self->state.targets[i];
+          examples::Ping ping;
+          ping.set_sequence(++self->state.sequence);
+          t.requests->Increment();
+          t.in_flight->Increment();
+          role_ref<echo_role>(*ctx, self_name, t.addr)
+              .request(self, ping, timeout)
+              .then(
+                  [self, i](examples::Pong&) {
+                    auto& t = self->state.targets[i];
+                    t.replies->Increment();
+                    t.in_flight->Decrement();
+                  },
+                  [self, ctx, i](caf::error& e) {
+                    auto& t = self->state.targets[i];
+                    ctx->node_metrics()
+                        .counter(
+                            "prfaas_pinger_errors_total", "Pings that ended with an error",
+                            {{"target", t.addr.to_string()}, {"code", to_string(error_code(e))}})
+                        .Increment();
+                    t.in_flight->Decrement();
+                  });
+        }
+        self->delayed_send(self, period, caf::tick_atom_v);
+      },
   };
 }
 
@@ -91,20 +92,23 @@ std::vector<address> parse_targets(const std::string& text, const std::string& w
 }
 
 void register_types(actor_registry& r) {
-  r.add({.name = "pinger",
-         .doc = "probes targets with Ping requests and counts the outcomes",
-         .params = {{"targets", param_kind::string, "", "comma-separated node/actor addresses", true},
-                    {"period", param_kind::duration, "200ms", "time between rounds"},
-                    {"timeout", param_kind::duration, "1s", "deadline of each request"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           auto targets = parse_targets(p.str("targets"), name + ".targets");
-           return ctx.system().spawn(pinger, &ctx, name, targets, p.dur("period"),
-                                     p.dur("timeout"));
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           if (parse_targets(p.str("targets"), path + ".targets").empty())
-             throw config_error(path + ".targets", "needs at least one node/actor address");
-         }});
+  r.add(
+      {.name = "pinger",
+       .doc = "probes targets with Ping requests and counts the outcomes",
+       .params = {{"targets", param_kind::string, "", "comma-separated node/actor addresses", true},
+                  {"period", param_kind::duration, "200ms", "time between rounds"},
+                  {"timeout", param_kind::duration, "1s", "deadline of each request"}},
+       .factory =
+           [](node_context& ctx, const std::string& name, const actor_params& p) {
+             auto targets = parse_targets(p.str("targets"), name + ".targets");
+             return ctx.system().spawn(pinger, &ctx, name, targets, p.dur("period"),
+                                       p.dur("timeout"));
+           },
+       .check =
+           [](const std::string& path, const actor_params& p) {
+             if (parse_targets(p.str("targets"), path + ".targets").empty())
+               throw config_error(path + ".targets", "needs at least one node/actor address");
+           }});
 }
 
 } // namespace

@@ -34,7 +34,7 @@ struct slot_release {
 
   slot_release(std::shared_ptr<std::mutex> m, std::shared_ptr<std::map<std::string, uint32_t>> c,
                std::string k)
-    : mtx(std::move(m)), counts(std::move(c)), key(std::move(k)) {}
+      : mtx(std::move(m)), counts(std::move(c)), key(std::move(k)) {}
   slot_release(const slot_release&) = delete;
   slot_release& operator=(const slot_release&) = delete;
   ~slot_release() {
@@ -51,9 +51,10 @@ api_error unauthorized(std::string message) {
 } // namespace
 
 api_key_guard::api_key_guard(std::vector<std::string> keys, uint32_t max_concurrent_per_key)
-  : keys_(std::move(keys)), max_per_key_(max_concurrent_per_key) {}
+    : keys_(std::move(keys)), max_per_key_(max_concurrent_per_key) {}
 
-std::variant<std::string, api_error> api_key_guard::authenticate(std::string_view authorization) const {
+std::variant<std::string, api_error>
+api_key_guard::authenticate(std::string_view authorization) const {
   if (!enabled())
     return std::string{};
   auto value = trim(authorization);

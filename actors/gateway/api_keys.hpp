@@ -47,7 +47,7 @@ private:
   uint32_t max_per_key_;
   std::shared_ptr<std::mutex> mtx_ = std::make_shared<std::mutex>();
   std::shared_ptr<std::map<std::string, uint32_t>> counts_ =
-    std::make_shared<std::map<std::string, uint32_t>>();
+      std::make_shared<std::map<std::string, uint32_t>>();
 };
 
 /// Keys from a file: one per line; blank lines and lines starting with '#' skipped,

@@ -79,13 +79,12 @@ struct entry {
   uint32_t computed_tokens = 0; ///< prompt tokens the prefill computed (rest: prefix cache)
   std::vector<std::string> failed_decode; ///< decode nodes lost while serving it
   uint32_t resumes = 0;
-  std::vector<token> resumed_after; ///< tokens delivered before the last resume
-  std::unique_ptr<output_text> text; ///< detokenizer and stop strings of the output
+  std::vector<token> resumed_after;    ///< tokens delivered before the last resume
+  std::unique_ptr<output_text> text;   ///< detokenizer and stop strings of the output
   clock_type::time_point last_event{}; ///< routed, or the last token event taken
   bool status_asked = false;           ///< a DecodeStatusQuery is out for this silence
 };
 using entry_ptr = std::shared_ptr<entry>;
-
 
 struct gateway_state {
   static inline const char* name = "gateway";
@@ -120,8 +119,9 @@ struct gateway_env {
 
   void count(const char* outcome) const {
     ctx->node_metrics()
-      .counter("prfaas_gateway_requests_total", "Requests ended, by outcome", {{"outcome", outcome}})
-      .Increment();
+        .counter("prfaas_gateway_requests_total", "Requests ended, by outcome",
+                 {{"outcome", outcome}})
+        .Increment();
   }
 
   void count_zero(const char* outcome) const {
@@ -160,8 +160,8 @@ struct gateway_env {
   void fail(const entry_ptr& e, api_error err, const char* outcome) const {
     if (!e->lc.advance(request_state::failed))
       return;
-    ctx->log()->info("request_failed request={} status={} reason=\"{}\" state_attempts={}", e->a->id,
-                     err.status, err.message, e->lc.attempts());
+    ctx->log()->info("request_failed request={} status={} reason=\"{}\" state_attempts={}",
+                     e->a->id, err.status, err.message, e->lc.attempts());
     count(outcome); // before the client can see the outcome: metrics never lag a response
     cancel_work(*e, outcome);
     end(e);
@@ -178,7 +178,7 @@ struct gateway_env {
     s.prompt_tokens = static_cast<uint32_t>(e->a->req.prompt.size());
     s.completion_tokens = e->text->tokens();
     s.cached_tokens = static_cast<uint32_t>(
-      e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens, e->a->req.prompt.size()));
+        e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens, e->a->req.prompt.size()));
     s.finish_reason = reason;
     s.prfaas = {{"request_id", e->a->id},
                 {"route", e->route.route()},
@@ -228,32 +228,36 @@ struct gateway_env {
     }
     auto env = *this;
     remote_ref<scheduler_role>(ctx->msgr(), me(), cfg.scheduler)
-      .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
-      .then(
-        [env, e, failover](RouteDecision& d) {
-          if (e->lc.terminal() || e->lc.state() == request_state::decoding)
-            return; // ended, or an earlier attempt's KV arrived while re-routing
-          e->route = d;
-          e->lc.advance(request_state::routed);
-          e->last_event = env.self->clock().now(); // the decode worker's silence counts from here
-          // The decode reservation and the prefill go out together: the decode worker
-          // keeps a transfer that overtakes its order, and a refused reservation
-          // fails the request, which cancels the prefill.
-          if (!failover)
-            env.reserve_decode(e);
-          env.prefill(e);
-        },
-        [env, e](caf::error& err) {
-          if (e->lc.terminal() || env.past_deadline(e))
-            return;
-          auto code = error_code(err);
-          if (code == errc::bad_reply)
-            return env.fail(e, {.status = 500, .message = describe(err), .type = "server_error"},
-                            "internal");
-          env.fail(e, code == errc::overloaded ? unavailable("no capacity: " + describe(err))
-                                               : unavailable("scheduler unavailable: " + describe(err)),
-                   "no_route");
-        });
+        .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
+        .then(
+            [env, e, failover](RouteDecision& d) {
+              if (e->lc.terminal() || e->lc.state() == request_state::decoding)
+                return; // ended, or an earlier attempt's KV arrived while re-routing
+              e->route = d;
+              e->lc.advance(request_state::routed);
+              e->last_event =
+                  env.self->clock().now(); // the decode worker's silence counts from here
+              // The decode reservation and the prefill go out together: the decode worker
+              // keeps a transfer that overtakes its order, and a refused reservation
+              // fails the request, which cancels the prefill.
+              if (!failover)
+                env.reserve_decode(e);
+              env.prefill(e);
+            },
+            [env, e](caf::error& err) {
+              if (e->lc.terminal() || env.past_deadline(e))
+                return;
+              auto code = error_code(err);
+              if (code == errc::bad_reply)
+                return env.fail(e,
+                                {.status = 500, .message = describe(err), .type = "server_error"},
+                                "internal");
+              env.fail(e,
+                       code == errc::overloaded
+                           ? unavailable("no capacity: " + describe(err))
+                           : unavailable("scheduler unavailable: " + describe(err)),
+                       "no_route");
+            });
   }
 
   void reserve_decode(const entry_ptr& e) const {
@@ -272,23 +276,26 @@ struct gateway_env {
     o.set_budget_ns(static_cast<uint64_t>(remaining(*e).count()));
     auto env = *this;
     decode_of(*e)
-      .request(self, o, std::min(cfg.control_timeout, remaining(*e)))
-      .then(
-        [](DecodeAccepted&) {}, // reserved; the prefill is already on its way
-        [env, e, node = e->route.decode_node()](caf::error& err) {
-          if (e->lc.terminal())
-            return;
-          if (error_code(err) == errc::overloaded)
-            return env.fail(e, {.status = 429, .message = "decode capacity exhausted: " + describe(err),
-                                .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
-          if (e->route.decode_node() != node)
-            return; // the request moved on already (its decode node was reported down)
-          // The worker did not take the reservation (its node is down or does not
-          // answer): the request goes to another decode worker, like a resume. Should
-          // the worker have it after all, it drops it.
-          env.cancel_decode(*e, "reservation_failed");
-          env.resume(e, "its reservation failed: " + describe(err));
-        });
+        .request(self, o, std::min(cfg.control_timeout, remaining(*e)))
+        .then([](DecodeAccepted&) {}, // reserved; the prefill is already on its way
+              [env, e, node = e->route.decode_node()](caf::error& err) {
+                if (e->lc.terminal())
+                  return;
+                if (error_code(err) == errc::overloaded)
+                  return env.fail(e,
+                                  {.status = 429,
+                                   .message = "decode capacity exhausted: " + describe(err),
+                                   .type = "rate_limit_error",
+                                   .retry_after_s = 1},
+                                  "overloaded");
+                if (e->route.decode_node() != node)
+                  return; // the request moved on already (its decode node was reported down)
+                // The worker did not take the reservation (its node is down or does not
+                // answer): the request goes to another decode worker, like a resume. Should
+                // the worker have it after all, it drops it.
+                env.cancel_decode(*e, "reservation_failed");
+                env.resume(e, "its reservation failed: " + describe(err));
+              });
   }
 
   void prefill(const entry_ptr& e) const {
@@ -317,22 +324,22 @@ struct gateway_env {
     auto env = *this;
     const uint64_t tid = e->transfer_id;
     prefill_of(*e)
-      .request(self, o, remaining(*e))
-      .then(
-        [env, e, tid](PrefillDone& d) {
-          if (e->lc.terminal() || tid != e->transfer_id)
-            return;
-          e->retransmits += d.retransmits();
-          e->prefill_queue_ns = d.queue_ns();
-          e->lc.advance(request_state::transferring); // no-op if decoding already
-        },
-        [env, e, tid](caf::error& err) {
-          if (e->lc.terminal() || tid != e->transfer_id)
-            return;
-          if (e->lc.state() == request_state::decoding)
-            return; // the KV arrived after all (e.g. the reply got lost)
-          env.failover(e, err);
-        });
+        .request(self, o, remaining(*e))
+        .then(
+            [env, e, tid](PrefillDone& d) {
+              if (e->lc.terminal() || tid != e->transfer_id)
+                return;
+              e->retransmits += d.retransmits();
+              e->prefill_queue_ns = d.queue_ns();
+              e->lc.advance(request_state::transferring); // no-op if decoding already
+            },
+            [env, e, tid](caf::error& err) {
+              if (e->lc.terminal() || tid != e->transfer_id)
+                return;
+              if (e->lc.state() == request_state::decoding)
+                return; // the KV arrived after all (e.g. the reply got lost)
+              env.failover(e, err);
+            });
   }
 
   void failover(const entry_ptr& e, const caf::error& err) const {
@@ -342,10 +349,10 @@ struct gateway_env {
     e->failed_prefill.push_back(failed);
     ctx->probe("gateway.prefill_failover");
     ctx->node_metrics()
-      .counter("prfaas_gateway_failovers_total", "Prefill attempts re-routed to local prefill")
-      .Increment();
-    ctx->log()->warn("prefill_failover request={} failed_node={} attempt={} reason=\"{}\"", e->a->id,
-                     failed, e->lc.attempts(), describe(err));
+        .counter("prfaas_gateway_failovers_total", "Prefill attempts re-routed to local prefill")
+        .Increment();
+    ctx->log()->warn("prefill_failover request={} failed_node={} attempt={} reason=\"{}\"",
+                     e->a->id, failed, e->lc.attempts(), describe(err));
     Cancel c; // the old attempt's transfer, if it is still going
     c.set_request_id(e->a->id);
     c.set_transfer_id(e->transfer_id);
@@ -353,14 +360,20 @@ struct gateway_env {
     prefill_of(*e).send(c);
     switch (rules::after_prefill_failure(e->lc.attempts(), e->resumes, cfg.max_attempts,
                                          error_code(err) == errc::overloaded)) {
-      case rules::failover_verdict::give_up_overloaded:
-        return fail(e, {.status = 429, .message = "prefill capacity exhausted: " + describe(err),
-                        .type = "rate_limit_error", .retry_after_s = 1}, "overloaded");
-      case rules::failover_verdict::give_up:
-        return fail(e, unavailable("prefill failed after " + std::to_string(e->lc.attempts()) +
-                                   " attempts: " + describe(err)), "prefill_failed");
-      case rules::failover_verdict::retry_locally:
-        break;
+    case rules::failover_verdict::give_up_overloaded:
+      return fail(e,
+                  {.status = 429,
+                   .message = "prefill capacity exhausted: " + describe(err),
+                   .type = "rate_limit_error",
+                   .retry_after_s = 1},
+                  "overloaded");
+    case rules::failover_verdict::give_up:
+      return fail(e,
+                  unavailable("prefill failed after " + std::to_string(e->lc.attempts()) +
+                              " attempts: " + describe(err)),
+                  "prefill_failed");
+    case rules::failover_verdict::retry_locally:
+      break;
     }
     e->lc.advance(request_state::routed);
     route(e, true);
@@ -373,17 +386,20 @@ struct gateway_env {
     const std::string dead = e->route.decode_node();
     e->failed_decode.push_back(dead);
     if (!rules::may_resume(e->resumes, cfg.max_resumes))
-      return fail(e, unavailable("decode worker on " + dead + " lost (" + why + "), after " +
-                                 std::to_string(e->resumes) + " resumes"), "decode_failed");
+      return fail(e,
+                  unavailable("decode worker on " + dead + " lost (" + why + "), after " +
+                              std::to_string(e->resumes) + " resumes"),
+                  "decode_failed");
     ++e->resumes;
     ctx->probe("gateway.decode_resume");
     ctx->node_metrics()
-      .counter("prfaas_gateway_decode_resumes_total",
-               "Requests moved to another decode worker after theirs was lost")
-      .Increment();
+        .counter("prfaas_gateway_decode_resumes_total",
+                 "Requests moved to another decode worker after theirs was lost")
+        .Increment();
     ctx->log()->warn("decode_resume request={} failed_node={} delivered={} resume={} reason=\"{}\"",
                      e->a->id, dead, e->received, e->resumes, why);
-    if (e->lc.state() == request_state::prefilling || e->lc.state() == request_state::transferring) {
+    if (e->lc.state() == request_state::prefilling ||
+        e->lc.state() == request_state::transferring) {
       Cancel c; // its KV was going to the dead node
       c.set_request_id(e->a->id);
       c.set_transfer_id(e->transfer_id);
@@ -404,10 +420,16 @@ struct gateway_env {
   void on_peer_down(const std::string& node) const {
     std::vector<entry_ptr> decode_lost, prefill_lost;
     for (auto& [id, e] : self->state.live) {
-      switch (rules::on_node_down(e->lc.state(), e->route.decode_node(), e->route.prefill_node(), node)) {
-        case rules::node_loss::resume: decode_lost.push_back(e); break;
-        case rules::node_loss::failover: prefill_lost.push_back(e); break;
-        case rules::node_loss::none: break;
+      switch (rules::on_node_down(e->lc.state(), e->route.decode_node(), e->route.prefill_node(),
+                                  node)) {
+      case rules::node_loss::resume:
+        decode_lost.push_back(e);
+        break;
+      case rules::node_loss::failover:
+        prefill_lost.push_back(e);
+        break;
+      case rules::node_loss::none:
+        break;
       }
     }
     for (auto& e : decode_lost)
@@ -421,21 +443,24 @@ struct gateway_env {
     if (it == self->state.live.end())
       return; // ended already (deadline, cancel): late events are dropped
     auto e = it->second;
-    switch (rules::classify_tokens(e->route.decode_node(), e->received, ev.decode_node(), ev.index(),
-                                   !ev.error().empty())) {
-      case rules::token_verdict::stale_worker: // a decode worker the request has left
-      case rules::token_verdict::duplicate:
-        return;
-      case rules::token_verdict::gap: // an event went missing on the way
-        ctx->probe("gateway.token_gap");
-        cancel_decode(*e, "token_gap"); // that worker's stream has a hole: continue on another one
-        return resume(e, "tokens " + std::to_string(e->received) + ".." + std::to_string(ev.index()) +
+    switch (rules::classify_tokens(e->route.decode_node(), e->received, ev.decode_node(),
+                                   ev.index(), !ev.error().empty())) {
+    case rules::token_verdict::stale_worker: // a decode worker the request has left
+    case rules::token_verdict::duplicate:
+      return;
+    case rules::token_verdict::gap: // an event went missing on the way
+      ctx->probe("gateway.token_gap");
+      cancel_decode(*e, "token_gap"); // that worker's stream has a hole: continue on another one
+      return resume(e, "tokens " + std::to_string(e->received) + ".." + std::to_string(ev.index()) +
                            " from " + ev.decode_node() + " were lost");
-      case rules::token_verdict::failed:
-        return fail(e, {.status = 502, .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
-                      .type = "server_error"}, "decode_failed");
-      case rules::token_verdict::take:
-        break;
+    case rules::token_verdict::failed:
+      return fail(e,
+                  {.status = 502,
+                   .message = "decode failed on " + ev.decode_node() + ": " + ev.error(),
+                   .type = "server_error"},
+                  "decode_failed");
+    case rules::token_verdict::take:
+      break;
     }
     if (ev.tokens_size() > 0) {
       if (e->received == 0) {
@@ -486,10 +511,17 @@ struct gateway_env {
                             .stall_timeout = cfg.stall_timeout,
                             .state = e->lc.state(),
                             .status_asked = e->status_asked})) {
-        case rules::sweep_verdict::abandoned: gone.push_back(e); break;
-        case rules::sweep_verdict::deadline: late.push_back(e); break;
-        case rules::sweep_verdict::check_stall: silent.push_back(e); break;
-        case rules::sweep_verdict::none: break;
+      case rules::sweep_verdict::abandoned:
+        gone.push_back(e);
+        break;
+      case rules::sweep_verdict::deadline:
+        late.push_back(e);
+        break;
+      case rules::sweep_verdict::check_stall:
+        silent.push_back(e);
+        break;
+      case rules::sweep_verdict::none:
+        break;
       }
     }
     for (auto& e : silent)
@@ -501,9 +533,9 @@ struct gateway_env {
   }
 
   /// A request has heard nothing from its decode worker for stall_timeout (no token
-  /// yet, or none since the last): ask the worker whether it still has it. One that restarted (a crash the node survived, so the
-  /// failure detector saw nothing) has forgotten it, and the request resumes
-  /// elsewhere; one that does not answer is treated the same. A worker that has it
+  /// yet, or none since the last): ask the worker whether it still has it. One that restarted (a
+  /// crash the node survived, so the failure detector saw nothing) has forgotten it, and the
+  /// request resumes elsewhere; one that does not answer is treated the same. A worker that has it
   /// (a long wait for a batch slot) is left alone.
   void check_stall(const entry_ptr& e) const {
     e->status_asked = true;
@@ -512,24 +544,24 @@ struct gateway_env {
     auto env = *this;
     const auto node = e->route.decode_node();
     decode_of(*e)
-      .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
-      .then(
-        [env, e, node](DecodeStatus& st) {
-          e->status_asked = false;
-          if (e->lc.terminal() || e->route.decode_node() != node)
-            return;
-          if (st.known()) {
-            e->last_event = env.self->clock().now(); // alive: look again after another timeout
-            return;
-          }
-          env.stalled(e, "decode worker on " + node + " no longer has the request");
-        },
-        [env, e, node](caf::error& err) {
-          e->status_asked = false;
-          if (e->lc.terminal() || e->route.decode_node() != node)
-            return;
-          env.stalled(e, "decode worker on " + node + " did not answer: " + describe(err));
-        });
+        .request(self, q, std::min(cfg.control_timeout, remaining(*e)))
+        .then(
+            [env, e, node](DecodeStatus& st) {
+              e->status_asked = false;
+              if (e->lc.terminal() || e->route.decode_node() != node)
+                return;
+              if (st.known()) {
+                e->last_event = env.self->clock().now(); // alive: look again after another timeout
+                return;
+              }
+              env.stalled(e, "decode worker on " + node + " no longer has the request");
+            },
+            [env, e, node](caf::error& err) {
+              e->status_asked = false;
+              if (e->lc.terminal() || e->route.decode_node() != node)
+                return;
+              env.stalled(e, "decode worker on " + node + " did not answer: " + describe(err));
+            });
   }
 
   void stalled(const entry_ptr& e, const std::string& why) const {
@@ -550,10 +582,11 @@ struct gateway_env {
 
   void fail_deadline(const entry_ptr& e) const {
     ctx->probe("gateway.deadline");
-    fail(e, {.status = 504,
-             .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
-                        to_string(e->lc.state()),
-             .type = "server_error"},
+    fail(e,
+         {.status = 504,
+          .message = "deadline of " + format_duration(cfg.http.deadline) + " exceeded in state " +
+                     to_string(e->lc.state()),
+          .type = "server_error"},
          "deadline");
   }
 };
@@ -584,8 +617,8 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   };
   hooks.metrics_text = [ctx] { return ctx->node_metrics().serialize(); };
   hooks.health_json = [ctx, inflight = s.inflight] {
-    return "{\"status\":\"ok\",\"node\":\"" + ctx->node() + "\",\"in_flight\":" +
-           std::to_string(inflight->load()) + "}";
+    return "{\"status\":\"ok\",\"node\":\"" + ctx->node() +
+           "\",\"in_flight\":" + std::to_string(inflight->load()) + "}";
   };
   hooks.next_id = [node = ctx->node(), inc = ctx->incarnation(), counter = s.counter] {
     char buf[96];
@@ -603,34 +636,36 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
     s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight,
                                              cfg.tok);
     s.http->start();
-    ctx->node_metrics().gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
-                              {{"gateway", name}}).Set(s.http->port());
+    ctx->node_metrics()
+        .gauge("prfaas_gateway_port", "TCP port of the gateway's HTTP front end",
+               {{"gateway", name}})
+        .Set(s.http->port());
   }
   self->send(self, caf::tick_atom_v);
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   return {
-    [=](wake_atom) { self->state.inbox->drain(); },
-    [=](const membership_event& e) {
-      if (e.state == peer_state::down)
-        env.on_peer_down(e.peer);
-    },
-    [=](sim_submit& m) {
-      self->state.inflight->fetch_add(1);
-      accept(std::move(m.request));
-    },
-    [=](caf::tick_atom) {
-      env.sweep();
-      self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
-    },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      return dispatch<gateway_role>(
-        *ctx, msg,
-        [&](TokenEvents& batch) {
-          for (auto& ev : batch.events())
-            env.on_tokens(ev);
-        },
-        [&](TokenEvent& ev) { env.on_tokens(ev); });
-    },
+      [=](wake_atom) { self->state.inbox->drain(); },
+      [=](const membership_event& e) {
+        if (e.state == peer_state::down)
+          env.on_peer_down(e.peer);
+      },
+      [=](sim_submit& m) {
+        self->state.inflight->fetch_add(1);
+        accept(std::move(m.request));
+      },
+      [=](caf::tick_atom) {
+        env.sweep();
+        self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
+      },
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        return dispatch<gateway_role>(
+            *ctx, msg,
+            [&](TokenEvents& batch) {
+              for (auto& ev : batch.events())
+                env.on_tokens(ev);
+            },
+            [&](TokenEvent& ev) { env.on_tokens(ev); });
+      },
   };
 }
 
@@ -638,13 +673,13 @@ void register_types(actor_registry& r) {
   r.add({.name = "gateway",
          .doc = "OpenAI-compatible HTTP front end; owns each request's lifecycle",
          .params = gateway_params(),
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           return ctx.system().spawn(gateway, &ctx, name, settings_of(ctx, name, p));
-         },
+         .factory =
+             [](node_context& ctx, const std::string& name, const actor_params& p) {
+               return ctx.system().spawn(gateway, &ctx, name, settings_of(ctx, name, p));
+             },
          .check = check_gateway_params,
-         .check_deployment = [](const std::string&, const actor_params&, const deployment_config& dep) {
-           read_model(dep);
-         }});
+         .check_deployment = [](const std::string&, const actor_params&,
+                                const deployment_config& dep) { read_model(dep); }});
 }
 
 } // namespace
@@ -652,12 +687,17 @@ void register_types(actor_registry& r) {
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
-PRFAAS_REGISTER_PROBES(gateway,
-  {"gateway.prefill_failover", "a prefill attempt failed (worker or node lost, transfer failed) and the request is re-routed"},
-  {"gateway.decode_resume", "a request's decode node went down and the request continues on another decode worker"},
-  {"gateway.token_gap", "tokens went missing between a decode worker and the gateway; the request resumes after the last one delivered"},
-  {"gateway.stall_resume", "a decoding request was silent past stall_timeout and its decode worker no longer had it (it restarted); the request resumes elsewhere"},
-  {"gateway.deadline", "a request reached its deadline and ended with 504"})
-
+PRFAAS_REGISTER_PROBES(
+    gateway,
+    {"gateway.prefill_failover", "a prefill attempt failed (worker or node lost, transfer failed) "
+                                 "and the request is re-routed"},
+    {"gateway.decode_resume",
+     "a request's decode node went down and the request continues on another decode worker"},
+    {"gateway.token_gap", "tokens went missing between a decode worker and the gateway; the "
+                          "request resumes after the last one delivered"},
+    {"gateway.stall_resume",
+     "a decoding request was silent past stall_timeout and its decode worker no longer had it (it "
+     "restarted); the request resumes elsewhere"},
+    {"gateway.deadline", "a request reached its deadline and ended with 504"})
 
 } // namespace prfaas::serving

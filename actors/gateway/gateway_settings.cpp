@@ -10,25 +10,30 @@
 namespace prfaas::serving {
 
 std::vector<param_spec> gateway_params() {
-  return {{"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
-                    {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
-                    {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
-                    {"control_timeout", param_kind::duration, "2s", "deadline of each routing / reservation step"},
-                    {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
-                    {"max_resumes", param_kind::integer, "2",
-                     "times a request moves to another decode worker when its decode node dies"},
-                    {"stall_timeout", param_kind::duration, "10s",
-                     "a request silent this long (no token from its decode worker) is checked with the worker, and "
-                     "resumes elsewhere if the worker lost it (0 = never)"},
-                    {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
-                    {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
-                    {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
-                    {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
-                    {"http_threads", param_kind::integer, "256", "connections served concurrently"},
-                    {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
-                    {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
-                    {"max_concurrent_per_key", param_kind::integer, "0", "requests in flight per key; beyond: 429 (0 = no limit)"},
-                    {"max_prompt_tokens", param_kind::integer, "0", "longest prompt; beyond: 413 (0 = the model's context)"}};
+  return {
+      {"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
+      {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
+      {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
+      {"control_timeout", param_kind::duration, "2s",
+       "deadline of each routing / reservation step"},
+      {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
+      {"max_resumes", param_kind::integer, "2",
+       "times a request moves to another decode worker when its decode node dies"},
+      {"stall_timeout", param_kind::duration, "10s",
+       "a request silent this long (no token from its decode worker) is checked with the worker, "
+       "and "
+       "resumes elsewhere if the worker lost it (0 = never)"},
+      {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
+      {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
+      {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
+      {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
+      {"http_threads", param_kind::integer, "256", "connections served concurrently"},
+      {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
+      {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
+      {"max_concurrent_per_key", param_kind::integer, "0",
+       "requests in flight per key; beyond: 429 (0 = no limit)"},
+      {"max_prompt_tokens", param_kind::integer, "0",
+       "longest prompt; beyond: 413 (0 = the model's context)"}};
 }
 
 std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where) {
@@ -58,7 +63,8 @@ std::vector<std::string> api_keys_of(const actor_params& p, const std::string& w
       throw config_error(where + ".api_keys", "expected a sequence of keys");
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].IsScalar() || list[i].Scalar().empty())
-        throw config_error(where + ".api_keys[" + std::to_string(i) + "]", "expected a non-empty key");
+        throw config_error(where + ".api_keys[" + std::to_string(i) + "]",
+                           "expected a non-empty key");
       keys.push_back(list[i].Scalar());
     }
   }
@@ -75,7 +81,8 @@ std::vector<std::string> api_keys_of(const actor_params& p, const std::string& w
 
 } // namespace
 
-gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p) {
+gateway_settings settings_of(const node_context& ctx, const std::string& name,
+                             const actor_params& p) {
   gateway_settings g;
   auto target = p.str("scheduler");
   if (!address::parse(target, g.scheduler))
@@ -99,7 +106,8 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
   g.limits.max_context = model.max_context;
   g.limits.max_prompt_tokens = model.max_context - 1;
   if (auto m = p.integer("max_prompt_tokens"); m > 0)
-    g.limits.max_prompt_tokens = std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
+    g.limits.max_prompt_tokens =
+        std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
   g.http.api_keys = api_keys_of(p, name);
   g.http.max_concurrent_per_key = static_cast<uint32_t>(p.integer("max_concurrent_per_key"));
   g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
@@ -109,8 +117,8 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name, c
 
 void check_gateway_params(const std::string& path, const actor_params& p) {
   parse_listen(p.str("listen"), path + ".listen");
-  for (const char* k : {"max_attempts", "max_inflight", "max_output_tokens",
-                        "default_max_tokens", "http_threads"})
+  for (const char* k :
+       {"max_attempts", "max_inflight", "max_output_tokens", "default_max_tokens", "http_threads"})
     if (p.integer(k) < 1)
       throw config_error(path + "." + k, "must be at least 1");
   if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))

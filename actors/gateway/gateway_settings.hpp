@@ -34,7 +34,8 @@ std::vector<param_spec> gateway_params();
 /// Checks a gateway's parameters beyond their kinds; throws config_error naming the key.
 void check_gateway_params(const std::string& path, const actor_params& p);
 /// The settings of gateway `name` from its parameters and the deployment's model.
-gateway_settings settings_of(const node_context& ctx, const std::string& name, const actor_params& p);
+gateway_settings settings_of(const node_context& ctx, const std::string& name,
+                             const actor_params& p);
 /// "host:port" → (host, port); throws config_error at `where` otherwise.
 std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where);
 

@@ -26,9 +26,9 @@ int64_t unix_now() {
 http_frontend::http_frontend(http_settings s, api_limits limits, hooks h, logger_ptr log,
                              std::shared_ptr<std::atomic<uint32_t>> inflight,
                              std::shared_ptr<const engine::tokenizer> tok)
-  : s_(std::move(s)), limits_(std::move(limits)), tok_(std::move(tok)),
-    keys_(s_.api_keys, s_.max_concurrent_per_key), started_(unix_now()),
-    h_(std::move(h)), log_(std::move(log)), inflight_(std::move(inflight)) {}
+    : s_(std::move(s)), limits_(std::move(limits)), tok_(std::move(tok)),
+      keys_(s_.api_keys, s_.max_concurrent_per_key), started_(unix_now()), h_(std::move(h)),
+      log_(std::move(log)), inflight_(std::move(inflight)) {}
 
 http_frontend::~http_frontend() {
   stop();
@@ -55,8 +55,8 @@ void http_frontend::start() {
   bool bound = s_.port == 0 ? (port_ = server_->bind_to_any_port(s_.host)) > 0
                             : server_->bind_to_port(s_.host, s_.port);
   if (!bound)
-    throw std::runtime_error("gateway: cannot listen on " + s_.host + ":" + std::to_string(s_.port) +
-                             " (address in use or not local)");
+    throw std::runtime_error("gateway: cannot listen on " + s_.host + ":" +
+                             std::to_string(s_.port) + " (address in use or not local)");
   if (s_.port != 0)
     port_ = s_.port;
   if (int fd = listen_fd->load(); fd >= 0)
@@ -105,20 +105,20 @@ void http_frontend::install_routes(httplib::Server& srv) {
       return;
     api_error e{.status = res.status};
     switch (res.status) {
-      case 413:
-        e.message = "request body exceeds " + std::to_string(s_.max_body) + " bytes";
-        break;
-      case 404:
-        e.message = "no such endpoint: " + req.method + " " + req.path;
-        e.code = "not_found";
-        break;
-      case 405:
-        e.message = "method " + req.method + " not allowed on " + req.path;
-        break;
-      default:
-        e.message = "HTTP error " + std::to_string(res.status);
-        if (res.status >= 500)
-          e.type = "server_error";
+    case 413:
+      e.message = "request body exceeds " + std::to_string(s_.max_body) + " bytes";
+      break;
+    case 404:
+      e.message = "no such endpoint: " + req.method + " " + req.path;
+      e.code = "not_found";
+      break;
+    case 405:
+      e.message = "method " + req.method + " not allowed on " + req.path;
+      break;
+    default:
+      e.message = "HTTP error " + std::to_string(res.status);
+      if (res.status >= 500)
+        e.type = "server_error";
     }
     send_error(res, e);
   });
@@ -223,7 +223,8 @@ void http_frontend::install_routes(httplib::Server& srv) {
         while (!done && !error) {
           if (std::chrono::steady_clock::now() > deadline) {
             ch->abandon();
-            error = api_error{.status = 504, .message = "request timed out", .type = "server_error"};
+            error =
+                api_error{.status = 504, .message = "request timed out", .type = "server_error"};
             break;
           }
           auto u = ch->next(std::chrono::milliseconds(200));
@@ -235,7 +236,8 @@ void http_frontend::install_routes(httplib::Server& srv) {
         }
         if (error || !done) {
           send_error(res, error ? *error
-                                : api_error{.status = 500, .message = "stream ended without a result",
+                                : api_error{.status = 500,
+                                            .message = "stream ended without a result",
                                             .type = "server_error"});
           return;
         }
@@ -248,58 +250,59 @@ void http_frontend::install_routes(httplib::Server& srv) {
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Request-Id", a->id);
       res.set_chunked_content_provider(
-        "text/event-stream",
-        // The key's slot lives as long as the stream.
-        [ch, state, req, head, deadline, slot = std::get<api_slot>(slot)](size_t,
-                                                                          httplib::DataSink& sink) mutable {
-          auto& [u, first_chunk] = *state;
-          if (!u.out.empty() || first_chunk) {
-            auto s = sse_chunk(req, head, u.out, nullptr, first_chunk);
-            first_chunk = false;
-            u.out = {};
-            if (!sink.write(s.data(), s.size())) {
+          "text/event-stream",
+          // The key's slot lives as long as the stream.
+          [ch, state, req, head, deadline,
+           slot = std::get<api_slot>(slot)](size_t, httplib::DataSink& sink) mutable {
+            auto& [u, first_chunk] = *state;
+            if (!u.out.empty() || first_chunk) {
+              auto s = sse_chunk(req, head, u.out, nullptr, first_chunk);
+              first_chunk = false;
+              u.out = {};
+              if (!sink.write(s.data(), s.size())) {
+                ch->abandon();
+                return false;
+              }
+            }
+            if (u.finished) {
+              auto summary = *u.finished;
+              summary.id = head.id;
+              summary.created = head.created;
+              std::string out = sse_chunk(req, summary, {}, &summary.finish_reason, false);
+              if (req.include_usage)
+                out += sse_usage(req, summary);
+              out += sse_done;
+              sink.write(out.data(), out.size());
+              sink.done();
+              return true;
+            }
+            if (u.error) {
+              auto out = sse_error(*u.error);
+              sink.write(out.data(), out.size());
+              sink.done();
+              return true;
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+              ch->abandon();
+              auto out = sse_error(
+                  {.status = 504, .message = "request timed out", .type = "server_error"});
+              sink.write(out.data(), out.size());
+              sink.done();
+              return true;
+            }
+            if (!sink.is_writable()) {
               ch->abandon();
               return false;
             }
-          }
-          if (u.finished) {
-            auto summary = *u.finished;
-            summary.id = head.id;
-            summary.created = head.created;
-            std::string out = sse_chunk(req, summary, {}, &summary.finish_reason, false);
-            if (req.include_usage)
-              out += sse_usage(req, summary);
-            out += sse_done;
-            sink.write(out.data(), out.size());
-            sink.done();
+            auto next = ch->next(std::chrono::milliseconds(200));
+            if (next)
+              u = std::move(*next);
             return true;
-          }
-          if (u.error) {
-            auto out = sse_error(*u.error);
-            sink.write(out.data(), out.size());
-            sink.done();
-            return true;
-          }
-          if (std::chrono::steady_clock::now() > deadline) {
-            ch->abandon();
-            auto out = sse_error({.status = 504, .message = "request timed out", .type = "server_error"});
-            sink.write(out.data(), out.size());
-            sink.done();
-            return true;
-          }
-          if (!sink.is_writable()) {
-            ch->abandon();
-            return false;
-          }
-          auto next = ch->next(std::chrono::milliseconds(200));
-          if (next)
-            u = std::move(*next);
-          return true;
-        },
-        [ch](bool success) {
-          if (!success)
-            ch->abandon(); // the client went away mid-stream
-        });
+          },
+          [ch](bool success) {
+            if (!success)
+              ch->abandon(); // the client went away mid-stream
+          });
     });
   }
 }

@@ -32,7 +32,7 @@
 namespace httplib {
 class Server;
 struct Request;
-}
+} // namespace httplib
 
 namespace prfaas::serving {
 
@@ -46,13 +46,13 @@ struct accepted_request {
 
 struct http_settings {
   std::string host = "127.0.0.1";
-  int port = 8000;                 ///< 0 = any free port
-  size_t max_body = 16u << 20;     ///< bytes
-  size_t threads = 256;            ///< concurrent connections served
-  uint32_t max_inflight = 1024;    ///< accepted and not ended; beyond: 429
+  int port = 8000;                            ///< 0 = any free port
+  size_t max_body = 16u << 20;                ///< bytes
+  size_t threads = 256;                       ///< concurrent connections served
+  uint32_t max_inflight = 1024;               ///< accepted and not ended; beyond: 429
   std::chrono::milliseconds deadline{120000}; ///< per request, from acceptance
-  std::vector<std::string> api_keys;  ///< accepted bearer keys; empty = no authentication
-  uint32_t max_concurrent_per_key = 0; ///< requests in flight per key; 0 = no limit
+  std::vector<std::string> api_keys;          ///< accepted bearer keys; empty = no authentication
+  uint32_t max_concurrent_per_key = 0;        ///< requests in flight per key; 0 = no limit
 };
 
 class http_frontend {

@@ -95,59 +95,101 @@ std::optional<api_error> read_string(const json& body, const char* key, std::str
 /// the values that mean "not used" (accepted) and why any other is refused.
 struct refused_field {
   const char* key;
-  bool chat, completions;           ///< in which schema the field exists
-  bool (*unused)(const json& v);    ///< values that ask for nothing prfaas lacks
+  bool chat, completions;        ///< in which schema the field exists
+  bool (*unused)(const json& v); ///< values that ask for nothing prfaas lacks
   const char* why;
 };
 
-bool is_null(const json& v) { return v.is_null(); }
+bool is_null(const json& v) {
+  return v.is_null();
+}
 bool null_or_empty(const json& v) {
   return v.is_null() || (v.is_array() && v.empty()) || (v.is_object() && v.empty()) ||
          (v.is_string() && v.get<std::string>().empty());
 }
-bool null_or_false(const json& v) { return v.is_null() || (v.is_boolean() && !v.get<bool>()); }
-bool one_or_null(const json& v) { return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1); }
+bool null_or_false(const json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>());
+}
+bool one_or_null(const json& v) {
+  return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1);
+}
 bool text_format(const json& v) {
-  return v.is_null() || (v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
+  return v.is_null() ||
+         (v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
 }
 bool text_modalities(const json& v) {
   return v.is_null() || (v.is_array() && v.size() == 1 && v[0] == "text");
 }
-bool no_tool_choice(const json& v) { return v.is_null() || v == "none"; }
-bool default_tier(const json& v) { return v.is_null() || v == "auto" || v == "default"; }
+bool no_tool_choice(const json& v) {
+  return v.is_null() || v == "none";
+}
+bool default_tier(const json& v) {
+  return v.is_null() || v == "auto" || v == "default";
+}
 
 const refused_field refused[] = {
-  {"best_of", false, true, one_or_null, "best_of above 1 is not supported (one completion per request)"},
-  {"suffix", false, true, null_or_empty, "suffix (insertion) is not supported"},
-  {"tools", true, false, null_or_empty, "tool calling is not supported"},
-  {"tool_choice", true, false, no_tool_choice, "tool calling is not supported"},
-  {"functions", true, false, null_or_empty, "function calling is not supported"},
-  {"function_call", true, false, no_tool_choice, "function calling is not supported"},
-  {"parallel_tool_calls", true, false, null_or_false, "tool calling is not supported"},
-  {"response_format", true, false, text_format,
-   "only {\"type\": \"text\"} is supported (no JSON mode or structured outputs)"},
-  {"modalities", true, false, text_modalities, "only [\"text\"] output is supported"},
-  {"audio", true, false, is_null, "audio output is not supported"},
-  {"prediction", true, false, is_null, "predicted outputs are not supported"},
-  {"reasoning_effort", true, false, is_null, "the model has no reasoning-effort setting"},
-  {"verbosity", true, false, is_null, "the model has no verbosity setting"},
-  {"web_search_options", true, false, is_null, "web search is not supported"},
-  {"store", true, false, null_or_false, "prfaas does not store completions"},
-  {"metadata", true, false, null_or_empty, "metadata is kept only with stored completions (store)"},
-  {"service_tier", true, false, default_tier,
-   "prfaas has one service tier (auto or default)"},
+    {"best_of", false, true, one_or_null,
+     "best_of above 1 is not supported (one completion per request)"},
+    {"suffix", false, true, null_or_empty, "suffix (insertion) is not supported"},
+    {"tools", true, false, null_or_empty, "tool calling is not supported"},
+    {"tool_choice", true, false, no_tool_choice, "tool calling is not supported"},
+    {"functions", true, false, null_or_empty, "function calling is not supported"},
+    {"function_call", true, false, no_tool_choice, "function calling is not supported"},
+    {"parallel_tool_calls", true, false, null_or_false, "tool calling is not supported"},
+    {"response_format", true, false, text_format,
+     "only {\"type\": \"text\"} is supported (no JSON mode or structured outputs)"},
+    {"modalities", true, false, text_modalities, "only [\"text\"] output is supported"},
+    {"audio", true, false, is_null, "audio output is not supported"},
+    {"prediction", true, false, is_null, "predicted outputs are not supported"},
+    {"reasoning_effort", true, false, is_null, "the model has no reasoning-effort setting"},
+    {"verbosity", true, false, is_null, "the model has no verbosity setting"},
+    {"web_search_options", true, false, is_null, "web search is not supported"},
+    {"store", true, false, null_or_false, "prfaas does not store completions"},
+    {"metadata", true, false, null_or_empty,
+     "metadata is kept only with stored completions (store)"},
+    {"service_tier", true, false, default_tier, "prfaas has one service tier (auto or default)"},
 };
 
 /// Fields prfaas reads itself, by schema (besides the refused ones above).
-const std::set<std::string> chat_fields = {
-  "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n",
-  "seed", "stop", "stream", "stream_options", "presence_penalty", "frequency_penalty",
-  "logit_bias", "logprobs", "top_logprobs", "user", "safety_identifier", "prompt_cache_key",
-  "ignore_eos", "return_token_ids"};
-const std::set<std::string> completion_fields = {
-  "model", "prompt", "max_tokens", "temperature", "top_p", "n", "seed", "stop", "stream",
-  "stream_options", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "echo",
-  "user", "ignore_eos", "return_token_ids"};
+const std::set<std::string> chat_fields = {"model",
+                                           "messages",
+                                           "max_tokens",
+                                           "max_completion_tokens",
+                                           "temperature",
+                                           "top_p",
+                                           "n",
+                                           "seed",
+                                           "stop",
+                                           "stream",
+                                           "stream_options",
+                                           "presence_penalty",
+                                           "frequency_penalty",
+                                           "logit_bias",
+                                           "logprobs",
+                                           "top_logprobs",
+                                           "user",
+                                           "safety_identifier",
+                                           "prompt_cache_key",
+                                           "ignore_eos",
+                                           "return_token_ids"};
+const std::set<std::string> completion_fields = {"model",
+                                                 "prompt",
+                                                 "max_tokens",
+                                                 "temperature",
+                                                 "top_p",
+                                                 "n",
+                                                 "seed",
+                                                 "stop",
+                                                 "stream",
+                                                 "stream_options",
+                                                 "presence_penalty",
+                                                 "frequency_penalty",
+                                                 "logit_bias",
+                                                 "logprobs",
+                                                 "echo",
+                                                 "user",
+                                                 "ignore_eos",
+                                                 "return_token_ids"};
 
 std::optional<api_error> check_fields(const json& body, bool chat) {
   for (auto& [key, value] : body.items()) {
@@ -191,14 +233,14 @@ std::variant<std::vector<engine::chat_message>, api_error> read_messages(const j
     for (auto& [key, value] : m.items()) {
       if (key == "role" || key == "content")
         continue;
-      if ((key == "name" || key == "tool_calls" || key == "tool_call_id" || key == "function_call" ||
-           key == "refusal" || key == "audio") &&
+      if ((key == "name" || key == "tool_calls" || key == "tool_call_id" ||
+           key == "function_call" || key == "refusal" || key == "audio") &&
           null_or_empty(value))
         continue; // what an SDK echoes back of an earlier answer, empty
       return bad(where + "." + key + ": " +
                      (key == "tool_calls" || key == "tool_call_id" || key == "function_call"
-                        ? "tool calling is not supported"
-                        : "not supported (messages carry a role and text content)"),
+                          ? "tool calling is not supported"
+                          : "not supported (messages carry a role and text content)"),
                  where + "." + key);
     }
     auto content = m.find("content");
@@ -419,8 +461,8 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
   // max_tokens (chat also accepts max_completion_tokens)
   uint64_t max_tokens = limits.default_max_tokens;
   // An explicit null max_completion_tokens means "not given": max_tokens then applies.
-  const bool has_mct = chat && body.contains("max_completion_tokens") &&
-                       !body["max_completion_tokens"].is_null();
+  const bool has_mct =
+      chat && body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null();
   const char* mt_key = has_mct ? "max_completion_tokens" : "max_tokens";
   if (auto e = read_uint(body, mt_key, 1, limits.max_output_tokens, max_tokens))
     return *e;
@@ -494,7 +536,8 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
     for (auto& [key, value] : it->items()) {
       if (key == "include_usage") {
         if (!value.is_null() && !value.is_boolean())
-          return bad("stream_options.include_usage must be a boolean", "stream_options.include_usage");
+          return bad("stream_options.include_usage must be a boolean",
+                     "stream_options.include_usage");
         r.include_usage = value.is_boolean() && value.get<bool>();
       } else if (key == "include_obfuscation") {
         if (!null_or_false(value))

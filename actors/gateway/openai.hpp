@@ -33,21 +33,21 @@ struct api_error {
   int status = 400;
   std::string message;
   std::string type = "invalid_request_error";
-  std::string param;       ///< offending field; empty = null
-  std::string code;        ///< e.g. "model_not_found"; empty = null
-  int retry_after_s = 0;   ///< > 0: send Retry-After (429/503)
+  std::string param;     ///< offending field; empty = null
+  std::string code;      ///< e.g. "model_not_found"; empty = null
+  int retry_after_s = 0; ///< > 0: send Retry-After (429/503)
 
   json body() const;
 };
 
 /// What the gateway accepts; checked before a request is accepted.
 struct api_limits {
-  std::string model;                ///< the one served model id
-  uint32_t max_context = 131072;    ///< prompt + output tokens
+  std::string model;             ///< the one served model id
+  uint32_t max_context = 131072; ///< prompt + output tokens
   uint32_t max_prompt_tokens = 131072;
   uint32_t max_output_tokens = 16384;
   uint32_t default_max_tokens = 16;
-  size_t max_stop = 4;              ///< stop sequences per request
+  size_t max_stop = 4; ///< stop sequences per request
   size_t max_stop_bytes = 64;
   /// Whether the engine samples from a distribution it can report (not the profile
   /// engine, which models timings only): logprobs are refused otherwise.
@@ -59,23 +59,23 @@ struct completion_request {
   bool chat = false;
   std::string model;
   std::vector<token> prompt;
-  std::string prompt_text;   ///< what the prompt was as text (echo); empty for token ids
+  std::string prompt_text; ///< what the prompt was as text (echo); empty for token ids
   uint32_t max_tokens = 16;
   float temperature = 1.0f;
   float top_p = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias; ///< sorted by token
-  int32_t logprobs = -1;     ///< -1: none; n: the sampled token's and the n most likely
+  int32_t logprobs = -1; ///< -1: none; n: the sampled token's and the n most likely
   uint64_t seed = 0;
   bool has_seed = false;
   std::vector<std::string> stop; ///< stop strings (empty ones dropped)
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;         ///< completions: the prompt's text precedes the output
+  bool echo = false; ///< completions: the prompt's text precedes the output
   bool ignore_eos = false;
   bool return_token_ids = false;
-  std::string user;          ///< user / safety_identifier / prompt_cache_key: logged
+  std::string user; ///< user / safety_identifier / prompt_cache_key: logged
 
   /// What the engine samples with (first_index 0).
   engine::sampling_params sampling() const;
@@ -93,9 +93,9 @@ std::vector<token> tokenize(std::string_view text);
 
 /// Everything the final response or chunk reports.
 struct completion_summary {
-  std::string id;             ///< "cmpl-<request id>"
+  std::string id; ///< "cmpl-<request id>"
   std::string model;
-  int64_t created = 0;        ///< unix seconds
+  int64_t created = 0; ///< unix seconds
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   uint32_t cached_tokens = 0; ///< prompt tokens a prefix cache supplied

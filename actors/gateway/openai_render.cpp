@@ -7,8 +7,8 @@ namespace prfaas::serving {
 namespace {
 
 json base_object(const completion_request& r, const completion_summary& s, bool chunk) {
-  const char* object = r.chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                              : "text_completion";
+  const char* object =
+      r.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   return json{{"id", s.id}, {"object", object}, {"created", s.created}, {"model", s.model}};
 }
 
@@ -35,7 +35,8 @@ json logprobs_json(const completion_request& r, const output_delta& d) {
     for (auto& e : d.logprobs) {
       json top = json::array();
       for (auto& [t, lp] : e.top)
-        top.push_back({{"token", engine::utf8_sanitize(t)}, {"logprob", lp}, {"bytes", bytes_of(t)}});
+        top.push_back(
+            {{"token", engine::utf8_sanitize(t)}, {"logprob", lp}, {"bytes", bytes_of(t)}});
       content.push_back({{"token", engine::utf8_sanitize(e.token)},
                          {"logprob", e.logprob},
                          {"bytes", bytes_of(e.token)},
@@ -54,7 +55,9 @@ json logprobs_json(const completion_request& r, const output_delta& d) {
     top.push_back(alts);
     offsets.push_back(e.text_offset);
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
           {"text_offset", offsets}};
 }
 
@@ -63,7 +66,8 @@ json logprobs_json(const completion_request& r, const output_delta& d) {
 json completion_body(const completion_request& r, const completion_summary& s,
                      const output_delta& out) {
   json body = base_object(r, s, false);
-  json choice = {{"index", 0}, {"finish_reason", s.finish_reason}, {"logprobs", logprobs_json(r, out)}};
+  json choice = {
+      {"index", 0}, {"finish_reason", s.finish_reason}, {"logprobs", logprobs_json(r, out)}};
   if (r.chat)
     choice["message"] = {{"role", "assistant"}, {"content", out.text}, {"refusal", nullptr}};
   else

@@ -46,7 +46,8 @@ output_delta output_text::release(size_t upto, bool all_tokens) {
       // A token that begins inside a character is placed where that character begins.
       const auto before = raw.substr(0, std::min(p.begin, upto) - released_);
       e.text_offset =
-        text_len_ + engine::utf8_sanitize(before.substr(0, engine::utf8_complete_prefix(before))).size();
+          text_len_ +
+          engine::utf8_sanitize(before.substr(0, engine::utf8_complete_prefix(before))).size();
       d.logprobs.push_back(std::move(e));
     }
   }

@@ -27,7 +27,7 @@ using engine::token;
 
 /// One output token's log-probabilities, with the tokens' texts.
 struct logprob_entry {
-  std::string token;  ///< its bytes (may be part of a UTF-8 character)
+  std::string token; ///< its bytes (may be part of a UTF-8 character)
   float logprob = 0.0f;
   std::vector<std::pair<std::string, float>> top; ///< most likely first
   size_t text_offset = 0; ///< where its text begins in the output text (bytes)
@@ -72,10 +72,10 @@ private:
   std::shared_ptr<const engine::tokenizer> tok_;
   std::vector<std::string> stops_;
   bool logprobs_;
-  std::string held_;        ///< bytes from released_ on
-  size_t released_ = 0;     ///< bytes of the stream sent (absolute)
-  size_t total_ = 0;        ///< bytes of the stream fed (absolute)
-  size_t text_len_ = 0;     ///< bytes of text sent (after U+FFFD replacement)
+  std::string held_;    ///< bytes from released_ on
+  size_t released_ = 0; ///< bytes of the stream sent (absolute)
+  size_t total_ = 0;    ///< bytes of the stream fed (absolute)
+  size_t text_len_ = 0; ///< bytes of text sent (after U+FFFD replacement)
   std::vector<pending> queue_;
   uint32_t fed_ = 0;
   bool stopped_ = false;

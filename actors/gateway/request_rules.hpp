@@ -42,15 +42,17 @@ inline token_verdict classify_tokens(std::string_view current_decode_node, uint3
 /// Resumes start prefills too, and do not count as failed attempts.
 enum class failover_verdict { retry_locally, give_up_overloaded, give_up };
 
-inline failover_verdict after_prefill_failure(uint32_t attempts, uint32_t resumes, uint32_t max_attempts,
-                                              bool overloaded) {
+inline failover_verdict after_prefill_failure(uint32_t attempts, uint32_t resumes,
+                                              uint32_t max_attempts, bool overloaded) {
   if (attempts - resumes < max_attempts)
     return failover_verdict::retry_locally;
   return overloaded ? failover_verdict::give_up_overloaded : failover_verdict::give_up;
 }
 
 /// After its decode worker was lost: another one continues it, at most `max_resumes` times.
-inline bool may_resume(uint32_t resumes, uint32_t max_resumes) { return resumes < max_resumes; }
+inline bool may_resume(uint32_t resumes, uint32_t max_resumes) {
+  return resumes < max_resumes;
+}
 
 /// States in which the request's decode worker holds it (a reservation, a KV transfer on
 /// its way or in, a stream).
@@ -66,8 +68,8 @@ enum class node_loss {
   failover, ///< it was its prefill worker's node and the KV is not in: prefill elsewhere now
 };
 
-inline node_loss on_node_down(request_state s, std::string_view decode_node, std::string_view prefill_node,
-                              std::string_view down) {
+inline node_loss on_node_down(request_state s, std::string_view decode_node,
+                              std::string_view prefill_node, std::string_view down) {
   if (s == request_state::done || s == request_state::failed)
     return node_loss::none;
   if (decode_node == down)

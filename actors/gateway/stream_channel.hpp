@@ -19,9 +19,9 @@
 namespace prfaas::serving {
 
 struct stream_update {
-  output_delta out;                               ///< new output, in order
-  std::optional<completion_summary> finished;     ///< set on the last update (success)
-  std::optional<api_error> error;                 ///< set on the last update (failure)
+  output_delta out;                           ///< new output, in order
+  std::optional<completion_summary> finished; ///< set on the last update (success)
+  std::optional<api_error> error;             ///< set on the last update (failure)
 };
 
 class stream_channel {
@@ -84,8 +84,7 @@ public:
 
 private:
   /// Records the last update (under the lock), wakes the reader, then tells on_end.
-  template <class Fn>
-  bool end(Fn&& last) {
+  template <class Fn> bool end(Fn&& last) {
     {
       std::lock_guard<std::mutex> g{mtx_};
       ++end_calls_;

@@ -70,7 +70,8 @@ public:
     void prefetch(uint32_t tag) const {
       const auto* home = &slots_[tag >> shift_];
       __builtin_prefetch(home);
-      __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(home) + 2 * sizeof(slot)));
+      __builtin_prefetch(
+          reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(home) + 2 * sizeof(slot)));
     }
     uint32_t candidate(uint32_t tag) const {
       for (size_t i = tag >> shift_;; i = (i + 1) & mask_) {
@@ -82,7 +83,8 @@ public:
 
   private:
     friend class block_table;
-    reader(const block_table& t) : slots_(t.slots_.get()), shift_(32 - t.bits_), mask_(t.capacity() - 1) {}
+    reader(const block_table& t)
+        : slots_(t.slots_.get()), shift_(32 - t.bits_), mask_(t.capacity() - 1) {}
     const slot* slots_;
     unsigned shift_;
     size_t mask_;
@@ -90,8 +92,7 @@ public:
   reader read() const { return reader(*this); }
 
   /// The node index for `id` (none if absent); `id_of(index)` reads a node's id.
-  template <class IdOf>
-  uint32_t find(uint64_t id, uint32_t tag, IdOf&& id_of) const {
+  template <class IdOf> uint32_t find(uint64_t id, uint32_t tag, IdOf&& id_of) const {
     for (size_t i = home(tag);; i = next(i)) {
       const auto& s = slots_[i];
       if (s.idx == none)

@@ -19,13 +19,11 @@ struct free_deleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-template <class T>
-using big_array = std::unique_ptr<T[], free_deleter>;
+template <class T> using big_array = std::unique_ptr<T[], free_deleter>;
 
 /// Room for `n` T, uninitialised (T must be an implicit-lifetime type); from 2 MiB up
 /// 2 MiB-aligned, rounded up to whole huge pages and advised for them.
-template <class T>
-big_array<T> allocate_big(size_t n) {
+template <class T> big_array<T> allocate_big(size_t n) {
   size_t bytes = n * sizeof(T);
   void* p = nullptr;
   if (bytes >= huge_page_bytes) {

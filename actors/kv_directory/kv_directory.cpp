@@ -36,24 +36,25 @@ namespace {
 
 struct directory_metrics {
   directory_metrics(metrics& m, const std::string& name)
-    : entries(m.gauge("prfaas_kv_directory_entries", "Block ids in the directory's index",
-                      {{"directory", name}})),
-      rebuilding(m.gauge("prfaas_kv_directory_rebuilding",
-                         "1 while the directory waits for workers' re-announcements",
-                         {{"directory", name}})),
-      queries(m.counter("prfaas_kv_directory_queries_total", "Prefix queries answered",
+      : entries(m.gauge("prfaas_kv_directory_entries", "Block ids in the directory's index",
                         {{"directory", name}})),
-      hit_blocks(m.counter("prfaas_kv_directory_hit_blocks_total",
-                           "Sum over queries of the longest matched prefix, in blocks",
+        rebuilding(m.gauge("prfaas_kv_directory_rebuilding",
+                           "1 while the directory waits for workers' re-announcements",
                            {{"directory", name}})),
-      evictions(m.counter("prfaas_kv_directory_evictions_total",
-                          "Index entries evicted to stay within capacity", {{"directory", name}})),
-      stale(m.counter("prfaas_kv_directory_stale_reports_total",
-                      "Worker reports ignored for an epoch older than the one known",
-                      {{"directory", name}})),
-      dropped(m.counter("prfaas_kv_directory_dropped_blocks_total",
-                        "Block references dropped because their node went down",
-                        {{"directory", name}})) {}
+        queries(m.counter("prfaas_kv_directory_queries_total", "Prefix queries answered",
+                          {{"directory", name}})),
+        hit_blocks(m.counter("prfaas_kv_directory_hit_blocks_total",
+                             "Sum over queries of the longest matched prefix, in blocks",
+                             {{"directory", name}})),
+        evictions(m.counter("prfaas_kv_directory_evictions_total",
+                            "Index entries evicted to stay within capacity",
+                            {{"directory", name}})),
+        stale(m.counter("prfaas_kv_directory_stale_reports_total",
+                        "Worker reports ignored for an epoch older than the one known",
+                        {{"directory", name}})),
+        dropped(m.counter("prfaas_kv_directory_dropped_blocks_total",
+                          "Block references dropped because their node went down",
+                          {{"directory", name}})) {}
 
   prometheus::Gauge& entries;
   prometheus::Gauge& rebuilding;
@@ -68,8 +69,8 @@ struct directory_state {
   static inline const char* name = "kv_directory";
   std::unique_ptr<prefix_index> index;
   std::unique_ptr<directory_metrics> stats;
-  index_stats last;                 ///< counters already added to the metrics
-  std::set<std::string> pending;    ///< "node/actor" of workers yet to re-announce
+  index_stats last;              ///< counters already added to the metrics
+  std::set<std::string> pending; ///< "node/actor" of workers yet to re-announce
   bool rebuilding = true;
   /// Nodes whose entries were dropped (down, or unreachable when asked): their
   /// workers are asked again when the node is back.
@@ -111,8 +112,9 @@ void sync_metrics(self_ptr self) {
   s.last = now;
 }
 
-holder_ref holder_from(const std::string& node, const std::string& actor, const std::string& cluster,
-                       const remote_message& msg, const deployment_config& dep) {
+holder_ref holder_from(const std::string& node, const std::string& actor,
+                       const std::string& cluster, const remote_message& msg,
+                       const deployment_config& dep) {
   holder_ref h{node.empty() ? msg.source.node : node, actor.empty() ? msg.source.actor : actor,
                cluster};
   if (h.cluster.empty())
@@ -121,7 +123,8 @@ holder_ref holder_from(const std::string& node, const std::string& actor, const 
   return h;
 }
 
-void apply_stored(self_ptr self, node_context* ctx, const BlocksStored& m, const remote_message& msg) {
+void apply_stored(self_ptr self, node_context* ctx, const BlocksStored& m,
+                  const remote_message& msg) {
   std::vector<chain> chains;
   chains.reserve(static_cast<size_t>(m.chains_size()));
   for (auto& c : m.chains()) {
@@ -135,7 +138,8 @@ void apply_stored(self_ptr self, node_context* ctx, const BlocksStored& m, const
   try {
     self->state.index->store(h, m.epoch(), static_cast<tier>(m.tier()), chains);
   } catch (const std::length_error& e) { // more holders than the index can name
-    ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(), m.actor(), e.what());
+    ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(), m.actor(),
+                     e.what());
   }
   sync_metrics(self);
 }
@@ -158,25 +162,25 @@ void reannounce(self_ptr self, node_context* ctx, const address& me, const addre
   ask.set_reason(reason);
   // What fits one envelope: ~10 bytes per packed id, with room for the rest.
   ask.set_max_blocks(static_cast<uint32_t>(
-    std::min<uint64_t>(ctx->msgr().config().max_envelope_bytes / 16, UINT32_MAX)));
+      std::min<uint64_t>(ctx->msgr().config().max_envelope_bytes / 16, UINT32_MAX)));
   const auto key = worker.to_string();
   remote_ref<kv_holder_role>(ctx->msgr(), me, worker)
-    .request(self, ask, timeout)
-    .then(
-      [self, ctx, key, initial](BlocksStored& held, remote_message& r) {
-        if (held.chains_size() > 0)
-          ctx->probe("kv_directory.rebuild");
-        apply_stored(self, ctx, held, r);
-        if (initial && self->state.pending.erase(key) && self->state.pending.empty())
-          end_rebuild(self, ctx, "all_answered");
-      },
-      [self, ctx, worker, key, initial](caf::error& e) {
-        // Unreachable now: ask again when its node is (back) up.
-        self->state.dropped[worker.node].insert(worker.actor);
-        ctx->log()->info("kv_directory_reannounce_failed worker={} error={}", key, describe(e));
-        if (initial && self->state.pending.erase(key) && self->state.pending.empty())
-          end_rebuild(self, ctx, "all_answered");
-      });
+      .request(self, ask, timeout)
+      .then(
+          [self, ctx, key, initial](BlocksStored& held, remote_message& r) {
+            if (held.chains_size() > 0)
+              ctx->probe("kv_directory.rebuild");
+            apply_stored(self, ctx, held, r);
+            if (initial && self->state.pending.erase(key) && self->state.pending.empty())
+              end_rebuild(self, ctx, "all_answered");
+          },
+          [self, ctx, worker, key, initial](caf::error& e) {
+            // Unreachable now: ask again when its node is (back) up.
+            self->state.dropped[worker.node].insert(worker.actor);
+            ctx->log()->info("kv_directory_reannounce_failed worker={} error={}", key, describe(e));
+            if (initial && self->state.pending.erase(key) && self->state.pending.empty())
+              end_rebuild(self, ctx, "all_answered");
+          });
 }
 
 PrefixMatch to_wire(const match_result& r, bool rebuilding) {
@@ -201,7 +205,8 @@ PrefixMatch to_wire(const match_result& r, bool rebuilding) {
   return out;
 }
 
-caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, actor_params params) {
+caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name,
+                           actor_params params) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
   s.index = std::make_unique<prefix_index>(static_cast<size_t>(params.integer("capacity")));
@@ -224,66 +229,69 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name, a
                    std::chrono::duration_cast<std::chrono::milliseconds>(window).count());
 
   return {
-    [=](caf::timeout_atom) { end_rebuild(self, ctx, "window_passed"); },
-    [=](const membership_event& e) {
-      auto& s = self->state;
-      if (e.state == peer_state::down) {
-        std::set<std::string> names;
-        for (auto& h : s.index->holders_on(e.peer))
-          names.insert(h.actor);
-        auto n = s.index->drop_node(e.peer);
-        s.stats->dropped.Increment(static_cast<double>(n));
-        // Its workers cannot answer a re-announce now: stop waiting, ask them later.
-        bool waited = false;
-        for (auto i = s.pending.begin(); i != s.pending.end();)
-          if (i->compare(0, e.peer.size() + 1, e.peer + "/") == 0) {
-            names.insert(i->substr(e.peer.size() + 1));
-            i = s.pending.erase(i);
-            waited = true;
-          } else {
-            ++i;
-          }
-        if (!names.empty())
-          s.dropped[e.peer].insert(names.begin(), names.end());
-        if (waited && s.pending.empty())
-          end_rebuild(self, ctx, "all_answered");
-        ctx->log()->info("kv_directory_node_down node={} dropped_blocks={}", e.peer, n);
-        sync_metrics(self);
-      } else if (e.state == peer_state::up) {
-        auto i = s.dropped.find(e.peer);
-        if (i == s.dropped.end())
-          return;
-        auto actors = std::move(i->second);
-        s.dropped.erase(i);
-        for (auto& a : actors)
-          reannounce(self, ctx, me, address{e.peer, a}, window, "node_back", false);
-      }
-    },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      auto& s = self->state;
-      return dispatch<kv_directory_role>(*ctx, msg,
-      [&](BlocksStored& m) {
-        if (ctx->faults().fire("kv_directory.crash"))
-          throw std::runtime_error("fault point kv_directory.crash: crashing on a report from " + m.node());
-        apply_stored(self, ctx, m, msg);
-      },
-      [&](BlocksEvicted& m) {
-        std::vector<block_id> ids(m.block_ids().begin(), m.block_ids().end());
-        auto h = holder_from(m.node(), m.actor(), m.cluster(), msg, ctx->deployment());
-        try {
-          s.index->evict(h, m.epoch(), static_cast<tier>(m.tier()), ids);
-        } catch (const std::length_error& e) {
-          ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(), m.actor(),
-                           e.what());
+      [=](caf::timeout_atom) { end_rebuild(self, ctx, "window_passed"); },
+      [=](const membership_event& e) {
+        auto& s = self->state;
+        if (e.state == peer_state::down) {
+          std::set<std::string> names;
+          for (auto& h : s.index->holders_on(e.peer))
+            names.insert(h.actor);
+          auto n = s.index->drop_node(e.peer);
+          s.stats->dropped.Increment(static_cast<double>(n));
+          // Its workers cannot answer a re-announce now: stop waiting, ask them later.
+          bool waited = false;
+          for (auto i = s.pending.begin(); i != s.pending.end();)
+            if (i->compare(0, e.peer.size() + 1, e.peer + "/") == 0) {
+              names.insert(i->substr(e.peer.size() + 1));
+              i = s.pending.erase(i);
+              waited = true;
+            } else {
+              ++i;
+            }
+          if (!names.empty())
+            s.dropped[e.peer].insert(names.begin(), names.end());
+          if (waited && s.pending.empty())
+            end_rebuild(self, ctx, "all_answered");
+          ctx->log()->info("kv_directory_node_down node={} dropped_blocks={}", e.peer, n);
+          sync_metrics(self);
+        } else if (e.state == peer_state::up) {
+          auto i = s.dropped.find(e.peer);
+          if (i == s.dropped.end())
+            return;
+          auto actors = std::move(i->second);
+          s.dropped.erase(i);
+          for (auto& a : actors)
+            reannounce(self, ctx, me, address{e.peer, a}, window, "node_back", false);
         }
-        sync_metrics(self);
       },
-      [&](PrefixQuery& q) {
-        auto r = s.index->match({q.block_ids().data(), static_cast<size_t>(q.block_ids_size())});
-        sync_metrics(self);
-        return to_wire(r, s.rebuilding);
-      });
-    },
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        auto& s = self->state;
+        return dispatch<kv_directory_role>(
+            *ctx, msg,
+            [&](BlocksStored& m) {
+              if (ctx->faults().fire("kv_directory.crash"))
+                throw std::runtime_error(
+                    "fault point kv_directory.crash: crashing on a report from " + m.node());
+              apply_stored(self, ctx, m, msg);
+            },
+            [&](BlocksEvicted& m) {
+              std::vector<block_id> ids(m.block_ids().begin(), m.block_ids().end());
+              auto h = holder_from(m.node(), m.actor(), m.cluster(), msg, ctx->deployment());
+              try {
+                s.index->evict(h, m.epoch(), static_cast<tier>(m.tier()), ids);
+              } catch (const std::length_error& e) {
+                ctx->log()->warn("kv_directory_refused node={} actor={} reason=\"{}\"", m.node(),
+                                 m.actor(), e.what());
+              }
+              sync_metrics(self);
+            },
+            [&](PrefixQuery& q) {
+              auto r =
+                  s.index->match({q.block_ids().data(), static_cast<size_t>(q.block_ids_size())});
+              sync_metrics(self);
+              return to_wire(r, s.rebuilding);
+            });
+      },
   };
 }
 
@@ -296,17 +304,19 @@ void register_types(actor_registry& r) {
                      "after a start, how long answers say `rebuilding` while workers re-announce"},
                     {"holders", param_kind::string, "prefill_worker",
                      "comma-separated actor types whose pools are asked to re-announce"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           return ctx.system().spawn(kv_directory, &ctx, name, p);
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           if (p.integer("capacity") < 1)
-             throw config_error(path + ".capacity", "must be at least 1");
-           if (p.dur("rebuild_window") <= duration{0})
-             throw config_error(path + ".rebuild_window", "must be positive");
-           if (split_types(p.str("holders")).empty())
-             throw config_error(path + ".holders", "names no actor type");
-         }});
+         .factory =
+             [](node_context& ctx, const std::string& name, const actor_params& p) {
+               return ctx.system().spawn(kv_directory, &ctx, name, p);
+             },
+         .check =
+             [](const std::string& path, const actor_params& p) {
+               if (p.integer("capacity") < 1)
+                 throw config_error(path + ".capacity", "must be at least 1");
+               if (p.dur("rebuild_window") <= duration{0})
+                 throw config_error(path + ".rebuild_window", "must be positive");
+               if (split_types(p.str("holders")).empty())
+                 throw config_error(path + ".holders", "names no actor type");
+             }});
 }
 
 } // namespace
@@ -315,9 +325,11 @@ PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
 PRFAAS_REGISTER_PROBES(kv_directory,
-  {"kv_directory.rebuild", "a restarted KV directory is rebuilt from a worker's re-announcement"})
-PRFAAS_REGISTER_FAULT_POINTS(kv_directory,
-  {"kv_directory.crash", "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"})
-
+                       {"kv_directory.rebuild",
+                        "a restarted KV directory is rebuilt from a worker's re-announcement"})
+PRFAAS_REGISTER_FAULT_POINTS(
+    kv_directory,
+    {"kv_directory.crash",
+     "the KV directory crashes (throws) on a stored/evicted report; it restarts empty"})
 
 } // namespace prfaas::directory

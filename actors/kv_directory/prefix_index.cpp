@@ -132,9 +132,10 @@ prefix_index::node_idx prefix_index::new_node(block_id id) {
 
 prefix_index::node_idx prefix_index::ensure(block_id id, std::optional<block_id> parent) {
   const auto i = table_
-                    .find_or_insert(id, block_table::tag_of(id), [this](node_idx k) { return at(k).id; },
-                                    [&] { return new_node(id); })
-                    .first;
+                     .find_or_insert(
+                         id, block_table::tag_of(id), [this](node_idx k) { return at(k).id; },
+                         [&] { return new_node(id); })
+                     .first;
   auto& e = at(i); // nodes never move: stays valid through the recursion below
   if (e.parent != no_node || !parent || *parent == id)
     return i;
@@ -426,7 +427,7 @@ size_t prefix_index::drop_node(const std::string& node) {
 }
 
 [[gnu::always_inline]] inline prefix_index::ref prefix_index::ref_for(const node& n,
-                                                                    holder_idx h) const {
+                                                                      holder_idx h) const {
   if (n.spilled) {
     for (auto r : spills_[n.holders.spill])
       if (holder_of(r) == h)
@@ -493,18 +494,19 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   static_assert(node_ahead < slot_ahead && slot_ahead <= ring);
   const auto table = table_.read();
   auto* const pages = pages_.data();
-  auto node_at = [pages](node_idx k) __attribute__((always_inline)) -> node& {
+  auto node_at = [pages](node_idx k) __attribute__((always_inline))->node& {
     return pages[k >> page_bits][k & ((1u << page_bits) - 1)];
   };
   const size_t n = ids.size();
-  uint32_t tag[ring];          // of block k at k % ring, from its slot prefetch on
-  node_idx candidate[ring];    // likewise, from its probe on
-  node* candidate_at[ring];    // and where it is (null: none)
+  uint32_t tag[ring];       // of block k at k % ring, from its slot prefetch on
+  node_idx candidate[ring]; // likewise, from its probe on
+  node* candidate_at[ring]; // and where it is (null: none)
   auto stage = [&](size_t k) __attribute__((always_inline)) { // block k: prefetch its slots
     tag[k % ring] = block_table::tag_of(ids[k]);
     table.prefetch(tag[k % ring]);
   };
-  auto probe = [&](size_t k) __attribute__((always_inline)) { // block k: read its slot, prefetch its node
+  auto probe = [&](size_t k)
+      __attribute__((always_inline)) { // block k: read its slot, prefetch its node
     const auto c = table.candidate(tag[k % ring]);
     node* at_c = nullptr;
     if (c != no_node)
@@ -528,7 +530,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   const node_idx allocated = allocated_;
   bool following = true;
   node_idx before = no_node; // block k-1's entry
-  size_t streak = 0; // following: blocks since the last break; staging: blocks in order
+  size_t streak = 0;         // following: blocks since the last break; staging: blocks in order
   auto prime = [&](size_t from) { // staging from block `from` on
     for (size_t k = from; k < std::min(from + slot_ahead, n); ++k)
       stage(k);
@@ -540,7 +542,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
       __builtin_prefetch(&node_at(j));
   };
   // Block k's entry `ni` and where it is (null: none); blocks are stepped in order.
-  auto step = [&](size_t k, node_idx& ni) __attribute__((always_inline)) -> node* {
+  auto step = [&](size_t k, node_idx & ni) __attribute__((always_inline))->node* {
     node* at_k = nullptr;
     if (following) {
       ni = before + 1;
@@ -586,7 +588,7 @@ match_result prefix_index::match(std::span<const block_id> ids) {
   // Block k matched: its entry is marked used after the walk.
   auto* const matched = matched_.data();
   auto* const matched_at = matched_at_.data();
-  auto keep = [&](uint32_t k, node_idx ni, node* at_k) __attribute__((always_inline)) {
+  auto keep = [&](uint32_t k, node_idx ni, node * at_k) __attribute__((always_inline)) {
     matched[k] = ni;
     matched_at[k] = at_k;
   };

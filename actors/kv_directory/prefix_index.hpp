@@ -71,14 +71,14 @@ struct chain {
 
 struct node_match {
   holder_ref holder;
-  uint32_t blocks = 0;           ///< query blocks [0, blocks) all held
-  tier slowest = tier::device;   ///< slowest tier needed to read those blocks
+  uint32_t blocks = 0;         ///< query blocks [0, blocks) all held
+  tier slowest = tier::device; ///< slowest tier needed to read those blocks
 };
 
 struct cluster_match {
   std::string cluster;
-  uint32_t blocks = 0;           ///< longest over the cluster's holders
-  std::vector<size_t> best;      ///< indices into match_result::nodes with that many
+  uint32_t blocks = 0;      ///< longest over the cluster's holders
+  std::vector<size_t> best; ///< indices into match_result::nodes with that many
 };
 
 struct match_result {
@@ -95,12 +95,12 @@ enum class apply_outcome {
 };
 
 struct index_stats {
-  uint64_t entries = 0;      ///< distinct block ids (ghosts included)
-  uint64_t holders = 0;      ///< holders known (with or without blocks)
-  uint64_t references = 0;   ///< (block, holder) pairs
-  uint64_t evictions = 0;    ///< entries removed for capacity
+  uint64_t entries = 0;    ///< distinct block ids (ghosts included)
+  uint64_t holders = 0;    ///< holders known (with or without blocks)
+  uint64_t references = 0; ///< (block, holder) pairs
+  uint64_t evictions = 0;  ///< entries removed for capacity
   uint64_t queries = 0;
-  uint64_t hit_blocks = 0;   ///< sum over queries of the longest match
+  uint64_t hit_blocks = 0; ///< sum over queries of the longest match
   uint64_t stale_reports = 0;
 };
 
@@ -229,9 +229,9 @@ private:
 
   size_t capacity_;
   size_t size_ = 0;
-  std::vector<big_array<node>> pages_; ///< nodes [0, allocated_) initialised
-  node_idx allocated_ = 0;   ///< nodes ever handed out (high-water mark)
-  node_idx free_ = no_node;  ///< free nodes, chained through `next`
+  std::vector<big_array<node>> pages_;       ///< nodes [0, allocated_) initialised
+  node_idx allocated_ = 0;                   ///< nodes ever handed out (high-water mark)
+  node_idx free_ = no_node;                  ///< free nodes, chained through `next`
   node_idx head_ = no_node, tail_ = no_node; ///< recency list: least recent first
   block_table table_;
   std::vector<std::vector<ref>> spills_;
@@ -247,7 +247,7 @@ private:
   std::vector<uint32_t> tier_here_;
   std::vector<alive_holder> alive_, next_;
   std::vector<node_idx> matched_; ///< entries matched so far, grown, never shrunk
-  std::vector<node*> matched_at_;  ///< where they are
+  std::vector<node*> matched_at_; ///< where they are
   struct ended_holder {
     holder_idx h;
     uint32_t blocks, slowest;

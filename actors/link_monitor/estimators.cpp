@@ -6,7 +6,7 @@
 namespace prfaas::link {
 
 rtt_estimator::rtt_estimator(double alpha, double beta, duration min_window)
-  : alpha_(alpha), beta_(beta), window_(min_window) {
+    : alpha_(alpha), beta_(beta), window_(min_window) {
   if (!(alpha > 0 && alpha <= 1) || !(beta > 0 && beta <= 1))
     throw std::invalid_argument("rtt_estimator: gains must be in (0, 1]");
 }

@@ -43,17 +43,21 @@ struct monitor_settings {
 
 struct link_metrics {
   link_metrics(metrics& m, const prometheus::Labels& l)
-    : state(m.gauge("prfaas_link_state", "Link state: 0 unknown, 1 up, 2 degraded, 3 down", l)),
-      rtt(m.gauge("prfaas_link_rtt_seconds", "Smoothed probe round-trip time", l)),
-      min_rtt(m.gauge("prfaas_link_min_rtt_seconds", "Windowed minimum probe round-trip time", l)),
-      throughput(m.gauge("prfaas_link_throughput_bps", "Acknowledged data-plane bits/s to the peer cluster", l)),
-      utilisation(m.gauge("prfaas_link_utilisation", "Throughput / configured link rate", l)),
-      backlog(m.gauge("prfaas_link_backlog_bytes", "Data-plane bytes queued or in flight to the peer cluster", l)),
-      loss(m.gauge("prfaas_link_probe_loss", "Fraction of recent probes unanswered", l)),
-      answered(m.counter("prfaas_link_probes_total", "Link probes, by outcome",
-                         with(l, "outcome", "answered"))),
-      lost(m.counter("prfaas_link_probes_total", "Link probes, by outcome", with(l, "outcome", "lost"))),
-      changes(m.counter("prfaas_link_state_changes_total", "Link state transitions", l)) {}
+      : state(m.gauge("prfaas_link_state", "Link state: 0 unknown, 1 up, 2 degraded, 3 down", l)),
+        rtt(m.gauge("prfaas_link_rtt_seconds", "Smoothed probe round-trip time", l)),
+        min_rtt(
+            m.gauge("prfaas_link_min_rtt_seconds", "Windowed minimum probe round-trip time", l)),
+        throughput(m.gauge("prfaas_link_throughput_bps",
+                           "Acknowledged data-plane bits/s to the peer cluster", l)),
+        utilisation(m.gauge("prfaas_link_utilisation", "Throughput / configured link rate", l)),
+        backlog(m.gauge("prfaas_link_backlog_bytes",
+                        "Data-plane bytes queued or in flight to the peer cluster", l)),
+        loss(m.gauge("prfaas_link_probe_loss", "Fraction of recent probes unanswered", l)),
+        answered(m.counter("prfaas_link_probes_total", "Link probes, by outcome",
+                           with(l, "outcome", "answered"))),
+        lost(m.counter("prfaas_link_probes_total", "Link probes, by outcome",
+                       with(l, "outcome", "lost"))),
+        changes(m.counter("prfaas_link_state_changes_total", "Link state transitions", l)) {}
 
   static prometheus::Labels with(prometheus::Labels l, const std::string& k, const std::string& v) {
     l[k] = v;
@@ -67,8 +71,8 @@ struct link_metrics {
 struct monitor_state {
   static inline const char* name = "link_monitor";
   monitor_settings cfg;
-  std::vector<address> peers;              ///< link monitors on the peer cluster
-  std::set<std::string> peer_nodes;        ///< nodes of the peer cluster (data-plane peers)
+  std::vector<address> peers;       ///< link monitors on the peer cluster
+  std::set<std::string> peer_nodes; ///< nodes of the peer cluster (data-plane peers)
   std::vector<address> subscribers;
   std::unique_ptr<link_tracker> link;
   std::unique_ptr<link_metrics> stats;
@@ -117,7 +121,8 @@ LinkState current(self_ptr self, const address& me) {
   out.set_retransmit_rate(l.throughput().retransmit_rate());
   out.set_probe_loss(l.probes().loss());
   out.set_since_ms(static_cast<uint64_t>(
-    std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - l.since()).count()));
+      std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - l.since())
+          .count()));
   out.set_reason(l.reason());
   out.set_sequence(++s.publish_seq);
   out.set_monitor_node(me.node);
@@ -189,20 +194,20 @@ void probe(self_ptr self, node_context* ctx, const address& me) {
     p.set_from_cluster(s.cfg.cluster);
     const auto sent = self->clock().now();
     remote_ref<link_monitor_role>(ctx->msgr(), me, peer)
-      .request(self, p, s.cfg.probe_timeout)
-      .then(
-        [self, ctx, me, sent](LinkProbeReply&) {
-          auto& s = self->state;
-          const auto now = self->clock().now();
-          s.link->answered(now - sent, now);
-          s.stats->answered.Increment();
-          evaluate(self, ctx, me);
-        },
-        [self, ctx, me](caf::error&) {
-          self->state.link->lost();
-          self->state.stats->lost.Increment();
-          evaluate(self, ctx, me);
-        });
+        .request(self, p, s.cfg.probe_timeout)
+        .then(
+            [self, ctx, me, sent](LinkProbeReply&) {
+              auto& s = self->state;
+              const auto now = self->clock().now();
+              s.link->answered(now - sent, now);
+              s.stats->answered.Increment();
+              evaluate(self, ctx, me);
+            },
+            [self, ctx, me](caf::error&) {
+              self->state.link->lost();
+              self->state.stats->lost.Increment();
+              evaluate(self, ctx, me);
+            });
   }
 }
 
@@ -215,7 +220,8 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
   s.link = std::make_unique<link_tracker>(s.cfg.limits, s.cfg.probe_window, s.cfg.capacity_bps,
                                           self->clock().now());
   s.stats = std::make_unique<link_metrics>(
-    ctx->node_metrics(), prometheus::Labels{{"cluster", s.cfg.cluster}, {"peer_cluster", s.cfg.peer_cluster}});
+      ctx->node_metrics(),
+      prometheus::Labels{{"cluster", s.cfg.cluster}, {"peer_cluster", s.cfg.peer_cluster}});
   for (auto& n : ctx->deployment().nodes) {
     if (n.cluster != s.cfg.peer_cluster)
       continue;
@@ -227,51 +233,54 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
   if (s.cfg.cluster == s.cfg.peer_cluster)
     ctx->log()->warn("link_monitor_same_cluster name={} cluster={}", name, s.cfg.cluster);
   update_gauges(self);
-  ctx->log()->info("link_monitor_started name={} cluster={} peer_cluster={} peers={} capacity_bps={} "
-                   "data_plane={}",
-                   name, s.cfg.cluster, s.cfg.peer_cluster, s.peers.size(), s.cfg.capacity_bps,
-                   ctx->data() ? "yes" : "no");
+  ctx->log()->info(
+      "link_monitor_started name={} cluster={} peer_cluster={} peers={} capacity_bps={} "
+      "data_plane={}",
+      name, s.cfg.cluster, s.cfg.peer_cluster, s.peers.size(), s.cfg.capacity_bps,
+      ctx->data() ? "yes" : "no");
   self->send(self, caf::tick_atom_v);
   self->delayed_send(self, s.cfg.publish_interval, caf::publish_atom_v);
 
   return {
-    [=](caf::tick_atom) {
-      sample_data_plane(self, ctx);
-      probe(self, ctx, me);
-      evaluate(self, ctx, me); // notices silence even while probes are still out
-      self->delayed_send(self, self->state.cfg.probe_interval, caf::tick_atom_v);
-    },
-    [=](caf::publish_atom) {
-      publish(self, ctx, me);
-      self->delayed_send(self, self->state.cfg.publish_interval, caf::publish_atom_v);
-    },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      auto& s = self->state;
-      return dispatch<link_monitor_role>(*ctx, msg,
-      [&](LinkProbe& p) {
-        LinkProbeReply r;
-        r.set_sequence(p.sequence());
-        r.set_cluster(s.cfg.cluster);
-        r.set_state(static_cast<Condition>(s.link->state()));
-        return r;
+      [=](caf::tick_atom) {
+        sample_data_plane(self, ctx);
+        probe(self, ctx, me);
+        evaluate(self, ctx, me); // notices silence even while probes are still out
+        self->delayed_send(self, self->state.cfg.probe_interval, caf::tick_atom_v);
       },
-      [&](Subscribe& sub) -> answer<LinkState> {
-        address who{sub.node().empty() ? msg.source.node : sub.node(),
-                    sub.actor().empty() ? msg.source.actor : sub.actor()};
-        auto& subs = s.subscribers;
-        auto it = std::find(subs.begin(), subs.end(), who);
-        if (sub.unsubscribe()) {
-          if (it != subs.end())
-            subs.erase(it);
-        } else if (it == subs.end()) {
-          if (subs.size() >= max_subscribers)
-            return make_error(errc::overloaded, "link monitor " + name + ": subscriber limit (" +
-                                                    std::to_string(max_subscribers) + ") reached");
-          subs.push_back(who);
-        }
-        return current(self, me);
-      });
-    },
+      [=](caf::publish_atom) {
+        publish(self, ctx, me);
+        self->delayed_send(self, self->state.cfg.publish_interval, caf::publish_atom_v);
+      },
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        auto& s = self->state;
+        return dispatch<link_monitor_role>(
+            *ctx, msg,
+            [&](LinkProbe& p) {
+              LinkProbeReply r;
+              r.set_sequence(p.sequence());
+              r.set_cluster(s.cfg.cluster);
+              r.set_state(static_cast<Condition>(s.link->state()));
+              return r;
+            },
+            [&](Subscribe& sub) -> answer<LinkState> {
+              address who{sub.node().empty() ? msg.source.node : sub.node(),
+                          sub.actor().empty() ? msg.source.actor : sub.actor()};
+              auto& subs = s.subscribers;
+              auto it = std::find(subs.begin(), subs.end(), who);
+              if (sub.unsubscribe()) {
+                if (it != subs.end())
+                  subs.erase(it);
+              } else if (it == subs.end()) {
+                if (subs.size() >= max_subscribers)
+                  return make_error(errc::overloaded,
+                                    "link monitor " + name + ": subscriber limit (" +
+                                        std::to_string(max_subscribers) + ") reached");
+                subs.push_back(who);
+              }
+              return current(self, me);
+            });
+      },
   };
 }
 
@@ -299,18 +308,25 @@ monitor_settings read_settings(const actor_params& p) {
 }
 
 void register_types(actor_registry& r) {
-  r.add({.name = "link_monitor",
-         .doc = "one end of a cross-cluster link: RTT, throughput, backlog, state (up/degraded/down)",
-         .params =
-           {{"peer_cluster", param_kind::string, "", "the cluster at the other end of the link", true},
-            {"probe_interval", param_kind::duration, "200ms", "how often the peer's monitors are probed"},
-            {"probe_timeout", param_kind::duration, "500ms", "a probe unanswered this long is lost"},
-            {"publish_interval", param_kind::duration, "1s", "LinkState to subscribers at least this often"},
+  r.add(
+      {.name = "link_monitor",
+       .doc = "one end of a cross-cluster link: RTT, throughput, backlog, state (up/degraded/down)",
+       .params =
+           {{"peer_cluster", param_kind::string, "", "the cluster at the other end of the link",
+             true},
+            {"probe_interval", param_kind::duration, "200ms",
+             "how often the peer's monitors are probed"},
+            {"probe_timeout", param_kind::duration, "500ms",
+             "a probe unanswered this long is lost"},
+            {"publish_interval", param_kind::duration, "1s",
+             "LinkState to subscribers at least this often"},
             {"probe_window", param_kind::integer, "10", "probes the loss ratio is taken over"},
             {"down_after", param_kind::duration, "2s", "no probe answered this long: down"},
-            {"degraded_misses", param_kind::integer, "2", "probes unanswered in a row: degraded (0 = off)"},
+            {"degraded_misses", param_kind::integer, "2",
+             "probes unanswered in a row: degraded (0 = off)"},
             {"loss_degraded", param_kind::number, "0.3", "probe loss ratio: degraded (0 = off)"},
-            {"rtt_degraded", param_kind::duration, "0s", "smoothed RTT above this: degraded (0 = off)"},
+            {"rtt_degraded", param_kind::duration, "0s",
+             "smoothed RTT above this: degraded (0 = off)"},
             {"retransmit_degraded", param_kind::number, "0",
              "data-plane re-sends per second above this: degraded (0 = off)"},
             {"backlog_degraded", param_kind::duration, "0s",
@@ -320,52 +336,56 @@ void register_types(actor_registry& r) {
             {"degrade_dwell", param_kind::duration, "0s", "a worse state must persist this long"},
             {"recover_dwell", param_kind::duration, "2s", "a better state must persist this long"},
             {"capacity", param_kind::rate, "", "link rate; default: the deployment's links[].rate"},
-            {"subscribers", param_kind::string, "", "node/actor addresses LinkState goes to, comma-separated"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           auto c = read_settings(p);
-           c.cluster = ctx.cluster();
-           if (c.capacity_bps == 0)
-             if (auto* l = ctx.deployment().find_link(c.cluster, c.peer_cluster))
-               c.capacity_bps = static_cast<double>(l->rate_bps);
-           auto subs = split_addresses(p.has("subscribers") ? p.str("subscribers") : "", name);
-           return ctx.system().spawn(link_monitor, &ctx, name, c, subs);
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           auto c = read_settings(p);
-           auto positive = [&](const char* key, duration d) {
-             if (d <= duration{0})
-               throw config_error(path + "." + key, "must be positive");
-           };
-           positive("probe_interval", c.probe_interval);
-           positive("probe_timeout", c.probe_timeout);
-           positive("publish_interval", c.publish_interval);
-           positive("down_after", c.limits.down_after);
-           if (p.integer("probe_window") < 1)
-             throw config_error(path + ".probe_window", "must be at least 1");
-           if (p.integer("degraded_misses") < 0)
-             throw config_error(path + ".degraded_misses", "must not be negative");
-           if (c.limits.loss_degraded < 0 || c.limits.loss_degraded > 1)
-             throw config_error(path + ".loss_degraded", "must be within [0, 1]");
-           if (c.limits.recover_ratio <= 0 || c.limits.recover_ratio > 1)
-             throw config_error(path + ".recover_ratio", "must be within (0, 1]");
-           if (c.limits.down_after <= c.probe_interval)
-             throw config_error(path + ".down_after", "must be longer than probe_interval");
-           if (p.has("subscribers"))
-             split_addresses(p.str("subscribers"), path + ".subscribers");
-         },
-         .check_deployment = [](const std::string& path, const actor_params& p,
-                                const deployment_config& dep) {
-           auto peer = p.str("peer_cluster");
-           if (!dep.clusters.empty() && !dep.clusters.count(peer))
-             throw config_error(path + ".peer_cluster", "no cluster \"" + peer + "\" in clusters");
-           for (auto& n : dep.nodes)
-             if (n.cluster == peer)
-               for (auto& a : n.actors)
-                 if (a.type == "link_monitor")
-                   return;
-           throw config_error(path + ".peer_cluster",
-                              "no link_monitor on any node of cluster \"" + peer + "\" to probe");
-         }});
+            {"subscribers", param_kind::string, "",
+             "node/actor addresses LinkState goes to, comma-separated"}},
+       .factory =
+           [](node_context& ctx, const std::string& name, const actor_params& p) {
+             auto c = read_settings(p);
+             c.cluster = ctx.cluster();
+             if (c.capacity_bps == 0)
+               if (auto* l = ctx.deployment().find_link(c.cluster, c.peer_cluster))
+                 c.capacity_bps = static_cast<double>(l->rate_bps);
+             auto subs = split_addresses(p.has("subscribers") ? p.str("subscribers") : "", name);
+             return ctx.system().spawn(link_monitor, &ctx, name, c, subs);
+           },
+       .check =
+           [](const std::string& path, const actor_params& p) {
+             auto c = read_settings(p);
+             auto positive = [&](const char* key, duration d) {
+               if (d <= duration{0})
+                 throw config_error(path + "." + key, "must be positive");
+             };
+             positive("probe_interval", c.probe_interval);
+             positive("probe_timeout", c.probe_timeout);
+             positive("publish_interval", c.publish_interval);
+             positive("down_after", c.limits.down_after);
+             if (p.integer("probe_window") < 1)
+               throw config_error(path + ".probe_window", "must be at least 1");
+             if (p.integer("degraded_misses") < 0)
+               throw config_error(path + ".degraded_misses", "must not be negative");
+             if (c.limits.loss_degraded < 0 || c.limits.loss_degraded > 1)
+               throw config_error(path + ".loss_degraded", "must be within [0, 1]");
+             if (c.limits.recover_ratio <= 0 || c.limits.recover_ratio > 1)
+               throw config_error(path + ".recover_ratio", "must be within (0, 1]");
+             if (c.limits.down_after <= c.probe_interval)
+               throw config_error(path + ".down_after", "must be longer than probe_interval");
+             if (p.has("subscribers"))
+               split_addresses(p.str("subscribers"), path + ".subscribers");
+           },
+       .check_deployment =
+           [](const std::string& path, const actor_params& p, const deployment_config& dep) {
+             auto peer = p.str("peer_cluster");
+             if (!dep.clusters.empty() && !dep.clusters.count(peer))
+               throw config_error(path + ".peer_cluster",
+                                  "no cluster \"" + peer + "\" in clusters");
+             for (auto& n : dep.nodes)
+               if (n.cluster == peer)
+                 for (auto& a : n.actors)
+                   if (a.type == "link_monitor")
+                     return;
+             throw config_error(path + ".peer_cluster",
+                                "no link_monitor on any node of cluster \"" + peer + "\" to probe");
+           }});
 }
 
 } // namespace

@@ -4,10 +4,14 @@ namespace prfaas::link {
 
 const char* to_string(condition c) {
   switch (c) {
-    case condition::unknown: return "unknown";
-    case condition::up: return "up";
-    case condition::degraded: return "degraded";
-    case condition::down: return "down";
+  case condition::unknown:
+    return "unknown";
+  case condition::up:
+    return "up";
+  case condition::degraded:
+    return "degraded";
+  case condition::down:
+    return "down";
   }
   return "?";
 }
@@ -35,8 +39,7 @@ verdict classify(const link_signals& s, condition current, const thresholds& t) 
 }
 
 link_state_machine::link_state_machine(duration degrade_dwell, duration recover_dwell)
-  : degrade_dwell_(degrade_dwell), recover_dwell_(recover_dwell) {
-}
+    : degrade_dwell_(degrade_dwell), recover_dwell_(recover_dwell) {}
 
 void link_state_machine::move(const verdict& v, time_point now) {
   state_ = v.target;

@@ -31,19 +31,19 @@ struct thresholds {
   size_t loss_min_probes = 5;     ///< probes in the window before loss counts
   duration rtt_degraded{0};       ///< smoothed RTT above → degraded (0 = off)
   double retransmit_degraded = 0; ///< data-plane re-sends per second above → degraded (0 = off)
-  duration backlog_degraded{0};   ///< backlog / capacity (queueing delay) above → degraded (0 = off)
-  double recover_ratio = 0.5;     ///< leave degraded below ratio × each threshold
-  duration degrade_dwell{0};      ///< a worse state must be wanted this long
+  duration backlog_degraded{0}; ///< backlog / capacity (queueing delay) above → degraded (0 = off)
+  double recover_ratio = 0.5;   ///< leave degraded below ratio × each threshold
+  duration degrade_dwell{0};    ///< a worse state must be wanted this long
   duration recover_dwell = std::chrono::seconds(2); ///< a better state must be wanted this long
 };
 
 /// What the monitor knows at one evaluation.
 struct link_signals {
-  bool reachable = true;            ///< a probe was answered within down_after
+  bool reachable = true; ///< a probe was answered within down_after
   uint32_t misses_in_a_row = 0;
   double probe_loss = 0;
-  size_t probes = 0;                ///< in the loss window
-  std::optional<duration> rtt;      ///< smoothed, once measured
+  size_t probes = 0;           ///< in the loss window
+  std::optional<duration> rtt; ///< smoothed, once measured
   double retransmit_rate = 0;
   std::optional<duration> queue_delay; ///< backlog drained at capacity; none without capacity
 };
@@ -76,7 +76,7 @@ private:
   condition state_ = condition::unknown;
   time_point since_{};
   std::string reason_ = "not_measured";
-  int pending_dir_ = 0;           ///< +1 getting worse, -1 getting better, 0 none
+  int pending_dir_ = 0; ///< +1 getting worse, -1 getting better, 0 none
   time_point pending_since_{};
   uint64_t transitions_ = 0;
 };

@@ -4,12 +4,8 @@ namespace prfaas::link {
 
 link_tracker::link_tracker(thresholds t, size_t probe_window_size, double capacity_bps,
                            time_point start)
-  : t_(t),
-    capacity_(capacity_bps),
-    start_(start),
-    window_(probe_window_size),
-    machine_(t.degrade_dwell, t.recover_dwell) {
-}
+    : t_(t), capacity_(capacity_bps), start_(start), window_(probe_window_size),
+      machine_(t.degrade_dwell, t.recover_dwell) {}
 
 void link_tracker::answered(duration rtt, time_point now) {
   if (machine_.state() == condition::down)
@@ -48,7 +44,7 @@ link_signals link_tracker::signals(time_point now) const {
   s.retransmit_rate = throughput_.retransmit_rate();
   if (capacity_ > 0)
     s.queue_delay = std::chrono::duration_cast<duration>(std::chrono::duration<double>(
-      static_cast<double>(throughput_.backlog_bytes()) * 8.0 / capacity_));
+        static_cast<double>(throughput_.backlog_bytes()) * 8.0 / capacity_));
   return s;
 }
 

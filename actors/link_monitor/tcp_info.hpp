@@ -11,14 +11,14 @@
 namespace prfaas::link {
 
 struct tcp_sample {
-  uint8_t state = 0;                 ///< TCP_ESTABLISHED = 1, ...
-  std::chrono::microseconds rtt{0};  ///< kernel's smoothed RTT
+  uint8_t state = 0;                ///< TCP_ESTABLISHED = 1, ...
+  std::chrono::microseconds rtt{0}; ///< kernel's smoothed RTT
   std::chrono::microseconds rtt_var{0};
-  uint32_t retransmits_now = 0;      ///< unrecovered RTO timeouts in a row
-  uint32_t total_retransmits = 0;    ///< segments re-sent over the connection's life
-  uint32_t lost = 0;                 ///< segments currently deemed lost
-  uint32_t unacked = 0;              ///< segments in flight
-  uint32_t snd_cwnd = 0;             ///< congestion window, segments
+  uint32_t retransmits_now = 0;   ///< unrecovered RTO timeouts in a row
+  uint32_t total_retransmits = 0; ///< segments re-sent over the connection's life
+  uint32_t lost = 0;              ///< segments currently deemed lost
+  uint32_t unacked = 0;           ///< segments in flight
+  uint32_t snd_cwnd = 0;          ///< congestion window, segments
   uint32_t snd_mss = 0;
   std::optional<uint64_t> bytes_acked;   ///< kernels ≥ 4.1
   std::optional<uint64_t> delivery_rate; ///< bytes/s, kernels ≥ 4.9

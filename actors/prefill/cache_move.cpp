@@ -26,14 +26,16 @@ cache_stream pack(const prefix_cache::exported& x) {
 std::optional<prefix_cache::exported> unpack(const received_transfer& rt, std::string& error) {
   CacheBlocksMeta meta;
   if (!meta.ParseFromString(rt.meta)) {
-    error = "cache transfer " + std::to_string(rt.id) + " from " + rt.source + ": meta does not parse";
+    error =
+        "cache transfer " + std::to_string(rt.id) + " from " + rt.source + ": meta does not parse";
     return std::nullopt;
   }
   if (meta.block_ids_size() == 0 || meta.block_ids_size() != meta.kv_chunks_size() ||
       meta.checkpoint_chunks() == 0) {
     error = "cache transfer " + std::to_string(rt.id) + " from " + rt.source + ": " +
-            std::to_string(meta.block_ids_size()) + " blocks, " + std::to_string(meta.kv_chunks_size()) +
-            " KV chunk counts, " + std::to_string(meta.checkpoint_chunks()) + " checkpoint chunks";
+            std::to_string(meta.block_ids_size()) + " blocks, " +
+            std::to_string(meta.kv_chunks_size()) + " KV chunk counts, " +
+            std::to_string(meta.checkpoint_chunks()) + " checkpoint chunks";
     return std::nullopt;
   }
   size_t want = meta.checkpoint_chunks();
@@ -50,7 +52,8 @@ std::optional<prefix_cache::exported> unpack(const received_transfer& rt, std::s
     for (uint32_t k = 0; k < n; ++k, ++next) {
       auto c = engine::parse_chunk({rt.chunks[next]->data(), rt.chunks[next]->size()}, next);
       if (!c) {
-        error = "cache transfer " + std::to_string(rt.id) + " from " + rt.source + ": " + c.message();
+        error =
+            "cache transfer " + std::to_string(rt.id) + " from " + rt.source + ": " + c.message();
         return nullptr;
       }
       p->push_back(std::move(c).value());

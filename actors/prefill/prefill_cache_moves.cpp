@@ -19,9 +19,9 @@ void end_pull(self_ptr self, node_context* ctx, const std::string& name, uint64_
   s.pulling.erase(it);
   if (!why.empty()) {
     ctx->node_metrics()
-      .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
-               {{"outcome", "skipped"}})
-      .Increment();
+        .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
+                 {{"outcome", "skipped"}})
+        .Increment();
     ctx->log()->info("cache_move_skipped request={} from={}/{} reason=\"{}\"", o->po.request_id(),
                      o->po.cache_from_node(), o->po.cache_from_actor(), why);
   }
@@ -44,21 +44,23 @@ void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const
   q.set_node(ctx->node());
   q.set_sink(name + ".cache");
   s.pulling[tid] = o;
-  const auto wait = std::max<duration>(std::chrono::milliseconds(1),
-                                       std::min<duration>(s.pull_timeout, o->deadline - self->clock().now()));
+  const auto wait =
+      std::max<duration>(std::chrono::milliseconds(1),
+                         std::min<duration>(s.pull_timeout, o->deadline - self->clock().now()));
   role_ref<prefill_role>(*ctx, name, {o->po.cache_from_node(), o->po.cache_from_actor()})
-    .request(self, q, wait)
-    .then(
-      [self, ctx, name, tid](CachePullAccepted& a) {
-        if (a.blocks() == 0)
-          end_pull(self, ctx, name, tid, "the holder has none of the blocks now");
-      },
-      [self, ctx, name, tid](caf::error& e) { end_pull(self, ctx, name, tid, describe(e)); });
+      .request(self, q, wait)
+      .then(
+          [self, ctx, name, tid](CachePullAccepted& a) {
+            if (a.blocks() == 0)
+              end_pull(self, ctx, name, tid, "the holder has none of the blocks now");
+          },
+          [self, ctx, name, tid](caf::error& e) { end_pull(self, ctx, name, tid, describe(e)); });
   self->delayed_send(self, wait, caf::timeout_atom_v, tid);
 }
 
 /// A cache move arrived: into the prefix cache (engine thread), then the order runs.
-void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt) {
+void cache_arrived(self_ptr self, node_context* ctx, const std::string& name,
+                   received_transfer rt) {
   auto& s = self->state;
   if (!s.pulling.count(rt.id))
     return; // gave up on it already
@@ -71,12 +73,12 @@ void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, re
     const uint32_t held = cache->import_prefix(x);
     inbox->post([self, ctx, name, tid, held, blocks = x.ids.size()] {
       ctx->node_metrics()
-        .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
-                 {{"outcome", held == blocks ? "moved" : "skipped"}})
-        .Increment();
+          .counter("prfaas_prefill_cache_moves_total", "Cache moves into this worker, by outcome",
+                   {{"outcome", held == blocks ? "moved" : "skipped"}})
+          .Increment();
       ctx->node_metrics()
-        .counter("prfaas_prefill_cache_moved_blocks_total", "Blocks received by cache moves")
-        .Increment(static_cast<double>(held));
+          .counter("prfaas_prefill_cache_moved_blocks_total", "Blocks received by cache moves")
+          .Increment(static_cast<double>(held));
       end_pull(self, ctx, name, tid, held == blocks ? "" : "the cache had no room for them");
     });
   });
@@ -84,11 +86,12 @@ void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, re
 
 /// A peer pulls cached blocks from this worker: export them on the engine thread and
 /// send them over the data plane; the reply says how many are on their way.
-prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
-                                       const CachePull& q) {
+prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx,
+                                             const remote_message& msg, const CachePull& q) {
   auto& s = self->state;
   if (!s.cache)
-    return make_error(errc::bad_request, "CachePull " + q.request_id() + ": this worker has no prefix cache");
+    return make_error(errc::bad_request,
+                      "CachePull " + q.request_id() + ": this worker has no prefix cache");
   reply_promise<CachePullAccepted> rp(self, msg);
   std::vector<engine::block_id> ids(q.block_ids().begin(), q.block_ids().end());
   s.runner->post([inbox = s.inbox, cache = s.cache, ids, q, rp, dp = ctx->data(),
@@ -99,7 +102,8 @@ prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx, c
       dp->open(q.transfer_id(), q.node(), q.sink(), std::move(stream.meta),
                [log, id = q.request_id(), to = q.node()](transfer_outcome out) {
                  if (!out.ok)
-                   log->warn("cache_move_send_failed request={} to={} error=\"{}\"", id, to, out.error);
+                   log->warn("cache_move_send_failed request={} to={} error=\"{}\"", id, to,
+                             out.error);
                });
       for (auto& c : stream.chunks)
         dp->push(q.transfer_id(), std::move(c));

@@ -14,7 +14,8 @@ std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(co
     const double budget_s = std::chrono::duration<double>(o.budget).count();
     if (wait_s > budget_s)
       return refusal{std::to_string(queued_tokens_) + " tokens queued, ~" +
-                     std::to_string(static_cast<int>(wait_s)) + " s of work, past the request's remaining " +
+                     std::to_string(static_cast<int>(wait_s)) +
+                     " s of work, past the request's remaining " +
                      std::to_string(static_cast<int>(budget_s)) + " s"};
   }
   const key k = next_key_++;
@@ -52,7 +53,8 @@ prefill_queue::step prefill_queue::next(clock_type::time_point now) {
   return out;
 }
 
-void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time, bool ok) {
+void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time,
+                                bool ok) {
   if (running_ == k)
     running_.reset();
   auto it = orders_.find(k);
@@ -80,7 +82,8 @@ void prefill_queue::transfer_ended(key k) {
   // running: it leaves when the engine is done with it
 }
 
-prefill_queue::cancel_actions prefill_queue::cancel(const std::string& request_id, uint64_t transfer_id) {
+prefill_queue::cancel_actions prefill_queue::cancel(const std::string& request_id,
+                                                    uint64_t transfer_id) {
   cancel_actions out;
   std::vector<key> matching;
   for (auto& [k, e] : orders_)
@@ -101,8 +104,8 @@ prefill_queue::cancel_actions prefill_queue::cancel(const std::string& request_i
 }
 
 size_t prefill_queue::transferring() const {
-  return static_cast<size_t>(
-    std::count_if(orders_.begin(), orders_.end(), [](auto& kv) { return kv.second.transfer_open; }));
+  return static_cast<size_t>(std::count_if(orders_.begin(), orders_.end(),
+                                           [](auto& kv) { return kv.second.transfer_open; }));
 }
 
 void prefill_queue::settle_work(entry& e) {

@@ -10,7 +10,8 @@
 //
 //   admit ──► pulling ──pull_ended──► queued ──next──► running ──engine_done──► sent
 //     │          │                       │                │ (transfer open)       │
-//     └ refused  └──────cancel───────────┴─► gone         └─transfer_ended──┐     └─transfer_ended─► gone
+//     └ refused  └──────cancel───────────┴─► gone         └─transfer_ended──┐ └─transfer_ended─►
+//     gone
 //                                          (answered        (engine_done then gone)
 //                                           by the caller)
 //
@@ -37,10 +38,10 @@ public:
   struct order {
     std::string request_id;
     uint64_t transfer_id = 0;
-    uint64_t work = 0;                      ///< tokens it is expected to compute
+    uint64_t work = 0; ///< tokens it is expected to compute
     clock_type::time_point deadline;
-    std::chrono::nanoseconds budget{0};     ///< time left when it arrived; 0 = none
-    bool pull_first = false;                ///< waits for a cache move before queueing
+    std::chrono::nanoseconds budget{0}; ///< time left when it arrived; 0 = none
+    bool pull_first = false;            ///< waits for a cache move before queueing
   };
 
   struct refusal {

@@ -45,8 +45,8 @@ struct prefill_state {
   std::shared_ptr<prefix_cache> cache;
   /// The cache's changes since the last announcement (engine thread only).
   std::shared_ptr<std::vector<engine::pool_event>> cache_events;
-  address directory;     ///< where the cache's changes are announced; empty node = nowhere
-  uint64_t epoch = 0;    ///< of this worker's reports to the directory; bumped by Reannounce
+  address directory;  ///< where the cache's changes are announced; empty node = nowhere
+  uint64_t epoch = 0; ///< of this worker's reports to the directory; bumped by Reannounce
   std::unique_ptr<worker_metrics> stats;
   /// Admission, order, deadlines, pace and cancellation (a plain state machine); the
   /// orders it holds, by its key, with what the actor needs to answer them.
@@ -92,7 +92,7 @@ void pull_cache(self_ptr self, node_context* ctx, const std::string& name, const
 void cache_arrived(self_ptr self, node_context* ctx, const std::string& name, received_transfer rt);
 /// A peer pulls cached blocks from this worker: export them on the engine thread and
 /// send them over the data plane; the reply says how many are on their way.
-prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx, const remote_message& msg,
-                                       const CachePull& q);
+prfaas::answer<CachePullAccepted> serve_pull(self_ptr self, node_context* ctx,
+                                             const remote_message& msg, const CachePull& q);
 
 } // namespace prfaas::serving::prefill_detail

@@ -64,7 +64,6 @@ void enqueue(self_ptr self, node_context* ctx, const std::string& name, const or
 
 namespace {
 
-
 /// The load an order adds: the tokens the scheduler expects it to compute (cached
 /// prefixes are not work), or the whole prompt when the order does not say.
 uint64_t work_of(const PrefillOrder& po) {
@@ -141,8 +140,9 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
     return;
   if (!out.ok) {
     self->state.ctx->probe("data.transfer_failed");
-    answer(self, o, make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
-                                                      o->po.decode_node() + " failed: " + out.error));
+    answer(self, o,
+           make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
+                                             o->po.decode_node() + " failed: " + out.error));
     return;
   }
   PrefillDone done;
@@ -157,8 +157,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   auto* dp = ctx->data();
   const uint64_t tid = o->po.transfer_id();
   const auto started = self->clock().now();
-  const uint64_t queue_ns =
-    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
+  const uint64_t queue_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
   TransferMeta head;
   head.set_request_id(o->po.request_id());
   update_gauges(self);
@@ -171,10 +171,9 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   const uint64_t seq = self->state.next_seq++;
   auto* runner = self->state.runner.get();
   runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
-                            cache = self->state.cache,
-                            cache_events = self->state.cache_events,
-                            group = self->state.layers_per_push,
-                            cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
+                cache = self->state.cache, cache_events = self->state.cache_events,
+                group = self->state.layers_per_push,
+                cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
     // Chunks go out `group` at a time, concatenated (the receiver parses a stream); a
     // message never grows past the data plane's max_chunk_bytes for that, though.
     std::vector<std::byte> out;
@@ -216,7 +215,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
     auto r = e.prefill(req, [&](engine::kv_chunk&& c) { send(c); });
     flush();
     const auto ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
+        std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
     std::string error;
     if (r) {
       head.set_first_token(r->first_token);
@@ -252,8 +251,9 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       if (error.empty())
         self->state.stats->tokens.Increment(static_cast<double>(computed));
       else
-        answer(self, o, make_error(errc::bad_request, "prefill of " + o->po.request_id() +
-                                                          " failed: " + error));
+        answer(self, o,
+               make_error(errc::bad_request,
+                          "prefill of " + o->po.request_id() + " failed: " + error));
       update_gauges(self);
       start_next(self, ctx, name);
     });
@@ -267,8 +267,9 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
     for (auto k : step.expired) {
       auto o = s.orders.at(k);
       s.orders.erase(k);
-      answer(self, o, make_error(errc::request_timeout,
-                                 "prefill of " + o->po.request_id() + " not started before its deadline"));
+      answer(self, o,
+             make_error(errc::request_timeout,
+                        "prefill of " + o->po.request_id() + " not started before its deadline"));
     }
     if (step.start)
       run(self, ctx, name, s.orders.at(*step.start));
@@ -285,10 +286,10 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
 uint64_t epoch_now(self_ptr self) {
   static std::atomic<uint64_t> last{0};
   const auto since = virtual_time(self->system())
-                       ? self->clock().now().time_since_epoch()
-                       : std::chrono::system_clock::now().time_since_epoch();
+                         ? self->clock().now().time_since_epoch()
+                         : std::chrono::system_clock::now().time_since_epoch();
   const auto now =
-    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(since).count());
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(since).count());
   uint64_t prev = last.load();
   uint64_t next;
   do
@@ -299,9 +300,8 @@ uint64_t epoch_now(self_ptr self) {
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
-                             uint32_t checkpoint_blocks,
-                             address directory_addr, duration pull_timeout,
-                             uint32_t layers_per_push) {
+                             uint32_t checkpoint_blocks, address directory_addr,
+                             duration pull_timeout, uint32_t layers_per_push) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
   s.queue = prefill_queue{max_queue};
@@ -310,9 +310,9 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   if (cache_blocks > 0) {
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
-      model.block_tokens, cache_blocks,
-      [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); },
-      checkpoint_blocks);
+        model.block_tokens, cache_blocks,
+        [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); },
+        checkpoint_blocks);
   }
   s.directory = directory_addr;
   s.epoch = epoch_now(self);
@@ -325,8 +325,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
     fabric->set_wire_size(wire_size_of(model));
   s.ctx = ctx;
   s.runner = std::make_unique<engine_runner>(
-    ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
-    "pf." + name, engine_runner::crash(s.inbox));
+      ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
+      "pf." + name, engine_runner::crash(s.inbox));
   auto ready = [self, ctx, name, engine_name = model.engine](const engine::model_info& info) {
     auto& s = self->state;
     s.ready = true;
@@ -346,97 +346,103 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   s.runner->when_ready(s.inbox, ready);
   update_gauges(self);
   return {
-    [=](wake_atom) { self->state.inbox->drain(); },
-    [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      auto& s = self->state;
-      return dispatch<prefill_role>(*ctx, msg,
-      [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
-        if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
-          return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
-                                                   ": needs a prompt, decode_node and decode_sink");
-        if (ctx->faults().fire("prefill.crash"))
-          throw std::runtime_error("fault point prefill.crash: crashing on order " + po.request_id());
-        const auto budget = std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
-        const bool pull_first = s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-        auto admitted = s.queue.admit({.request_id = po.request_id(),
-                                       .transfer_id = po.transfer_id(),
-                                       .work = work_of(po),
-                                       .deadline = self->clock().now() + budget,
-                                       .budget = std::chrono::nanoseconds(po.budget_ns()),
-                                       .pull_first = pull_first});
-        if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
-          s.stats->rejected.Increment();
-          return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
-        }
-        auto o = std::make_shared<order>();
-        o->key = std::get<prefill_queue::key>(admitted);
-        o->promise = reply_promise<PrefillDone>(self, msg);
-        o->enqueued = self->clock().now();
-        o->deadline = o->enqueued + budget;
-        o->po = std::move(po);
-        s.orders.emplace(o->key, o);
-        auto promise = o->promise;
-        if (pull_first)
-          pull_cache(self, ctx, name, o);
-        else
-          start_next(self, ctx, name);
-        return promise;
+      [=](wake_atom) { self->state.inbox->drain(); },
+      [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        auto& s = self->state;
+        return dispatch<prefill_role>(
+            *ctx, msg,
+            [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
+              if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
+                return make_error(errc::bad_request,
+                                  "PrefillOrder " + po.request_id() +
+                                      ": needs a prompt, decode_node and decode_sink");
+              if (ctx->faults().fire("prefill.crash"))
+                throw std::runtime_error("fault point prefill.crash: crashing on order " +
+                                         po.request_id());
+              const auto budget =
+                  std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
+              const bool pull_first =
+                  s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
+              auto admitted = s.queue.admit({.request_id = po.request_id(),
+                                             .transfer_id = po.transfer_id(),
+                                             .work = work_of(po),
+                                             .deadline = self->clock().now() + budget,
+                                             .budget = std::chrono::nanoseconds(po.budget_ns()),
+                                             .pull_first = pull_first});
+              if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
+                s.stats->rejected.Increment();
+                return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
+              }
+              auto o = std::make_shared<order>();
+              o->key = std::get<prefill_queue::key>(admitted);
+              o->promise = reply_promise<PrefillDone>(self, msg);
+              o->enqueued = self->clock().now();
+              o->deadline = o->enqueued + budget;
+              o->po = std::move(po);
+              s.orders.emplace(o->key, o);
+              auto promise = o->promise;
+              if (pull_first)
+                pull_cache(self, ctx, name, o);
+              else
+                start_next(self, ctx, name);
+              return promise;
+            },
+            [&](directory::Reannounce&) {
+              // Everything the cache holds, at a new epoch (it replaces what the directory
+              // had from us). Read on the engine thread, answered from here.
+              s.epoch = std::max(s.epoch + 1, epoch_now(self));
+              reply_promise<directory::BlocksStored> rp(self, msg);
+              directory::BlocksStored all;
+              all.set_node(ctx->node());
+              all.set_actor(name);
+              all.set_cluster(ctx->cluster());
+              all.set_epoch(s.epoch);
+              if (!s.cache) {
+                rp.deliver(all);
+                return rp;
+              }
+              s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
+                              events = s.cache_events](engine::engine&) mutable {
+                for (auto& [id, parent] : cache->kv_blocks()) {
+                  auto* chain = all.add_chains();
+                  if (parent)
+                    chain->set_parent(*parent);
+                  chain->add_block_ids(id);
+                }
+                events->clear(); // covered by this full report
+                inbox->post([rp, all]() mutable { rp.deliver(all); });
+              });
+              return rp;
+            },
+            [&](LoadQuery&) {
+              WorkerLoad l;
+              l.set_role("prefill");
+              const auto& q = s.queue;
+              l.set_queue_depth(static_cast<uint32_t>(q.queued()));
+              l.set_active(q.running() ? 1 : 0);
+              l.set_capacity(static_cast<uint32_t>(q.max_queue()));
+              l.set_queued_tokens(q.queued_tokens());
+              l.set_tokens_per_s(q.tokens_per_s());
+              l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) / q.max_queue());
+              l.set_starting(!s.ready);
+              return l;
+            },
+            [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
+            [&](Cancel& c) {
+              ctx->probe("prefill.cancelled");
+              auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
+              for (auto k : acts.removed) {
+                auto o = s.orders.at(k);
+                s.orders.erase(k);
+                answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
+              }
+              for (auto k : acts.cancel_transfer)
+                ctx->data()->cancel(
+                    s.orders.at(k)->po.transfer_id()); // its `done` answers the order
+              update_gauges(self);
+            });
       },
-      [&](directory::Reannounce&) {
-        // Everything the cache holds, at a new epoch (it replaces what the directory
-        // had from us). Read on the engine thread, answered from here.
-        s.epoch = std::max(s.epoch + 1, epoch_now(self));
-        reply_promise<directory::BlocksStored> rp(self, msg);
-        directory::BlocksStored all;
-        all.set_node(ctx->node());
-        all.set_actor(name);
-        all.set_cluster(ctx->cluster());
-        all.set_epoch(s.epoch);
-        if (!s.cache) {
-          rp.deliver(all);
-          return rp;
-        }
-        s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
-                        events = s.cache_events](engine::engine&) mutable {
-          for (auto& [id, parent] : cache->kv_blocks()) {
-            auto* chain = all.add_chains();
-            if (parent)
-              chain->set_parent(*parent);
-            chain->add_block_ids(id);
-          }
-          events->clear(); // covered by this full report
-          inbox->post([rp, all]() mutable { rp.deliver(all); });
-        });
-        return rp;
-      },
-      [&](LoadQuery&) {
-        WorkerLoad l;
-        l.set_role("prefill");
-        const auto& q = s.queue;
-        l.set_queue_depth(static_cast<uint32_t>(q.queued()));
-        l.set_active(q.running() ? 1 : 0);
-        l.set_capacity(static_cast<uint32_t>(q.max_queue()));
-        l.set_queued_tokens(q.queued_tokens());
-        l.set_tokens_per_s(q.tokens_per_s());
-        l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) / q.max_queue());
-        l.set_starting(!s.ready);
-        return l;
-      },
-      [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
-      [&](Cancel& c) {
-        ctx->probe("prefill.cancelled");
-        auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
-        for (auto k : acts.removed) {
-          auto o = s.orders.at(k);
-          s.orders.erase(k);
-          answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
-        }
-        for (auto k : acts.cancel_transfer)
-          ctx->data()->cancel(s.orders.at(k)->po.transfer_id()); // its `done` answers the order
-        update_gauges(self);
-      });
-    },
   };
 }
 
@@ -452,41 +458,44 @@ address directory_of(const node_context& ctx, const std::string& text) {
 void register_types(actor_registry& r) {
   r.add({.name = "prefill_worker",
          .doc = "prefills prompts on an engine and streams the KVCache to decode workers",
-         .params = {profile_param(),
-                    {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
-                    {"cache_blocks", param_kind::integer, "1024",
-                     "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
-                    {"checkpoint_blocks", param_kind::integer, "1",
-                     "keep the linear-attention state after every this many blocks (a prefix is "
-                     "reusable up to the last one; a real model's state is megabytes, and its "
-                     "prefills slice at checkpoints too)"},
-                    {"pull_timeout", param_kind::duration, "2s",
-                     "how long an order waits for a cache move from another worker before computing all"},
-                    {"directory", param_kind::string, "\"\"",
-                     "KV directory (node/actor or a local name) told what the cache holds"},
-                    {"layers_per_push", param_kind::integer, "1",
-                     "layers whose KV chunks travel together in one data-plane message, up to "
-                     "data_plane.max_chunk_bytes (1 = layer by layer; larger = fewer messages, "
-                     "later first bytes)"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           auto model = read_model(ctx.deployment(), p.str("profile"), name);
-           return ctx.system().spawn(prefill_worker, &ctx, name, model,
-                                     static_cast<size_t>(p.integer("max_queue")),
-                                     static_cast<uint64_t>(p.integer("cache_blocks")),
-                                     static_cast<uint32_t>(p.integer("checkpoint_blocks")),
-                                     directory_of(ctx, p.str("directory")), p.dur("pull_timeout"),
-                                     static_cast<uint32_t>(p.integer("layers_per_push")));
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           if (p.integer("max_queue") < 1)
-             throw config_error(path + ".max_queue", "must be at least 1");
-           if (p.integer("cache_blocks") < 0)
-             throw config_error(path + ".cache_blocks", "must not be negative");
-           if (p.integer("checkpoint_blocks") < 1 || p.integer("checkpoint_blocks") > 65536)
-             throw config_error(path + ".checkpoint_blocks", "must be between 1 and 65536");
-           if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
-             throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
-         },
+         .params =
+             {profile_param(),
+              {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
+              {"cache_blocks", param_kind::integer, "1024",
+               "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
+              {"checkpoint_blocks", param_kind::integer, "1",
+               "keep the linear-attention state after every this many blocks (a prefix is "
+               "reusable up to the last one; a real model's state is megabytes, and its "
+               "prefills slice at checkpoints too)"},
+              {"pull_timeout", param_kind::duration, "2s",
+               "how long an order waits for a cache move from another worker before computing all"},
+              {"directory", param_kind::string, "\"\"",
+               "KV directory (node/actor or a local name) told what the cache holds"},
+              {"layers_per_push", param_kind::integer, "1",
+               "layers whose KV chunks travel together in one data-plane message, up to "
+               "data_plane.max_chunk_bytes (1 = layer by layer; larger = fewer messages, "
+               "later first bytes)"}},
+         .factory =
+             [](node_context& ctx, const std::string& name, const actor_params& p) {
+               auto model = read_model(ctx.deployment(), p.str("profile"), name);
+               return ctx.system().spawn(
+                   prefill_worker, &ctx, name, model, static_cast<size_t>(p.integer("max_queue")),
+                   static_cast<uint64_t>(p.integer("cache_blocks")),
+                   static_cast<uint32_t>(p.integer("checkpoint_blocks")),
+                   directory_of(ctx, p.str("directory")), p.dur("pull_timeout"),
+                   static_cast<uint32_t>(p.integer("layers_per_push")));
+             },
+         .check =
+             [](const std::string& path, const actor_params& p) {
+               if (p.integer("max_queue") < 1)
+                 throw config_error(path + ".max_queue", "must be at least 1");
+               if (p.integer("cache_blocks") < 0)
+                 throw config_error(path + ".cache_blocks", "must not be negative");
+               if (p.integer("checkpoint_blocks") < 1 || p.integer("checkpoint_blocks") > 65536)
+                 throw config_error(path + ".checkpoint_blocks", "must be between 1 and 65536");
+               if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
+                 throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
+             },
          .check_deployment = check_worker_model});
 }
 
@@ -495,10 +504,11 @@ void register_types(actor_registry& r) {
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
-PRFAAS_REGISTER_PROBES(prefill,
-  {"prefill.cancelled", "a prefill order was cancelled (failover or resume elsewhere)"})
-PRFAAS_REGISTER_FAULT_POINTS(prefill,
-  {"prefill.crash", "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"})
-
+PRFAAS_REGISTER_PROBES(prefill, {"prefill.cancelled",
+                                 "a prefill order was cancelled (failover or resume elsewhere)"})
+PRFAAS_REGISTER_FAULT_POINTS(
+    prefill,
+    {"prefill.crash",
+     "a prefill worker crashes (throws) on taking a PrefillOrder; its supervisor restarts it"})
 
 } // namespace prfaas::serving

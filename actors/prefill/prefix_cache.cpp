@@ -8,19 +8,19 @@ using namespace prfaas::engine;
 
 prefix_cache::prefix_cache(uint32_t block_tokens, uint64_t capacity_blocks, pool_listener listener,
                            uint32_t checkpoint_blocks)
-  : hasher_(block_tokens), checkpoint_blocks_(std::max<uint32_t>(1, checkpoint_blocks)),
-    listener_(std::move(listener)),
-    pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0, .checkpoint_blocks = 1},
-          [this](const pool_event& ev) {
-            if (ev.key.kind == entry_kind::kv) {
-              if (ev.what == pool_event::type::stored)
-                parents_[ev.key.id] = ev.parent;
-              else
-                parents_.erase(ev.key.id);
-            }
-            if (listener_)
-              listener_(ev);
-          }) {}
+    : hasher_(block_tokens), checkpoint_blocks_(std::max<uint32_t>(1, checkpoint_blocks)),
+      listener_(std::move(listener)),
+      pool_({.capacity_blocks = capacity_blocks, .block_bytes = 0, .checkpoint_blocks = 1},
+            [this](const pool_event& ev) {
+              if (ev.key.kind == entry_kind::kv) {
+                if (ev.what == pool_event::type::stored)
+                  parents_[ev.key.id] = ev.parent;
+                else
+                  parents_.erase(ev.key.id);
+              }
+              if (listener_)
+                listener_(ev);
+            }) {}
 
 std::vector<std::pair<block_id, std::optional<block_id>>> prefix_cache::kv_blocks() const {
   return {parents_.begin(), parents_.end()};
@@ -63,15 +63,17 @@ void prefix_cache::publish(const engine::engine& e, seq_id seq, const lookup& l)
       std::optional<block_id> parent;
       if (i > 0)
         parent = l.ids[i - 1];
-      if (!kv || !pool_.insert_kv(l.ids[i], parent,
-                                  std::make_shared<const block_payload>(std::move(kv).value()))
-                     .ok())
+      if (!kv || !pool_
+                      .insert_kv(l.ids[i], parent,
+                                 std::make_shared<const block_payload>(std::move(kv).value()))
+                      .ok())
         return; // full, or the chain broke: later blocks could not be matched anyway
     }
     if ((i + 1) % checkpoint_blocks_ == 0 && !pool_.contains({l.ids[i], entry_kind::checkpoint})) {
       auto cp = e.export_checkpoint(seq, (i + 1) * b);
-      if (!cp || !pool_.insert_checkpoint(l.ids[i],
-                                          std::make_shared<const block_payload>(std::move(cp).value()))
+      if (!cp || !pool_
+                      .insert_checkpoint(
+                          l.ids[i], std::make_shared<const block_payload>(std::move(cp).value()))
                       .ok())
         return;
     }

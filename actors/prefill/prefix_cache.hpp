@@ -21,8 +21,8 @@ class prefix_cache {
 public:
   /// What a prefill may reuse: the prompt's block ids and the pinned prefix.
   struct lookup {
-    std::vector<engine::block_id> ids;  ///< full blocks of the prompt
-    uint32_t reuse_blocks = 0;          ///< pinned prefix, in blocks
+    std::vector<engine::block_id> ids;   ///< full blocks of the prompt
+    uint32_t reuse_blocks = 0;           ///< pinned prefix, in blocks
     std::vector<engine::kv_chunk> reuse; ///< its chunks (for prefill_request::reuse)
     uint32_t reuse_tokens(uint32_t block_tokens) const { return reuse_blocks * block_tokens; }
   };

@@ -90,9 +90,9 @@ public:
     c.uncached_tokens = in.prompt_tokens;
     c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
     if (c.decode < 0) {
-      c.why_not = in.decode_node.empty() ? "no decode worker is up and ready"
-                                         : "decode worker " + in.decode_node + "/" +
-                                             in.decode_actor + " is not up";
+      c.why_not = in.decode_node.empty()
+                      ? "no decode worker is up and ready"
+                      : "decode worker " + in.decode_node + "/" + in.decode_actor + " is not up";
       return c;
     }
     bool offload = !in.local_only && v.link_up && in.prompt_tokens > threshold_;

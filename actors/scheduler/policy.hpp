@@ -28,8 +28,8 @@ namespace prfaas::serving {
 struct worker_view {
   address addr;
   std::string cluster;
-  bool prfaas = false;          ///< in a prefill-only (PrfaaS) cluster
-  bool up = true;               ///< its node is up (failure detector)
+  bool prfaas = false; ///< in a prefill-only (PrfaaS) cluster
+  bool up = true;      ///< its node is up (failure detector)
   /// Takes new work: false while its node serves the other role, or drains toward it
   /// (the long-term controller's P/D conversion).
   bool enabled = true;
@@ -86,10 +86,10 @@ struct worker_view {
 struct cluster_view {
   std::vector<worker_view> prefill;
   std::vector<worker_view> decode;
-  bool link_up = true;          ///< no link monitor reports the cross-cluster link down
-  double link_utilisation = 0;  ///< PrfaaS egress over the link, 0..1 (link monitors)
-  double link_capacity_bps = 0; ///< configured link rate (0 = unknown)
-  double link_throughput_bps = 0; ///< measured PrfaaS egress
+  bool link_up = true;             ///< no link monitor reports the cross-cluster link down
+  double link_utilisation = 0;     ///< PrfaaS egress over the link, 0..1 (link monitors)
+  double link_capacity_bps = 0;    ///< configured link rate (0 = unknown)
+  double link_throughput_bps = 0;  ///< measured PrfaaS egress
   uint64_t link_backlog_bytes = 0; ///< PrfaaS egress waiting for the link
   /// When the view was taken (the actor clock: virtual time in simulation).
   std::chrono::steady_clock::time_point now{};
@@ -137,7 +137,8 @@ struct cluster_view {
       return 0;
     if (known == 0)
       return -1;
-    return static_cast<double>(pending) / (rate * static_cast<double>(n) / static_cast<double>(known));
+    return static_cast<double>(pending) /
+           (rate * static_cast<double>(n) / static_cast<double>(known));
   }
 
   /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).
@@ -156,9 +157,9 @@ struct route_input {
   /// Prompt tokens already cached, by worker ("node/actor") or by node (from the KV
   /// directory's prefix match); workers not listed hold none.
   std::map<std::string, uint32_t> cached_by_node;
-  std::vector<std::string> exclude_nodes; ///< prefill nodes that failed this request
-  bool local_only = false;                ///< prefill in the PD cluster only
-  std::string decode_node, decode_actor;  ///< keep this decode worker (failover)
+  std::vector<std::string> exclude_nodes;        ///< prefill nodes that failed this request
+  bool local_only = false;                       ///< prefill in the PD cluster only
+  std::string decode_node, decode_actor;         ///< keep this decode worker (failover)
   std::vector<std::string> exclude_decode_nodes; ///< decode nodes that failed it (resume)
 };
 
@@ -172,17 +173,17 @@ inline uint32_t cached_on(const route_input& in, const worker_view& w) {
 }
 
 struct route_choice {
-  int prefill = -1;            ///< index into cluster_view::prefill; -1 = none
-  int decode = -1;             ///< index into cluster_view::decode; -1 = none
-  std::string route;           ///< "prfaas" | "pd"
+  int prefill = -1;  ///< index into cluster_view::prefill; -1 = none
+  int decode = -1;   ///< index into cluster_view::decode; -1 = none
+  std::string route; ///< "prfaas" | "pd"
   uint32_t uncached_tokens = 0;
   uint64_t threshold = 0;
-  std::string mode;            ///< prfaas policy: "scarce" | "abundant"
+  std::string mode; ///< prfaas policy: "scarce" | "abundant"
   /// The best cache sits in the other cluster and bandwidth allows moving it there
   /// (abundant mode): the prefill node should pull it first.
   bool move_cache = false;
-  int cache_source = -1;       ///< with move_cache: the worker (index into prefill) to pull from
-  std::string why_not;         ///< when no route: what was missing
+  int cache_source = -1; ///< with move_cache: the worker (index into prefill) to pull from
+  std::string why_not;   ///< when no route: what was missing
 };
 
 class routing_policy {
@@ -215,6 +216,6 @@ int least_loaded_decode(const cluster_view& v, const std::string& node, const st
 
 } // namespace prfaas::serving
 
-#define PRFAAS_REGISTER_POLICY(name, factory)                                              \
-  static const bool PRFAAS_PP_CAT(prfaas_policy_, __COUNTER__)                             \
-    = ::prfaas::serving::policy_registry::instance().add(name, factory)
+#define PRFAAS_REGISTER_POLICY(name, factory)                                                      \
+  static const bool PRFAAS_PP_CAT(prfaas_policy_, __COUNTER__) =                                   \
+      ::prfaas::serving::policy_registry::instance().add(name, factory)

@@ -10,7 +10,8 @@ namespace prfaas::serving {
 namespace {
 
 bool excluded(const route_input& in, const std::string& node) {
-  return std::find(in.exclude_nodes.begin(), in.exclude_nodes.end(), node) != in.exclude_nodes.end();
+  return std::find(in.exclude_nodes.begin(), in.exclude_nodes.end(), node) !=
+         in.exclude_nodes.end();
 }
 
 /// The longest cached prefix on an eligible worker of one side.
@@ -41,9 +42,9 @@ int64_t integer_or(const actor_params& p, const char* key, int64_t fallback) {
 bool pick_decode(route_choice& c, const route_input& in, const cluster_view& v) {
   c.decode = least_loaded_decode(v, in.decode_node, in.decode_actor, in.exclude_decode_nodes);
   if (c.decode < 0)
-    c.why_not = in.decode_node.empty() ? "no decode worker is up and ready"
-                                       : "decode worker " + in.decode_node + "/" + in.decode_actor +
-                                           " is not up";
+    c.why_not = in.decode_node.empty()
+                    ? "no decode worker is up and ready"
+                    : "decode worker " + in.decode_node + "/" + in.decode_actor + " is not up";
   return c.decode >= 0;
 }
 
@@ -60,10 +61,10 @@ void finish(route_choice& c, const route_input& in, const cluster_view& v) {
 /// `prfaas`: the paper's policy (§3.4.3), with its short-term controller.
 class prfaas_policy final : public routing_policy {
 public:
-  prfaas_policy(threshold_controller::settings t, bandwidth_mode::bounds b, duration backlog_horizon,
-                double load_weight, bool move_caches)
-    : mode_(b), backlog_horizon_(backlog_horizon), load_weight_(load_weight),
-      move_caches_(move_caches), control_(t, {}) {}
+  prfaas_policy(threshold_controller::settings t, bandwidth_mode::bounds b,
+                duration backlog_horizon, double load_weight, bool move_caches)
+      : mode_(b), backlog_horizon_(backlog_horizon), load_weight_(load_weight),
+        move_caches_(move_caches), control_(t, {}) {}
   std::string name() const override { return "prfaas"; }
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
@@ -83,11 +84,13 @@ public:
     // Move t only with the model's KV size known (otherwise t stays planned), and not
     // while the link is down: nothing is offloaded then whatever t is, and the PD
     // queue that grows meanwhile must not leave t at its floor for when it is back.
-    const uint64_t t = v.kv_bytes && v.link_up ? control_with(v.kv_bytes).update(
-                                      v.now, link_bound,
-                                      {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes},
-                                      queues)
-                                  : control_.threshold();
+    const uint64_t t =
+        v.kv_bytes && v.link_up
+            ? control_with(v.kv_bytes)
+                  .update(v.now, link_bound,
+                          {v.link_capacity_bps, v.link_throughput_bps, v.link_backlog_bytes},
+                          queues)
+            : control_.threshold();
     c.threshold = t;
     if (!pick_decode(c, in, v))
       return c;
@@ -223,10 +226,10 @@ bandwidth_mode::bounds bounds_of(const actor_params& p) {
   bandwidth_mode::bounds b;
   b.scarce_utilisation = number_or(p, "scarce_utilisation", b.scarce_utilisation);
   b.abundant_utilisation = number_or(p, "abundant_utilisation", b.abundant_utilisation);
-  b.scarce_queue_tokens =
-    static_cast<uint64_t>(integer_or(p, "scarce_queue_tokens", static_cast<int64_t>(b.scarce_queue_tokens)));
+  b.scarce_queue_tokens = static_cast<uint64_t>(
+      integer_or(p, "scarce_queue_tokens", static_cast<int64_t>(b.scarce_queue_tokens)));
   b.abundant_queue_tokens = static_cast<uint64_t>(
-    integer_or(p, "abundant_queue_tokens", static_cast<int64_t>(b.abundant_queue_tokens)));
+      integer_or(p, "abundant_queue_tokens", static_cast<int64_t>(b.abundant_queue_tokens)));
   return b;
 }
 
@@ -241,8 +244,8 @@ threshold_controller::settings control_of(const actor_params& p) {
   t.min = static_cast<uint64_t>(integer_or(p, "min_threshold", 0));
   t.balance_ratio = number_or(p, "balance_ratio", t.balance_ratio);
   t.balance_slack_s = p.has("balance_slack")
-                        ? std::chrono::duration<double>(p.dur("balance_slack")).count()
-                        : t.balance_slack_s;
+                          ? std::chrono::duration<double>(p.dur("balance_slack")).count()
+                          : t.balance_slack_s;
   t.balance_step = number_or(p, "balance_step", t.balance_step);
   if (p.has("control_window"))
     t.window = p.dur("control_window");
@@ -253,25 +256,28 @@ threshold_controller::settings control_of(const actor_params& p) {
 
 PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
   return std::make_unique<prfaas_policy>(
-    control_of(p), bounds_of(p),
-    p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
-    number_or(p, "load_weight", 1.0),
-    !p.has("move_caches") || p.boolean("move_caches"));
+      control_of(p), bounds_of(p),
+      p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
+      number_or(p, "load_weight", 1.0), !p.has("move_caches") || p.boolean("move_caches"));
 });
-PRFAAS_REGISTER_POLICY("homogeneous_pd", [](const actor_params&) -> std::unique_ptr<routing_policy> {
-  return std::make_unique<homogeneous_policy>();
-});
+PRFAAS_REGISTER_POLICY("homogeneous_pd",
+                       [](const actor_params&) -> std::unique_ptr<routing_policy> {
+                         return std::make_unique<homogeneous_policy>();
+                       });
 PRFAAS_REGISTER_POLICY("naive_heterogeneous",
                        [](const actor_params&) -> std::unique_ptr<routing_policy> {
                          return std::make_unique<naive_policy>();
                        });
-PRFAAS_REGISTER_POLICY("cache_aware_only", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
-  return std::make_unique<cache_aware_policy>(number_or(p, "load_weight", 1.0));
-});
+PRFAAS_REGISTER_POLICY("cache_aware_only",
+                       [](const actor_params& p) -> std::unique_ptr<routing_policy> {
+                         return std::make_unique<cache_aware_policy>(
+                             number_or(p, "load_weight", 1.0));
+                       });
 
 } // namespace
 
-int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side, double load_weight) {
+int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
+                 double load_weight) {
   int best = -1;
   double best_cost = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < v.prefill.size(); ++i) {

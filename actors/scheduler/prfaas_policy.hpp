@@ -34,7 +34,8 @@ public:
 
   /// Feeds the current signals; returns true while scarce.
   bool update(double utilisation, uint64_t queue_tokens) {
-    if (!scarce_ && (utilisation >= b_.scarce_utilisation || queue_tokens >= b_.scarce_queue_tokens))
+    if (!scarce_ &&
+        (utilisation >= b_.scarce_utilisation || queue_tokens >= b_.scarce_queue_tokens))
       scarce_ = true;
     else if (scarce_ && utilisation <= b_.abundant_utilisation &&
              queue_tokens <= b_.abundant_queue_tokens)

@@ -37,7 +37,7 @@ public:
     double high = 0.8;
     double low = 0.4;
     double prefill_full_tokens = 65536;
-    double smoothing = 0.5; ///< EWMA weight of the newest load sample
+    double smoothing = 0.5;   ///< EWMA weight of the newest load sample
     uint32_t min_prefill = 1; ///< PD prefill nodes never fewer than this
     uint32_t min_decode = 1;
   };
@@ -69,7 +69,7 @@ private:
     size_t decode = 0;  ///< index into cluster_view::decode
   };
   struct conversion {
-    size_t node = 0;       ///< index into nodes_
+    size_t node = 0; ///< index into nodes_
     bool to_prefill = false;
     uint64_t reports_at = 0; ///< the draining worker's report count when it was disabled
     time_point since{};

@@ -47,11 +47,11 @@ struct scheduler_state {
   static inline const char* name = "scheduler";
   std::unique_ptr<routing_policy> policy;
   cluster_view view;
-  std::set<std::string> link_down; ///< links ("cluster|peer") a monitor reports down
+  std::set<std::string> link_down;      ///< links ("cluster|peer") a monitor reports down
   std::optional<role_controller> roles; ///< long-term P/D conversion (convert_interval > 0)
-  double last_queue_seconds = 0; ///< the PrfaaS egress drain time of the last link report
-  std::shared_ptr<actor_inbox> inbox; ///< the KV size model, once built off the actor's thread
-  std::thread kv_builder;             ///< builds it (live); joined when the scheduler ends
+  double last_queue_seconds = 0;        ///< the PrfaaS egress drain time of the last link report
+  std::shared_ptr<actor_inbox> inbox;   ///< the KV size model, once built off the actor's thread
+  std::thread kv_builder;               ///< builds it (live); joined when the scheduler ends
 
   ~scheduler_state() {
     if (kv_builder.joinable())
@@ -107,7 +107,8 @@ void apply_load(worker_view& w, const WorkerLoad& l, worker_view::time_point pol
 
 /// Workers listed in `standby` ("node/actor") start without work: the other role of a
 /// convertible node. Throws config_error for a name that is no worker.
-void apply_standby(cluster_view& v, const std::vector<std::string>& standby, const std::string& path) {
+void apply_standby(cluster_view& v, const std::vector<std::string>& standby,
+                   const std::string& path) {
   for (auto& name : standby) {
     bool found = false;
     for (auto* list : {&v.prefill, &v.decode})
@@ -117,8 +118,9 @@ void apply_standby(cluster_view& v, const std::vector<std::string>& standby, con
           found = true;
         }
     if (!found)
-      throw config_error(path + ".standby", "\"" + name + "\" is not a prefill or decode worker "
-                                            "(node/actor) of this deployment");
+      throw config_error(path + ".standby", "\"" + name +
+                                                "\" is not a prefill or decode worker "
+                                                "(node/actor) of this deployment");
   }
 }
 
@@ -146,7 +148,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   const auto grace = params.dur("route_grace");
   const auto me = ctx->local(self_name);
   auto& m = ctx->node_metrics();
-  auto* no_route = &m.counter("prfaas_scheduler_no_route_total", "Route queries with no worker to serve them");
+  auto* no_route =
+      &m.counter("prfaas_scheduler_no_route_total", "Route queries with no worker to serve them");
   auto* link_up = &m.gauge("prfaas_scheduler_link_up",
                            "1 while no cross-cluster link is reported down (offload allowed)");
   link_up->Set(1);
@@ -177,7 +180,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         self->state.view.kv_bytes = [e](uint64_t tokens) { return e->kv_bytes(tokens); };
       });
     } catch (const std::exception& ex) {
-      log->warn("scheduler_no_kv_size reason=\"{}\" (the threshold stays as configured)", ex.what());
+      log->warn("scheduler_no_kv_size reason=\"{}\" (the threshold stays as configured)",
+                ex.what());
     }
   };
   if (virtual_time(ctx->system()))
@@ -186,24 +190,25 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     self->state.kv_builder = std::thread(build_kv_model);
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   self->send(self, caf::tick_atom_v);
-  ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
-                   policy_name, self->state.view.prefill.size(), self->state.view.decode.size());
+  ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}", policy_name,
+                   self->state.view.prefill.size(), self->state.view.decode.size());
 
   auto poll = [self, ctx, me, interval, grace](bool prefill, size_t i) {
     auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
     const auto polled = self->clock().now();
     auto on_load = [self, prefill, i, polled, grace](WorkerLoad& l) {
-      apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled, grace);
+      apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled,
+                 grace);
     };
     auto on_error = [](caf::error&) {}; // stale load is kept; liveness comes from membership
     if (prefill)
       remote_ref<prefill_role>(ctx->msgr(), me, list[i].addr)
-        .request(self, LoadQuery{}, interval * 5)
-        .then(on_load, on_error);
+          .request(self, LoadQuery{}, interval * 5)
+          .then(on_load, on_error);
     else
       remote_ref<decode_role>(ctx->msgr(), me, list[i].addr)
-        .request(self, LoadQuery{}, interval * 5)
-        .then(on_load, on_error);
+          .request(self, LoadQuery{}, interval * 5)
+          .then(on_load, on_error);
   };
 
   // One routing decision: the policy's choice, booked against the workers' load.
@@ -217,7 +222,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     in.local_only = q.local_only();
     in.decode_node = q.decode_node();
     in.decode_actor = q.decode_actor();
-    in.exclude_decode_nodes.assign(q.exclude_decode_nodes().begin(), q.exclude_decode_nodes().end());
+    in.exclude_decode_nodes.assign(q.exclude_decode_nodes().begin(),
+                                   q.exclude_decode_nodes().end());
     auto& v = self->state.view;
     v.now = self->clock().now();
     auto c = self->state.policy->decide(in, v);
@@ -232,8 +238,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     }
     if (c.prefill < 0 || c.decode < 0) {
       no_route->Increment();
-      return make_error(errc::overloaded, "no route for request " + q.request_id() + ": " +
-                                              c.why_not);
+      return make_error(errc::overloaded,
+                        "no route for request " + q.request_id() + ": " + c.why_not);
     }
     auto& p = v.prefill[c.prefill];
     auto& d = v.decode[c.decode];
@@ -243,8 +249,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     p.book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
     d.book(now, 0);
     ctx->node_metrics()
-      .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
-      .Increment();
+        .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
+        .Increment();
     RouteDecision out;
     out.set_prefill_node(p.addr.node);
     out.set_prefill_actor(p.addr.actor);
@@ -270,229 +276,243 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   };
 
   return {
-    [=](wake_atom) { self->state.inbox->drain(); },
-    [=](caf::tick_atom) {
-      // What routing can use now: up, enabled, engine built (as of the last reports;
-      // a worker not heard from yet is not counted, though routing would try it).
-      for (bool prefill : {true, false}) {
-        size_t n = 0;
-        for (auto& w : prefill ? self->state.view.prefill : self->state.view.decode)
-          n += w.routable() && w.reports > 0 ? 1 : 0;
-        ctx->node_metrics()
-          .gauge("prfaas_scheduler_routable_workers",
-                 "Workers routing may choose: node up, taking work, engine built (reported)",
-                 {{"role", prefill ? "prefill" : "decode"}})
-          .Set(static_cast<double>(n));
-      }
-      for (size_t i = 0; i < self->state.view.prefill.size(); ++i)
-        if (self->state.view.prefill[i].up)
-          poll(true, i);
-      for (size_t i = 0; i < self->state.view.decode.size(); ++i)
-        if (self->state.view.decode[i].up)
-          poll(false, i);
-      if (auto& roles = self->state.roles) {
-        for (auto& e : roles->tick(self->clock().now(), self->state.view)) {
-          ctx->log()->warn("scheduler_role node={} to={} phase={} prefill_load={:.2f} decode_load={:.2f}",
-                           e.node, e.to, e.phase, roles->prefill_load(), roles->decode_load());
+      [=](wake_atom) { self->state.inbox->drain(); },
+      [=](caf::tick_atom) {
+        // What routing can use now: up, enabled, engine built (as of the last reports;
+        // a worker not heard from yet is not counted, though routing would try it).
+        for (bool prefill : {true, false}) {
+          size_t n = 0;
+          for (auto& w : prefill ? self->state.view.prefill : self->state.view.decode)
+            n += w.routable() && w.reports > 0 ? 1 : 0;
           ctx->node_metrics()
-            .counter("prfaas_scheduler_role_changes_total",
-                     "Long-term controller: P/D conversions by target role and phase",
-                     {{"to", e.to}, {"phase", e.phase}})
-            .Increment();
+              .gauge("prfaas_scheduler_routable_workers",
+                     "Workers routing may choose: node up, taking work, engine built (reported)",
+                     {{"role", prefill ? "prefill" : "decode"}})
+              .Set(static_cast<double>(n));
         }
-        auto [np, nd] = role_controller::pd_roles(self->state.view);
-        ctx->node_metrics()
-          .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
-                 {{"role", "prefill"}})
-          .Set(np);
-        ctx->node_metrics()
-          .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
-                 {{"role", "decode"}})
-          .Set(nd);
-      }
-      self->delayed_send(self, interval, caf::tick_atom_v);
-    },
-    [=](const membership_event& e) {
-      bool up = e.state != peer_state::down;
-      for (auto* list : {&self->state.view.prefill, &self->state.view.decode})
-        for (auto& w : *list)
-          if (w.addr.node == e.peer)
-            w.up = up;
-    },
-    [=](remote_message& msg) -> caf::result<remote_message> {
-      return dispatch<scheduler_role>(*ctx, msg,
-      [&](link::LinkState& st) {
-        // Link down: no new offloads (the threshold is effectively infinite) until a
-        // monitor reports it back. Unknown (nothing measured yet) counts as up.
-        auto key = st.cluster() + "|" + st.peer_cluster();
-        auto& links = self->state.link_down;
-        bool was_up = links.empty();
-        if (st.state() == link::LINK_DOWN)
-          links.insert(key);
-        else
-          links.erase(key);
-        self->state.view.link_up = links.empty();
-        // PrfaaS egress is measured by the monitor on the prefill-only side.
-        if (auto c = ctx->deployment().clusters.find(st.cluster());
-            c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only") {
-          auto& v = self->state.view;
-          v.link_utilisation = st.utilisation();
-          v.link_capacity_bps = st.capacity_bps();
-          v.link_throughput_bps = st.throughput_bps();
-          v.link_backlog_bytes = st.backlog_bytes();
-          // Drain time at the measured rate (a link delivering nothing with a backlog
-          // is as backed up as it gets); the smaller of this report's and the last
-          // one's, so it takes two reports in a row.
-          const double q = st.backlog_bytes() == 0 ? 0.0
-                                                   : static_cast<double>(st.backlog_bytes()) * 8.0 /
-                                                       std::max(st.throughput_bps(), 1e3);
-          v.link_queue_seconds = std::min(q, self->state.last_queue_seconds);
-          self->state.last_queue_seconds = q;
+        for (size_t i = 0; i < self->state.view.prefill.size(); ++i)
+          if (self->state.view.prefill[i].up)
+            poll(true, i);
+        for (size_t i = 0; i < self->state.view.decode.size(); ++i)
+          if (self->state.view.decode[i].up)
+            poll(false, i);
+        if (auto& roles = self->state.roles) {
+          for (auto& e : roles->tick(self->clock().now(), self->state.view)) {
+            ctx->log()->warn(
+                "scheduler_role node={} to={} phase={} prefill_load={:.2f} decode_load={:.2f}",
+                e.node, e.to, e.phase, roles->prefill_load(), roles->decode_load());
+            ctx->node_metrics()
+                .counter("prfaas_scheduler_role_changes_total",
+                         "Long-term controller: P/D conversions by target role and phase",
+                         {{"to", e.to}, {"phase", e.phase}})
+                .Increment();
+          }
+          auto [np, nd] = role_controller::pd_roles(self->state.view);
+          ctx->node_metrics()
+              .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+                     {{"role", "prefill"}})
+              .Set(np);
+          ctx->node_metrics()
+              .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+                     {{"role", "decode"}})
+              .Set(nd);
         }
-        link_up->Set(links.empty() ? 1 : 0);
-        if (was_up != links.empty())
-          ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", links.empty() ? "up" : "down",
-                           st.cluster(), st.peer_cluster(), st.reason());
+        self->delayed_send(self, interval, caf::tick_atom_v);
       },
-      [&](RouteQuery& q) -> answer<RouteDecision> {
-      if (dir.node.empty() || q.block_ids_size() == 0) {
-        auto r = decide(q, {});
-        if (!r)
-          return std::move(r.error());
-        return std::move(*r);
-      }
-      // Ask the KV directory where the prompt's prefix is cached; without an answer in
-      // time (or while it rebuilds) route cache-blind rather than wait or fail.
-      reply_promise<RouteDecision> rp(self, msg);
-      directory::PrefixQuery pq;
-      *pq.mutable_block_ids() = q.block_ids();
-      pq.set_request_id(q.request_id());
-      remote_ref<kv_directory_role>(ctx->msgr(), me, dir)
-        .request(self, pq, dir_timeout)
-        .then(
-          [=](directory::PrefixMatch& m) mutable {
-            std::map<std::string, uint32_t> cached;
-            if (!m.rebuilding())
-              for (auto& n : m.nodes())
-                cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
-            else
-              {
-              cache_blind->Increment();
-              ctx->probe("scheduler.cache_blind");
-            }
-            deliver(rp, decide(q, std::move(cached)));
-          },
-          [=](caf::error&) mutable {
-            {
-              cache_blind->Increment();
-              ctx->probe("scheduler.cache_blind");
-            }
-            deliver(rp, decide(q, {}));
-          });
-      return rp;
-      });
-    },
+      [=](const membership_event& e) {
+        bool up = e.state != peer_state::down;
+        for (auto* list : {&self->state.view.prefill, &self->state.view.decode})
+          for (auto& w : *list)
+            if (w.addr.node == e.peer)
+              w.up = up;
+      },
+      [=](remote_message& msg) -> caf::result<remote_message> {
+        return dispatch<scheduler_role>(
+            *ctx, msg,
+            [&](link::LinkState& st) {
+              // Link down: no new offloads (the threshold is effectively infinite) until a
+              // monitor reports it back. Unknown (nothing measured yet) counts as up.
+              auto key = st.cluster() + "|" + st.peer_cluster();
+              auto& links = self->state.link_down;
+              bool was_up = links.empty();
+              if (st.state() == link::LINK_DOWN)
+                links.insert(key);
+              else
+                links.erase(key);
+              self->state.view.link_up = links.empty();
+              // PrfaaS egress is measured by the monitor on the prefill-only side.
+              if (auto c = ctx->deployment().clusters.find(st.cluster());
+                  c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only") {
+                auto& v = self->state.view;
+                v.link_utilisation = st.utilisation();
+                v.link_capacity_bps = st.capacity_bps();
+                v.link_throughput_bps = st.throughput_bps();
+                v.link_backlog_bytes = st.backlog_bytes();
+                // Drain time at the measured rate (a link delivering nothing with a backlog
+                // is as backed up as it gets); the smaller of this report's and the last
+                // one's, so it takes two reports in a row.
+                const double q = st.backlog_bytes() == 0
+                                     ? 0.0
+                                     : static_cast<double>(st.backlog_bytes()) * 8.0 /
+                                           std::max(st.throughput_bps(), 1e3);
+                v.link_queue_seconds = std::min(q, self->state.last_queue_seconds);
+                self->state.last_queue_seconds = q;
+              }
+              link_up->Set(links.empty() ? 1 : 0);
+              if (was_up != links.empty())
+                ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"",
+                                 links.empty() ? "up" : "down", st.cluster(), st.peer_cluster(),
+                                 st.reason());
+            },
+            [&](RouteQuery& q) -> answer<RouteDecision> {
+              if (dir.node.empty() || q.block_ids_size() == 0) {
+                auto r = decide(q, {});
+                if (!r)
+                  return std::move(r.error());
+                return std::move(*r);
+              }
+              // Ask the KV directory where the prompt's prefix is cached; without an answer in
+              // time (or while it rebuilds) route cache-blind rather than wait or fail.
+              reply_promise<RouteDecision> rp(self, msg);
+              directory::PrefixQuery pq;
+              *pq.mutable_block_ids() = q.block_ids();
+              pq.set_request_id(q.request_id());
+              remote_ref<kv_directory_role>(ctx->msgr(), me, dir)
+                  .request(self, pq, dir_timeout)
+                  .then(
+                      [=](directory::PrefixMatch& m) mutable {
+                        std::map<std::string, uint32_t> cached;
+                        if (!m.rebuilding())
+                          for (auto& n : m.nodes())
+                            cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
+                        else {
+                          cache_blind->Increment();
+                          ctx->probe("scheduler.cache_blind");
+                        }
+                        deliver(rp, decide(q, std::move(cached)));
+                      },
+                      [=](caf::error&) mutable {
+                        {
+                          cache_blind->Increment();
+                          ctx->probe("scheduler.cache_blind");
+                        }
+                        deliver(rp, decide(q, {}));
+                      });
+              return rp;
+            });
+      },
   };
 }
 
 void register_types(actor_registry& r) {
-  r.add({.name = "scheduler",
-         .doc = "routes each request to a prefill worker and a decode worker (policy by name)",
-         .params = {{"policy", param_kind::string, "threshold", "routing policy by name"},
-                    {"threshold", param_kind::integer, "4096",
-                     "policy threshold: offload prompts longer than this many uncached tokens"},
-                    {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
-                    {"route_grace", param_kind::duration, "20ms",
-                     "a route stays counted against its worker until a load report polled this "
-                     "long after it (the order may still be on its way from the gateway)"},
-                    {"scarce_utilisation", param_kind::number, "0.85",
-                     "prfaas policy: link utilisation at which bandwidth becomes scarce"},
-                    {"abundant_utilisation", param_kind::number, "0.6",
-                     "prfaas policy: ... and abundant again (with the queue below its bound)"},
-                    {"scarce_queue_tokens", param_kind::integer, "524288",
-                     "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
-                    {"abundant_queue_tokens", param_kind::integer, "131072",
-                     "prfaas policy: ... and abundant again"},
-                    {"max_threshold", param_kind::integer, "0",
-                     "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
-                    {"min_threshold", param_kind::integer, "0",
-                     "prfaas policy: balancing never lowers t below this"},
-                    {"balance_ratio", param_kind::number, "1.5",
-                     "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
-                     "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
-                    {"balance_slack", param_kind::duration, "2s",
-                     "prfaas policy: ... and by more than this"},
-                    {"balance_step", param_kind::number, "1.25",
-                     "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
-                    {"target_utilisation", param_kind::number, "0.8",
-                     "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
-                    {"control_window", param_kind::duration, "30s",
-                     "prfaas policy: recent requests whose lengths the re-search uses"},
-                    {"retune_interval", param_kind::duration, "2s",
-                     "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
-                    {"backlog_horizon", param_kind::duration, "1s",
-                     "prfaas policy: a link backlog needing this long to drain at the measured rate counts as full utilisation"},
-                    {"move_caches", param_kind::boolean, "true",
-                     "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
-                     "cluster is moved to the prefill worker chosen for it"},
-                    {"load_weight", param_kind::number, "1.0",
-                     "cache-aware placement: cost of one pending token against one uncached token"},
-                    {"directory", param_kind::string, "\"\"",
-                     "KV directory to ask for prefix matches (node/actor or a local name); empty = cache-blind"},
-                    {"directory_timeout", param_kind::duration, "20ms",
-                     "how long a route waits for the directory before going cache-blind"},
-                    {"standby", param_kind::string, "\"\"",
-                     "workers (node/actor, comma-separated) that start without work: the "
-                     "other role of a node the long-term controller may convert"},
-                    {"convert_interval", param_kind::duration, "0s",
-                     "long-term controller: how often the PD stages' balance is judged (0 = off)"},
-                    {"convert_cooldown", param_kind::duration, "60s",
-                     "long-term controller: least time between two conversions"},
-                    {"convert_drain_timeout", param_kind::duration, "120s",
-                     "long-term controller: a drain not done by then is undone"},
-                    {"convert_high", param_kind::number, "0.8",
-                     "long-term controller: a stage this loaded (0..1) wants a node..."},
-                    {"convert_low", param_kind::number, "0.4",
-                     "long-term controller: ... from the other stage when it is at most this loaded"},
-                    {"prefill_full_tokens", param_kind::integer, "65536",
-                     "long-term controller: pending prefill tokens at which a PD prefill worker counts as full"},
-                    {"prefill_types", param_kind::string, "prefill_worker",
-                     "actor types that are prefill workers (comma-separated)"},
-                    {"decode_types", param_kind::string, "decode_worker",
-                     "actor types that are decode workers (comma-separated)"}},
-         .factory = [](node_context& ctx, const std::string& name, const actor_params& p) {
-           return ctx.system().spawn(scheduler, &ctx, name, p);
-         },
-         .check = [](const std::string& path, const actor_params& p) {
-           auto names = policy_registry::instance().names();
-           if (!policy_registry::instance().make(p.str("policy"), p)) {
-             std::string list;
-             for (auto& n : names)
-               list += (list.empty() ? "" : ", ") + n;
-             throw config_error(path + ".policy", "unknown routing policy \"" + p.str("policy") +
-                                                      "\" (registered: " + list + ")");
-           }
-           if (p.integer("threshold") < 0)
-             throw config_error(path + ".threshold", "must not be negative");
-           if (p.integer("max_threshold") != 0 && p.integer("max_threshold") < p.integer("threshold"))
-             throw config_error(path + ".max_threshold", "must not be below threshold (" +
-                                                             std::to_string(p.integer("threshold")) + ")");
-           if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
-             throw config_error(path + ".target_utilisation", "must be in (0, 1]");
-           if (p.integer("min_threshold") < 0 || p.integer("min_threshold") > p.integer("threshold"))
-             throw config_error(path + ".min_threshold", "must be in [0, threshold (" +
-                                                             std::to_string(p.integer("threshold")) + ")]");
-           if (auto r = p.number("balance_ratio"); !(r == 0 || r >= 1))
-             throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
-           if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
-             throw config_error(path + ".balance_step", "must be in (1, 16]");
-         },
-         .check_deployment = [](const std::string& path, const actor_params& p,
-                                const deployment_config& dep) {
-           auto v = workers_of(dep, split_names(p.str("prefill_types")),
-                               split_names(p.str("decode_types")));
-           apply_standby(v, split_names(p.str("standby")), path);
-         }});
+  r.add(
+      {.name = "scheduler",
+       .doc = "routes each request to a prefill worker and a decode worker (policy by name)",
+       .params =
+           {{"policy", param_kind::string, "threshold", "routing policy by name"},
+            {"threshold", param_kind::integer, "4096",
+             "policy threshold: offload prompts longer than this many uncached tokens"},
+            {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
+            {"route_grace", param_kind::duration, "20ms",
+             "a route stays counted against its worker until a load report polled this "
+             "long after it (the order may still be on its way from the gateway)"},
+            {"scarce_utilisation", param_kind::number, "0.85",
+             "prfaas policy: link utilisation at which bandwidth becomes scarce"},
+            {"abundant_utilisation", param_kind::number, "0.6",
+             "prfaas policy: ... and abundant again (with the queue below its bound)"},
+            {"scarce_queue_tokens", param_kind::integer, "524288",
+             "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
+            {"abundant_queue_tokens", param_kind::integer, "131072",
+             "prfaas policy: ... and abundant again"},
+            {"max_threshold", param_kind::integer, "0",
+             "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
+            {"min_threshold", param_kind::integer, "0",
+             "prfaas policy: balancing never lowers t below this"},
+            {"balance_ratio", param_kind::number, "1.5",
+             "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
+             "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
+            {"balance_slack", param_kind::duration, "2s",
+             "prfaas policy: ... and by more than this"},
+            {"balance_step", param_kind::number, "1.25",
+             "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
+            {"target_utilisation", param_kind::number, "0.8",
+             "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
+            {"control_window", param_kind::duration, "30s",
+             "prfaas policy: recent requests whose lengths the re-search uses"},
+            {"retune_interval", param_kind::duration, "2s",
+             "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
+            {"backlog_horizon", param_kind::duration, "1s",
+             "prfaas policy: a link backlog needing this long to drain at the measured rate counts "
+             "as full utilisation"},
+            {"move_caches", param_kind::boolean, "true",
+             "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
+             "cluster is moved to the prefill worker chosen for it"},
+            {"load_weight", param_kind::number, "1.0",
+             "cache-aware placement: cost of one pending token against one uncached token"},
+            {"directory", param_kind::string, "\"\"",
+             "KV directory to ask for prefix matches (node/actor or a local name); empty = "
+             "cache-blind"},
+            {"directory_timeout", param_kind::duration, "20ms",
+             "how long a route waits for the directory before going cache-blind"},
+            {"standby", param_kind::string, "\"\"",
+             "workers (node/actor, comma-separated) that start without work: the "
+             "other role of a node the long-term controller may convert"},
+            {"convert_interval", param_kind::duration, "0s",
+             "long-term controller: how often the PD stages' balance is judged (0 = off)"},
+            {"convert_cooldown", param_kind::duration, "60s",
+             "long-term controller: least time between two conversions"},
+            {"convert_drain_timeout", param_kind::duration, "120s",
+             "long-term controller: a drain not done by then is undone"},
+            {"convert_high", param_kind::number, "0.8",
+             "long-term controller: a stage this loaded (0..1) wants a node..."},
+            {"convert_low", param_kind::number, "0.4",
+             "long-term controller: ... from the other stage when it is at most this loaded"},
+            {"prefill_full_tokens", param_kind::integer, "65536",
+             "long-term controller: pending prefill tokens at which a PD prefill worker counts as "
+             "full"},
+            {"prefill_types", param_kind::string, "prefill_worker",
+             "actor types that are prefill workers (comma-separated)"},
+            {"decode_types", param_kind::string, "decode_worker",
+             "actor types that are decode workers (comma-separated)"}},
+       .factory =
+           [](node_context& ctx, const std::string& name, const actor_params& p) {
+             return ctx.system().spawn(scheduler, &ctx, name, p);
+           },
+       .check =
+           [](const std::string& path, const actor_params& p) {
+             auto names = policy_registry::instance().names();
+             if (!policy_registry::instance().make(p.str("policy"), p)) {
+               std::string list;
+               for (auto& n : names)
+                 list += (list.empty() ? "" : ", ") + n;
+               throw config_error(path + ".policy", "unknown routing policy \"" + p.str("policy") +
+                                                        "\" (registered: " + list + ")");
+             }
+             if (p.integer("threshold") < 0)
+               throw config_error(path + ".threshold", "must not be negative");
+             if (p.integer("max_threshold") != 0 &&
+                 p.integer("max_threshold") < p.integer("threshold"))
+               throw config_error(path + ".max_threshold",
+                                  "must not be below threshold (" +
+                                      std::to_string(p.integer("threshold")) + ")");
+             if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
+               throw config_error(path + ".target_utilisation", "must be in (0, 1]");
+             if (p.integer("min_threshold") < 0 ||
+                 p.integer("min_threshold") > p.integer("threshold"))
+               throw config_error(path + ".min_threshold",
+                                  "must be in [0, threshold (" +
+                                      std::to_string(p.integer("threshold")) + ")]");
+             if (auto r = p.number("balance_ratio"); !(r == 0 || r >= 1))
+               throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
+             if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
+               throw config_error(path + ".balance_step", "must be in (1, 16]");
+           },
+       .check_deployment =
+           [](const std::string& path, const actor_params& p, const deployment_config& dep) {
+             auto v = workers_of(dep, split_names(p.str("prefill_types")),
+                                 split_names(p.str("decode_types")));
+             apply_standby(v, split_names(p.str("standby")), path);
+           }});
 }
 
 } // namespace
@@ -500,8 +520,8 @@ void register_types(actor_registry& r) {
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
-PRFAAS_REGISTER_PROBES(scheduler,
-  {"scheduler.cache_blind", "the KV directory did not answer; the request is routed without cache knowledge"})
-
+PRFAAS_REGISTER_PROBES(
+    scheduler, {"scheduler.cache_blind",
+                "the KV directory did not answer; the request is routed without cache knowledge"})
 
 } // namespace prfaas::serving

@@ -6,7 +6,7 @@
 namespace prfaas::serving {
 
 threshold_controller::threshold_controller(settings s, kv_bytes_fn kv_bytes)
-  : s_(s), kv_bytes_(std::move(kv_bytes)), t_(s.planned) {
+    : s_(s), kv_bytes_(std::move(kv_bytes)), t_(s.planned) {
   s_.max = std::max(s_.max, s_.planned);
   s_.min = std::min(s_.min, s_.planned);
 }
@@ -18,7 +18,7 @@ void threshold_controller::set(time_point now, uint64_t t) {
 }
 
 threshold_controller::balance_state threshold_controller::balance(time_point now, bool due,
-                                                                const queue_signals& q) {
+                                                                  const queue_signals& q) {
   const side was = behind_;
   behind_ = side::none;
   if (s_.balance_ratio <= 0 || q.pd_seconds < 0 || q.prfaas_seconds < 0)
@@ -28,7 +28,7 @@ threshold_controller::balance_state threshold_controller::balance(time_point now
     behind_ = side::pd; // offload more
   else if (pf > s_.balance_ratio * pd && pf - pd > s_.balance_slack_s)
     behind_ = side::prfaas; // offload less
-  else // both keep up, or both are behind by about as much (t holds)
+  else                      // both keep up, or both are behind by about as much (t holds)
     return pd <= s_.balance_slack_s && pf <= s_.balance_slack_s ? balance_state::calm
                                                                 : balance_state::acted;
   // Only an imbalance that lasts a retune interval moves t: one long prompt joining a
@@ -94,10 +94,11 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
   if (!entering && now - last_retune_ < s_.retune_interval)
     return t_;
   // While backed up the link delivers what it measures, not what it was sold as.
-  const double usable = link.backlog_bytes > 0 && link.throughput_bps > 0
-                          ? std::min(link.throughput_bps,
-                                     link.capacity_bps > 0 ? link.capacity_bps : link.throughput_bps)
-                          : link.capacity_bps;
+  const double usable =
+      link.backlog_bytes > 0 && link.throughput_bps > 0
+          ? std::min(link.throughput_bps,
+                     link.capacity_bps > 0 ? link.capacity_bps : link.throughput_bps)
+          : link.capacity_bps;
   if (usable <= 0 || samples_.empty())
     return t_;
   std::vector<uint64_t> lengths;
@@ -106,8 +107,8 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
     lengths.push_back(l);
   // At least a second, so a handful of requests right after start is not a burst
   // the link has to carry in no time.
-  const double span = std::max(
-    1.0, std::chrono::duration<double>(now - samples_.front().first).count());
+  const double span =
+      std::max(1.0, std::chrono::duration<double>(now - samples_.front().first).count());
   const auto found = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
                             s_.planned, s_.max);
   set(now, std::max(t_, found)); // within an episode t only rises

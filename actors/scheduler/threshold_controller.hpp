@@ -44,22 +44,23 @@ public:
   using duration = std::chrono::nanoseconds;
 
   struct settings {
-    uint64_t planned = 4096;           ///< t when bandwidth is abundant (the planner's)
-    uint64_t min = 0;                  ///< balancing never lowers t below this
-    uint64_t max = 1u << 20;           ///< t never rises above this
-    double target_utilisation = 0.8;   ///< of the usable bandwidth
+    uint64_t planned = 4096;         ///< t when bandwidth is abundant (the planner's)
+    uint64_t min = 0;                ///< balancing never lowers t below this
+    uint64_t max = 1u << 20;         ///< t never rises above this
+    double target_utilisation = 0.8; ///< of the usable bandwidth
     duration window = std::chrono::seconds(30);
     duration retune_interval = std::chrono::seconds(2);
-    size_t max_samples = 8192;         ///< oldest samples go first beyond this
-    double balance_ratio = 1.5;        ///< one side's wait over the other's to act; 0 = off
-    double balance_slack_s = 2.0;      ///< ... and by more than this many seconds
-    double balance_step = 1.25;        ///< t is divided or multiplied by this per retune
+    size_t max_samples = 8192;    ///< oldest samples go first beyond this
+    double balance_ratio = 1.5;   ///< one side's wait over the other's to act; 0 = off
+    double balance_slack_s = 2.0; ///< ... and by more than this many seconds
+    double balance_step = 1.25;   ///< t is divided or multiplied by this per retune
   };
 
   /// How long new prefill work would wait on each side now (seconds; -1 = unknown).
   struct queue_signals {
-    double pd_seconds = -1;     ///< the PD cluster's prefill queue
-    double prfaas_seconds = -1; ///< the PrfaaS cluster's: its queue or the egress backlog, the longer
+    double pd_seconds = -1; ///< the PD cluster's prefill queue
+    double prfaas_seconds =
+        -1; ///< the PrfaaS cluster's: its queue or the egress backlog, the longer
   };
 
   /// What the link looks like now (from the link monitors).

@@ -84,8 +84,9 @@ int main() {
       runs.push_back(seconds_since(s0));
     }
     const double med = median(runs);
-    std::printf("hashing: block %3u tokens: 128K-token prompt in %.1f us = %.2f GB/s (median of 200)\n",
-                bt, med * 1e6, bytes / med / 1e9);
+    std::printf(
+        "hashing: block %3u tokens: 128K-token prompt in %.1f us = %.2f GB/s (median of 200)\n", bt,
+        med * 1e6, bytes / med / 1e9);
     hash_json += (hash_json.empty() ? "" : ",") + std::string("\"block_") + std::to_string(bt) +
                  "\":{\"us_128k\":" + std::to_string(med * 1e6) +
                  ",\"gb_per_s\":" + std::to_string(bytes / med / 1e9) + "}";
@@ -103,7 +104,8 @@ int main() {
   t0 = steady::now();
   for (int c = 0; c < chains; ++c)
     for (int i = 0; i < len; ++i)
-      (void)pool.insert_kv(id_of(c, i), i == 0 ? std::nullopt : std::optional<block_id>(id_of(c, i - 1)));
+      (void)pool.insert_kv(id_of(c, i),
+                           i == 0 ? std::nullopt : std::optional<block_id>(id_of(c, i - 1)));
   const double insert_s = seconds_since(t0);
   const auto st = pool.stats();
   xoshiro256 rng(3);

@@ -85,7 +85,7 @@ struct live_node {
   std::unique_ptr<node> self;
 
   live_node(const std::string& yaml, const std::string& name)
-    : dep(parse_deployment(yaml, "<bench>")) {
+      : dep(parse_deployment(yaml, "<bench>")) {
     configure_actor_system(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     node_options opts;
@@ -101,12 +101,12 @@ inline void wait_until_up(caf::scoped_actor& self, node& n, const std::string& p
   for (int i = 0; i < 1500; ++i) {
     bool up = false;
     self->request(n.transport(), std::chrono::seconds(1), peers_atom_v)
-      .receive(
-        [&](std::vector<peer_view>& v) {
-          for (auto& p : v)
-            up = up || (p.node == peer && p.state == peer_state::up);
-        },
-        [](caf::error&) {});
+        .receive(
+            [&](std::vector<peer_view>& v) {
+              for (auto& p : v)
+                up = up || (p.node == peer && p.state == peer_state::up);
+            },
+            [](caf::error&) {});
     if (up)
       return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -133,7 +133,7 @@ double thread_cpu_seconds() {
 }
 
 struct replay_figures {
-  double seconds = 0;     ///< thread CPU time
+  double seconds = 0; ///< thread CPU time
   double wall_seconds = 0;
   uint64_t hit_blocks = 0; ///< sum of the longest matches (a check that matches hit)
   uint64_t entries = 0;
@@ -147,15 +147,15 @@ replay_figures replay_index(const op_stream& s, uint64_t capacity) {
   for (auto& op : s.ops) {
     auto& h = s.holders[op.worker];
     switch (op.what) {
-      case bench_op::kind::store:
-        ix.store(h, 1, dir::tier::device, {&op.blocks, 1});
-        break;
-      case bench_op::kind::evict:
-        ix.evict(h, 1, dir::tier::device, op.blocks.ids);
-        break;
-      case bench_op::kind::match:
-        f.hit_blocks += ix.match(op.blocks.ids).longest;
-        break;
+    case bench_op::kind::store:
+      ix.store(h, 1, dir::tier::device, {&op.blocks, 1});
+      break;
+    case bench_op::kind::evict:
+      ix.evict(h, 1, dir::tier::device, op.blocks.ids);
+      break;
+    case bench_op::kind::match:
+      f.hit_blocks += ix.match(op.blocks.ids).longest;
+      break;
     }
   }
   f.seconds = thread_cpu_seconds() - cpu0;
@@ -166,8 +166,7 @@ replay_figures replay_index(const op_stream& s, uint64_t capacity) {
 
 // -- (b) through the actor -------------------------------------------------------------
 
-template <class Proto>
-void stamp(Proto& m, const dir::holder_ref& h) {
+template <class Proto> void stamp(Proto& m, const dir::holder_ref& h) {
   m.set_node(h.node);
   m.set_actor(h.actor);
   m.set_cluster(h.cluster);
@@ -258,8 +257,9 @@ double replay_actor(const std::vector<directory_message>& msgs, uint64_t capacit
   using handle = decltype(d.request(self.ptr(), dir::PrefixQuery{}, std::chrono::seconds(1)));
   std::deque<handle> in_flight;
   auto receive_one = [&] {
-    in_flight.front().receive([](dir::PrefixMatch&) {},
-                              [](caf::error& e) { throw std::runtime_error("query: " + describe(e)); });
+    in_flight.front().receive(
+        [](dir::PrefixMatch&) {},
+        [](caf::error& e) { throw std::runtime_error("query: " + describe(e)); });
     in_flight.pop_front();
   };
   auto t0 = clock_type::now();
@@ -271,13 +271,14 @@ double replay_actor(const std::vector<directory_message>& msgs, uint64_t capacit
       continue;
     }
     const auto sent = std::visit(
-      [&](auto& p) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(p)>, prepared<kv_directory_role, dir::PrefixQuery>>)
-          return send_status::queued; // (requests went above)
-        else
-          return d.send(p);
-      },
-      m);
+        [&](auto& p) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(p)>,
+                                       prepared<kv_directory_role, dir::PrefixQuery>>)
+            return send_status::queued; // (requests went above)
+          else
+            return d.send(p);
+        },
+        m);
     if (sent != send_status::queued)
       throw std::runtime_error("directory bench: one-way send refused");
   }
@@ -341,7 +342,8 @@ latency_figures measure_latency(const directory_options& o) {
     ids.reserve(o.chain_blocks);
     if (!chains.empty() && rng() % 2) {
       auto& other = chains[rng() % chains.size()];
-      ids.assign(other.begin(), other.begin() + static_cast<long>(1 + rng() % (o.chain_blocks - 1)));
+      ids.assign(other.begin(),
+                 other.begin() + static_cast<long>(1 + rng() % (o.chain_blocks - 1)));
     }
     while (ids.size() < o.chain_blocks)
       ids.push_back(rng());
@@ -361,8 +363,8 @@ latency_figures measure_latency(const directory_options& o) {
   f.entries = s.entries;
   f.references = s.references;
   f.chains = chains.size();
-  f.bytes_per_block =
-      static_cast<double>(allocated_bytes() - before - chain_bytes) / static_cast<double>(f.entries);
+  f.bytes_per_block = static_cast<double>(allocated_bytes() - before - chain_bytes) /
+                      static_cast<double>(f.entries);
 
   // Wall time per query, and this thread's CPU time (which leaves out the time other
   // processes held the core: on a shared machine the wall-clock tail is theirs).
@@ -405,28 +407,39 @@ struct best_of {
 
 void add_directory_options(CLI::App& app, directory_options& o) {
   auto* c = app.add_subcommand(
-    "directory",
-    "KV directory index: throughput replaying a Mooncake trace through mock workers, as "
-    "Dynamo's mooncake_bench counts it (op = one match query, stored event or evicted event; "
-    "block op = one block of a query or stored event, the unit of Dynamo's published "
-    "figures), bare index (thread CPU time) and through the kv_directory actor; match "
-    "latency of 256-block chains at 10M entries and bytes per indexed block, on synthetic "
-    "chains (the trace alone indexes far fewer blocks)");
-  c->add_option("--trace", o.trace, "Mooncake-format trace (JSON lines)")->required()->check(CLI::ExistingFile);
-  c->add_option("--workers", o.workers, "mock workers (engine::block_pool each)")->check(CLI::Range(1u, 4096u));
-  c->add_option("--worker-blocks", o.worker_blocks, "each mock worker's cache, in blocks")->check(CLI::PositiveNumber);
-  c->add_option("--duplicate", o.duplicate, "disjoint copies of the trace replayed together")->check(CLI::Range(1u, 1000u));
-  c->add_option("--capacity", o.capacity, "index capacity (entries) for the replays")->check(CLI::PositiveNumber);
-  c->add_option("--latency-blocks", o.latency_blocks, "entries of the latency/memory index")->check(CLI::PositiveNumber);
-  c->add_option("--chain-blocks", o.chain_blocks, "blocks per latency query chain")->check(CLI::Range(2u, 100000u));
-  c->add_option("--latency-queries", o.latency_queries, "timed latency queries")->check(CLI::PositiveNumber);
+      "directory",
+      "KV directory index: throughput replaying a Mooncake trace through mock workers, as "
+      "Dynamo's mooncake_bench counts it (op = one match query, stored event or evicted event; "
+      "block op = one block of a query or stored event, the unit of Dynamo's published "
+      "figures), bare index (thread CPU time) and through the kv_directory actor; match "
+      "latency of 256-block chains at 10M entries and bytes per indexed block, on synthetic "
+      "chains (the trace alone indexes far fewer blocks)");
+  c->add_option("--trace", o.trace, "Mooncake-format trace (JSON lines)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  c->add_option("--workers", o.workers, "mock workers (engine::block_pool each)")
+      ->check(CLI::Range(1u, 4096u));
+  c->add_option("--worker-blocks", o.worker_blocks, "each mock worker's cache, in blocks")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--duplicate", o.duplicate, "disjoint copies of the trace replayed together")
+      ->check(CLI::Range(1u, 1000u));
+  c->add_option("--capacity", o.capacity, "index capacity (entries) for the replays")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--latency-blocks", o.latency_blocks, "entries of the latency/memory index")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--chain-blocks", o.chain_blocks, "blocks per latency query chain")
+      ->check(CLI::Range(2u, 100000u));
+  c->add_option("--latency-queries", o.latency_queries, "timed latency queries")
+      ->check(CLI::PositiveNumber);
   c->add_option("--latency-churn", o.latency_churn,
                 "store this many times the latency index's size before querying (0: fill once; "
                 "more: evictions hand entries out again, as after a long run)")
-    ->check(CLI::Range(0u, 100u));
-  c->add_option("--batch", o.batch, "events folded into one message to the actor (per worker)")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0u, 100u));
+  c->add_option("--batch", o.batch, "events folded into one message to the actor (per worker)")
+      ->check(CLI::PositiveNumber);
   c->add_option("--window", o.window, "queries in flight to the actor")->check(CLI::PositiveNumber);
-  c->add_option("--repeat", o.repeat, "runs per throughput figure (best and spread shown)")->check(CLI::PositiveNumber);
+  c->add_option("--repeat", o.repeat, "runs per throughput figure (best and spread shown)")
+      ->check(CLI::PositiveNumber);
   c->add_option("--seed", o.seed, "worker assignment and synthetic chains");
   c->add_flag("!--no-actor", o.actor, "skip the run through the kv_directory actor");
   c->add_flag("!--no-latency", o.latency, "skip the 10M-entry latency/memory part");
@@ -441,8 +454,9 @@ int run_directory_bench(const directory_options& o) {
     std::cout << "trace " << o.trace << " x" << o.duplicate << ": " << s.requests << " requests, "
               << s.events << " events (" << s.evicted_ids << " evicted ids), " << o.workers
               << " workers of " << o.worker_blocks << " blocks\n";
-    json j{{"requests", s.requests}, {"events", s.events}, {"block_ops", s.block_ops},
-           {"workers", o.workers}, {"worker_blocks", o.worker_blocks}, {"duplicate", o.duplicate}};
+    json j{{"requests", s.requests},           {"events", s.events},
+           {"block_ops", s.block_ops},         {"workers", o.workers},
+           {"worker_blocks", o.worker_blocks}, {"duplicate", o.duplicate}};
 
     best_of index_rate, index_wall;
     replay_figures rf;
@@ -459,7 +473,8 @@ int run_directory_bench(const directory_options& o) {
               << index_rate.best / 1e6 << " M ops/s; wall clock " << index_wall.best / 1e6
               << " M ops/s\n"
               << "                              " << rf.entries << " entries, mean match "
-              << static_cast<double>(rf.hit_blocks) / static_cast<double>(s.requests) << " blocks\n";
+              << static_cast<double>(rf.hit_blocks) / static_cast<double>(s.requests)
+              << " blocks\n";
     j["index_block_ops_per_s"] = index_rate.best * block_ratio;
     j["index_block_ops_per_s_worst"] = index_rate.worst * block_ratio;
     j["index_ops_per_s"] = index_rate.best;
@@ -483,9 +498,11 @@ int run_directory_bench(const directory_options& o) {
       auto f = measure_latency(o);
       std::cout << "  (c) match " << o.chain_blocks << " blocks at " << f.entries / 1e6
                 << "M entries (synthetic chains: the trace indexes " << rf.entries << "; "
-                << (o.latency_churn > 0 ? std::to_string(o.latency_churn) + "x the index stored" : "filled once")
-                << ", mean match " << f.mean_match << " blocks)\n                              p50 " << f.p50_us << " us, p99 " << f.p99_us << " us, p999 "
-                << f.p999_us << " us, max " << f.max_us << " us (wall clock)\n"
+                << (o.latency_churn > 0 ? std::to_string(o.latency_churn) + "x the index stored"
+                                        : "filled once")
+                << ", mean match " << f.mean_match << " blocks)\n                              p50 "
+                << f.p50_us << " us, p99 " << f.p99_us << " us, p999 " << f.p999_us << " us, max "
+                << f.max_us << " us (wall clock)\n"
                 << "                              p50 " << f.cpu_p50_us << " us, p99 "
                 << f.cpu_p99_us << " us, p999 " << f.cpu_p999_us << " us (thread CPU time)\n";
       std::cout << "      memory                  " << f.bytes_per_block << " B per indexed block ("
@@ -507,13 +524,14 @@ int run_directory_bench(const directory_options& o) {
     // quoted at 10M events + requests/s and at 170M ops/s. The op figures above stay
     // beside them.
     auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
-    std::cout << "  targets, in block ops:      (a) >= 5 M/s: " << verdict(index_rate.best * block_ratio >= 5e6);
+    std::cout << "  targets, in block ops:      (a) >= 5 M/s: "
+              << verdict(index_rate.best * block_ratio >= 5e6);
     if (o.actor)
       std::cout << "; (b) >= 1 M/s: " << verdict(j["actor_block_ops_per_s"].get<double>() >= 1e6);
     if (o.latency)
       std::cout << "\n                              (c) p99 <= 20 us at >= 10M entries: "
-                << verdict(j["match_p99_us"].get<double>() <= 20
-                           && j["latency_entries"].get<double>() >= 10e6)
+                << verdict(j["match_p99_us"].get<double>() <= 20 &&
+                           j["latency_entries"].get<double>() >= 10e6)
                 << "; <= 64 B per block: " << verdict(j["bytes_per_block"].get<double>() <= 64);
     std::cout << "\n";
     if (o.json)

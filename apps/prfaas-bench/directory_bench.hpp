@@ -24,25 +24,25 @@ class App;
 namespace prfaas::bench {
 
 struct directory_options {
-  std::string trace; ///< required: a Mooncake-format trace
-  uint32_t workers = 16;            ///< mock workers, each an engine::block_pool
-  uint64_t worker_blocks = 16384;   ///< each worker's cache, in 512-token blocks
-  uint32_t duplicate = 8;           ///< disjoint copies of the trace, interleaved in time
-  uint64_t capacity = 1ull << 24;   ///< index capacity (entries)
+  std::string trace;                    ///< required: a Mooncake-format trace
+  uint32_t workers = 16;                ///< mock workers, each an engine::block_pool
+  uint64_t worker_blocks = 16384;       ///< each worker's cache, in 512-token blocks
+  uint32_t duplicate = 8;               ///< disjoint copies of the trace, interleaved in time
+  uint64_t capacity = 1ull << 24;       ///< index capacity (entries)
   uint64_t latency_blocks = 10'000'000; ///< entries the latency index is filled to (at least)
-  uint32_t chain_blocks = 256;      ///< blocks per latency query
+  uint32_t chain_blocks = 256;          ///< blocks per latency query
   uint64_t latency_queries = 200'000;
   /// Blocks stored into the latency index before the queries, in multiples of its size
   /// (0: filled once). Above 1, evictions hand entries out again from the free list, as
   /// in a directory that has run a while; queries then pick among the last quarter of
   /// the chains stored.
   uint32_t latency_churn = 0;
-  uint32_t batch = 64;              ///< events per message to the actor (one worker's)
-  uint32_t window = 256;            ///< queries in flight to the actor
-  int repeat = 3;                   ///< runs per throughput figure; best and spread shown
+  uint32_t batch = 64;   ///< events per message to the actor (one worker's)
+  uint32_t window = 256; ///< queries in flight to the actor
+  int repeat = 3;        ///< runs per throughput figure; best and spread shown
   uint64_t seed = 1;
-  bool actor = true;                ///< also run through the kv_directory actor
-  bool latency = true;              ///< also run the 10M-entry latency/memory part
+  bool actor = true;   ///< also run through the kv_directory actor
+  bool latency = true; ///< also run the 10M-entry latency/memory part
   bool json = false;
 };
 

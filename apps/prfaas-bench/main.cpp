@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   prfaas::bench::transport_options t;
   auto* transport = app.add_subcommand(
-    "transport", "control-plane transport between two processes vs raw ZeroMQ");
+      "transport", "control-plane transport between two processes vs raw ZeroMQ");
   transport->add_option("--round-trips", t.round_trips, "sequential request/response pairs");
   transport->add_option("--pipelined", t.pipelined, "one-way messages in the pipelined run");
   transport->add_option("--bulk", t.bulk_messages, "1 MiB messages in the bulk run");
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
                       "transport.inline_delivery: false (every delivery wakes a CAF worker)");
   prfaas::bench::serve_options serve_opts;
   auto* serve = app.add_subcommand(
-    "serve", "load generator for the OpenAI-compatible API: latency, throughput, goodput");
+      "serve", "load generator for the OpenAI-compatible API: latency, throughput, goodput");
   prfaas::bench::add_serve_options(*serve, serve_opts);
   prfaas::bench::transfer_options transfer_opts;
   prfaas::bench::add_transfer_options(app, transfer_opts);

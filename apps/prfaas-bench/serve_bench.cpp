@@ -233,9 +233,9 @@ private:
         return;
       if (closed_) {
         if (started_ < capacity_ && ctx_.o.ramp_up_s > 0) { // stream `started_` starts later
-          const auto at = ctx_.t0 + std::chrono::duration_cast<clock_type::duration>(
-                                      std::chrono::duration<double>(ctx_.o.ramp_up_s * started_ /
-                                                                    capacity_));
+          const auto at =
+              ctx_.t0 + std::chrono::duration_cast<clock_type::duration>(
+                            std::chrono::duration<double>(ctx_.o.ramp_up_s * started_ / capacity_));
           while (!interrupted && clock_type::now() < at)
             std::this_thread::sleep_until(
                 std::min(at, clock_type::now() + std::chrono::milliseconds(100)));

@@ -45,22 +45,24 @@ namespace prfaas::bench {
 
 void add_transfer_options(CLI::App& app, transfer_options& o) {
   auto* t = app.add_subcommand(
-    "transfer", "KVCache data plane between two processes vs raw ZeroMQ, with control RTT under load");
+      "transfer",
+      "KVCache data plane between two processes vs raw ZeroMQ, with control RTT under load");
   t->add_option("--bytes", o.bytes, "bytes per transfer")->capture_default_str();
   t->add_option("--chunk", o.chunk_bytes, "chunk size in bytes")->capture_default_str();
   t->add_option("--connections", o.connections, "data-plane connections to the peer")
-    ->capture_default_str();
+      ->capture_default_str();
   t->add_option("--window-chunks", o.window_chunks, "credit: unacknowledged chunks per transfer")
-    ->capture_default_str();
+      ->capture_default_str();
   t->add_option("--window-bytes", o.window_bytes, "credit: unacknowledged bytes per peer")
-    ->capture_default_str();
-  t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")->capture_default_str();
+      ->capture_default_str();
+  t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")
+      ->capture_default_str();
   t->add_option("--pace", o.pace, "pace the data plane at this rate (e.g. 950mbit)");
   t->add_option("--link-rate", o.link_rate, "the link's rate (e.g. 1gbit): print utilisation");
   t->add_option("--listen", o.listen, "server mode: bind tcp://HOST:PORT (uses PORT..PORT+2)");
   t->add_option("--peer-endpoint", o.peer_endpoint, "client mode: the server's --listen endpoint");
   t->add_option("--client-host", o.client_host, "address the client binds (PORT+3, PORT+4)")
-    ->capture_default_str();
+      ->capture_default_str();
   t->add_flag("!--no-rtt", o.rtt, "skip control-plane round trips during the transfer");
   t->add_flag("--json", o.json, "also print one JSON line");
 }
@@ -68,7 +70,6 @@ void add_transfer_options(CLI::App& app, transfer_options& o) {
 namespace {
 
 constexpr const char* sink_name = "bench";
-
 
 /// Where everything listens.
 struct layout {
@@ -118,8 +119,8 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
   if (!o.pace.empty())
     y << "    rate: " << o.pace << "\n";
   y << "data_plane: { transfer_timeout: 600s, window_chunks: " << o.window_chunks
-    << ", window_bytes: " << o.window_bytes << ", max_chunk_bytes: "
-    << std::max<uint64_t>(o.chunk_bytes, 1) << " }\n"
+    << ", window_bytes: " << o.window_bytes
+    << ", max_chunk_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1) << " }\n"
     << "nodes:\n"
     << "  - name: server\n"
     << "    cluster: dst\n"
@@ -133,18 +134,18 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
   return y.str();
 }
 
-
 /// Raw ZeroMQ counterpart of the data-plane sink: counts ('C', 'K'), keeps the 'K'
 /// chunks (as a KV receive holds its blocks) until 'F', answers queries ('Q').
 void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
   std::vector<zmq::message_t> kept;
-  raw_router(ctx, endpoint, stop,
-             [&kept](zmq::socket_t&, char c, zmq::message_t&, zmq::message_t&, zmq::message_t& data) {
-               if (c == 'K')
-                 kept.push_back(std::move(data));
-               else if (c == 'F')
-                 kept.clear();
-             });
+  raw_router(
+      ctx, endpoint, stop,
+      [&kept](zmq::socket_t&, char c, zmq::message_t&, zmq::message_t&, zmq::message_t& data) {
+        if (c == 'K')
+          kept.push_back(std::move(data));
+        else if (c == 'F')
+          kept.clear();
+      });
 }
 
 int server_main(const std::string& yaml, const layout& l) {
@@ -170,11 +171,10 @@ int server_main(const std::string& yaml, const layout& l) {
   return 0;
 }
 
-
 struct raw_client {
   zmq::socket_t dealer;
   raw_client(zmq::context_t& ctx, const std::string& endpoint)
-    : dealer(ctx, zmq::socket_type::dealer) {
+      : dealer(ctx, zmq::socket_type::dealer) {
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::sndhwm, 100000);
     dealer.set(zmq::sockopt::sndbuf, 4 << 20);
@@ -224,7 +224,6 @@ struct raw_client {
   }
 };
 
-
 /// Round trips to the server's echo actor until `stop` (or `count` of them).
 void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& stop,
                  uint64_t count, std::vector<double>& out) {
@@ -233,11 +232,12 @@ void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& 
   ping.set_data(std::string(64, 'p'));
   for (uint64_t i = 0; !stop && i < count; ++i) {
     ping.set_sequence(i);
-    const remote_ref<echo_role> echo{client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
+    const remote_ref<echo_role> echo{
+        client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
     auto t0 = clock_type::now();
     echo.request(self.ptr(), ping, std::chrono::seconds(5))
-      .receive([](examples::Pong&) {},
-               [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
+        .receive([](examples::Pong&) {},
+                 [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
     out.push_back(seconds_since(t0) * 1e6);
     // A ping every ~200 us: a steady probe, not a second bulk load.
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -257,7 +257,8 @@ double data_transfer(data_plane& dp, uint64_t id, std::vector<std::vector<std::b
   std::promise<transfer_outcome> done;
   auto f = done.get_future();
   auto t0 = clock_type::now();
-  dp.open(id, "server", sink_name, "", [&done](transfer_outcome o) { done.set_value(std::move(o)); });
+  dp.open(id, "server", sink_name, "",
+          [&done](transfer_outcome o) { done.set_value(std::move(o)); });
   for (auto& c : chunks)
     dp.push(id, std::move(c));
   dp.finish(id);
@@ -323,10 +324,11 @@ figures client_main(const std::string& yaml, const layout& l, const transfer_opt
     fig.gbps = std::max(fig.gbps, static_cast<double>(bytes) / 1e9 / s);
     {
       std::vector<std::vector<std::byte>> raw_chunks(n, pattern);
-      fig.raw_gbps = std::max(fig.raw_gbps, static_cast<double>(bytes) / 1e9 / raw.stream_kept(raw_chunks));
+      fig.raw_gbps =
+          std::max(fig.raw_gbps, static_cast<double>(bytes) / 1e9 / raw.stream_kept(raw_chunks));
     }
     fig.raw_hot_gbps =
-      std::max(fig.raw_hot_gbps, static_cast<double>(bytes) / 1e9 / raw.stream(n, pattern));
+        std::max(fig.raw_hot_gbps, static_cast<double>(bytes) / 1e9 / raw.stream(n, pattern));
   }
   fig.rtt_samples = loaded.size();
   fig.load_p50_us = percentile(loaded, 50);
@@ -340,25 +342,31 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   double ratio = f.raw_gbps > 0 ? f.gbps / f.raw_gbps : 0;
   uint64_t link_bps = o.link_rate.empty() ? 0 : parse_rate(o.link_rate);
   auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
-  std::printf("transfer benchmark: %s, %.0f MiB in %llu chunks of %llu B, %u connection(s)%s%s, best of %d\n",
-              two_process ? "two processes (server at --peer-endpoint)" : "two processes over tcp loopback",
+  std::printf("transfer benchmark: %s, %.0f MiB in %llu chunks of %llu B, %u connection(s)%s%s, "
+              "best of %d\n",
+              two_process ? "two processes (server at --peer-endpoint)"
+                          : "two processes over tcp loopback",
               bytes / (1 << 20), static_cast<unsigned long long>(n),
               static_cast<unsigned long long>(o.chunk_bytes), o.connections,
               o.pace.empty() ? "" : ", paced at ", o.pace.c_str(), o.repeat);
   std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of raw: %s]\n", f.gbps,
               f.gbps * 8e3, verdict(ratio >= 0.8));
-  std::printf("  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, the same distinct chunks,\n"
-              "                                         held by the receiver until all arrived\n",
-              f.raw_gbps, f.raw_gbps * 8e3);
-  std::printf("  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
-              f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
-  std::printf("  ratio       %6.0f%%   (data plane / raw zmq); vs hot buffer %.0f%%; chunk re-sends: %u\n",
-              100 * ratio, f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
+  std::printf(
+      "  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, the same distinct chunks,\n"
+      "                                         held by the receiver until all arrived\n",
+      f.raw_gbps, f.raw_gbps * 8e3);
+  std::printf(
+      "  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
+      f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
+  std::printf(
+      "  ratio       %6.0f%%   (data plane / raw zmq); vs hot buffer %.0f%%; chunk re-sends: %u\n",
+      100 * ratio, f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
   if (link_bps > 0) {
     double u = f.gbps * 8e9 / static_cast<double>(link_bps);
     double ru = f.raw_gbps * 8e9 / static_cast<double>(link_bps);
-    std::printf("  link %s: utilisation = achieved/rate = %.1f%% (raw zmq %.1f%%)   [target >= 90%%: %s]\n",
-                o.link_rate.c_str(), 100 * u, 100 * ru, verdict(u >= 0.9));
+    std::printf(
+        "  link %s: utilisation = achieved/rate = %.1f%% (raw zmq %.1f%%)   [target >= 90%%: %s]\n",
+        o.link_rate.c_str(), 100 * u, 100 * ru, verdict(u >= 0.9));
   }
   if (o.rtt) {
     std::printf("  control-plane RTT idle         p50 %8.1f us  p99 %8.1f us\n", f.idle_p50_us,
@@ -371,13 +379,14 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   if (o.json) {
     double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
     std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
-                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,\"link_rate_bps\":%llu,"
+                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,"
+                "\"link_rate_bps\":%llu,"
                 "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
                 "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
                 bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
-                f.raw_gbps, f.raw_hot_gbps, ratio, f.retransmits, static_cast<unsigned long long>(link_bps), u,
-                f.idle_p50_us, f.idle_p99_us, f.load_p50_us, f.load_p99_us,
-                static_cast<unsigned long long>(f.rtt_samples));
+                f.raw_gbps, f.raw_hot_gbps, ratio, f.retransmits,
+                static_cast<unsigned long long>(link_bps), u, f.idle_p50_us, f.idle_p99_us,
+                f.load_p50_us, f.load_p99_us, static_cast<unsigned long long>(f.rtt_samples));
   }
 }
 
@@ -389,7 +398,8 @@ int run_transfer_bench(const transfer_options& o) {
     return 2;
   }
   if (!o.listen.empty() && !o.peer_endpoint.empty()) {
-    std::cerr << "prfaas-bench transfer: --listen and --peer-endpoint are two different processes\n";
+    std::cerr
+        << "prfaas-bench transfer: --listen and --peer-endpoint are two different processes\n";
     return 2;
   }
   try {

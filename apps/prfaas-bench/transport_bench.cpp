@@ -35,8 +35,6 @@ namespace prfaas::bench {
 
 namespace {
 
-
-
 /// Raw ZeroMQ counterpart of the server: echo ('E'), count ('C'), query ('Q').
 void raw_server(zmq::context_t& ctx, int port, std::atomic<bool>& stop) {
   raw_router(ctx, "tcp://127.0.0.1:" + std::to_string(port), stop,
@@ -67,7 +65,6 @@ std::string deployment_yaml(int server, int client, bool inline_delivery) {
     << "    data: tcp://127.0.0.1:" << free_port() << "\n";
   return y.str();
 }
-
 
 int server_main(const std::string& yaml, int raw_port) {
   sigset_t sigs;
@@ -160,12 +157,12 @@ void ping_next(caf::event_based_actor* self, std::shared_ptr<ping_run> run) {
   const remote_ref<echo_role> echo{*run->msgr, {"client", "pinger"}, {"server", "echo"}};
   auto t0 = clock_type::now();
   echo.request(self, run->ping, std::chrono::seconds(5))
-    .then(
-      [self, run, t0](examples::Pong&) {
-        run->out->push_back(seconds_since(t0) * 1e6);
-        ping_next(self, run);
-      },
-      [run](caf::error& e) { run->done.deliver(std::move(e)); });
+      .then(
+          [self, run, t0](examples::Pong&) {
+            run->out->push_back(seconds_since(t0) * 1e6);
+            ping_next(self, run);
+          },
+          [run](caf::error& e) { run->done.deliver(std::move(e)); });
 }
 
 struct prfaas_client {
@@ -177,9 +174,9 @@ struct prfaas_client {
   examples::CountReply count() {
     examples::CountReply out;
     remote_ref<counter_role>{client.context().msgr(), {"client", "bench"}, {"server", "sink"}}
-      .request(self.ptr(), examples::CountQuery{}, std::chrono::seconds(5))
-      .receive([&](examples::CountReply& r) { out = r; },
-               [](caf::error& e) { throw std::runtime_error("count query: " + describe(e)); });
+        .request(self.ptr(), examples::CountQuery{}, std::chrono::seconds(5))
+        .receive([&](examples::CountReply& r) { out = r; },
+                 [](caf::error& e) { throw std::runtime_error("count query: " + describe(e)); });
     return out;
   }
 
@@ -188,11 +185,12 @@ struct prfaas_client {
     ping.set_data(payload);
     for (uint64_t i = 0; i < n; ++i) {
       ping.set_sequence(i);
-      const remote_ref<echo_role> echo{client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
+      const remote_ref<echo_role> echo{
+          client.context().msgr(), {"client", "bench"}, {"server", "echo"}};
       auto t0 = clock_type::now();
       echo.request(self.ptr(), ping, std::chrono::seconds(5))
-        .receive([](examples::Pong&) {},
-                 [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
+          .receive([](examples::Pong&) {},
+                   [](caf::error& e) { throw std::runtime_error("round trip: " + describe(e)); });
       out.push_back(seconds_since(t0) * 1e6);
     }
   }
@@ -212,8 +210,9 @@ struct prfaas_client {
       }};
     });
     self->request(pinger, caf::infinite, n)
-      .receive([](bool) {},
-               [](caf::error& e) { throw std::runtime_error("actor round trip: " + describe(e)); });
+        .receive(
+            [](bool) {},
+            [](caf::error& e) { throw std::runtime_error("actor round trip: " + describe(e)); });
     self->send_exit(pinger, caf::exit_reason::user_shutdown);
   }
 
@@ -221,7 +220,8 @@ struct prfaas_client {
     auto before = count();
     examples::Ping ping;
     ping.set_data(payload);
-    const remote_ref<counter_role> sink{client.context().msgr(), {"client", "bench"}, {"server", "sink"}};
+    const remote_ref<counter_role> sink{
+        client.context().msgr(), {"client", "bench"}, {"server", "sink"}};
     const auto msg = prepare<counter_role>({"client", "bench"}, {"server", "sink"}, ping, bulk);
     auto t0 = clock_type::now();
     for (uint64_t i = 0; i < n; ++i) {
@@ -234,7 +234,6 @@ struct prfaas_client {
     return seconds_since(t0);
   }
 };
-
 
 } // namespace
 
@@ -294,13 +293,15 @@ int run_transport_bench(const transport_options& o) {
           raw.p50_us = b50;
           raw.p99_us = b99;
         }
-        ours.msgs_per_s = std::max(ours.msgs_per_s,
-                                   static_cast<double>(o.pipelined) / pc.stream(o.pipelined, payload, nullptr));
-        raw.msgs_per_s = std::max(raw.msgs_per_s,
-                                  static_cast<double>(o.pipelined) / rc_raw.stream(o.pipelined, payload));
+        ours.msgs_per_s = std::max(ours.msgs_per_s, static_cast<double>(o.pipelined) /
+                                                        pc.stream(o.pipelined, payload, nullptr));
+        raw.msgs_per_s = std::max(raw.msgs_per_s, static_cast<double>(o.pipelined) /
+                                                      rc_raw.stream(o.pipelined, payload));
         double bytes = static_cast<double>(o.bulk_messages) * o.bulk_bytes;
-        ours.bulk_gbps = std::max(ours.bulk_gbps, bytes / 1e9 / pc.stream(o.bulk_messages, "", bulk));
-        raw.bulk_gbps = std::max(raw.bulk_gbps, bytes / 1e9 / rc_raw.stream(o.bulk_messages, bulk_buffer));
+        ours.bulk_gbps =
+            std::max(ours.bulk_gbps, bytes / 1e9 / pc.stream(o.bulk_messages, "", bulk));
+        raw.bulk_gbps =
+            std::max(raw.bulk_gbps, bytes / 1e9 / rc_raw.stream(o.bulk_messages, bulk_buffer));
       }
     }
   } catch (const std::exception& e) {
@@ -319,10 +320,12 @@ int run_transport_bench(const transport_options& o) {
               o.repeat, o.inline_delivery ? "on" : "off");
   std::printf("  round trip, %u B request/response (%llu sequential):\n", o.payload_bytes,
               static_cast<unsigned long long>(o.round_trips));
-  std::printf("    prfaas, from an actor   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
-              ours.actor_p50_us, ours.actor_p99_us, verdict(ours.actor_p50_us <= 150));
-  std::printf("    prfaas, from a thread   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
-              ours.p50_us, ours.p99_us, verdict(ours.p50_us <= 150));
+  std::printf(
+      "    prfaas, from an actor   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
+      ours.actor_p50_us, ours.actor_p99_us, verdict(ours.actor_p50_us <= 150));
+  std::printf(
+      "    prfaas, from a thread   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
+      ours.p50_us, ours.p99_us, verdict(ours.p50_us <= 150));
   std::printf("    raw zmq                 p50 %7.1f us  p99 %7.1f us\n", raw.p50_us, raw.p99_us);
   std::printf("  pipelined one-way, %u B (%llu messages):\n", o.payload_bytes,
               static_cast<unsigned long long>(o.pipelined));
@@ -343,8 +346,7 @@ int run_transport_bench(const transport_options& o) {
                 "\"raw_pipelined_msgs_per_s\":%.0f,\"bulk_gb_per_s\":%.3f,"
                 "\"raw_bulk_gb_per_s\":%.3f}\n",
                 ours.actor_p50_us, ours.actor_p99_us, ours.p50_us, ours.p99_us, raw.p50_us,
-                raw.p99_us, ours.msgs_per_s,
-                raw.msgs_per_s, ours.bulk_gbps, raw.bulk_gbps);
+                raw.p99_us, ours.msgs_per_s, raw.msgs_per_s, ours.bulk_gbps, raw.bulk_gbps);
   return 0;
 }
 

@@ -9,7 +9,9 @@ namespace prfaas::chaos {
 
 namespace {
 
-std::string table_name(size_t id) { return "prfaas_chaos_" + std::to_string(id); }
+std::string table_name(size_t id) {
+  return "prfaas_chaos_" + std::to_string(id);
+}
 
 bool nft_installed() {
   for (auto dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
@@ -120,7 +122,8 @@ void injector::blackhole(size_t id, const fault_spec& f, bool on) {
   auto cut = [&](const std::string& src, const std::string& dst) {
     const auto& s = topo_.place(src);
     const auto& d = topo_.place(dst);
-    const auto ports = "{ " + std::to_string(d.control_port) + ", " + std::to_string(d.data_port) + " }";
+    const auto ports =
+        "{ " + std::to_string(d.control_port) + ", " + std::to_string(d.data_port) + " }";
     out_rules[s.ns] << "    ip daddr " << d.ip << " tcp dport " << ports << " drop\n";
     in_rules[s.ns] << "    ip saddr " << d.ip << " tcp sport " << ports << " drop\n";
   };

@@ -20,7 +20,8 @@ load_driver::load_driver(const topology& t, const load_spec& l, const environmen
   if (streamed > 0)
     gens_.push_back({true, streamed, l.seed, env.work / "load-stream.json", nullptr, {}});
   if (l.rate - streamed > 0)
-    gens_.push_back({false, l.rate - streamed, l.seed + 1, env.work / "load-whole.json", nullptr, {}});
+    gens_.push_back(
+        {false, l.rate - streamed, l.seed + 1, env.work / "load-whole.json", nullptr, {}});
 }
 
 load_driver::~load_driver() {
@@ -35,23 +36,35 @@ void load_driver::start() {
   if (auto m = topo_.deployment().model["name"]; m && m.IsScalar())
     model = m.as<std::string>();
   for (auto& g : gens_) {
-    std::vector<std::string> argv{(env_.bin / "prfaas-bench").string(), "serve",
-                                  "--url", "http://" + gw.listen,
-                                  "--model", model,
-                                  "--arrival", "poisson",
-                                  "--rate", num(g.rate),
-                                  "--duration", num(load_.duration.count()),
-                                  "--seed", std::to_string(g.seed),
-                                  "--output-len", std::to_string(load_.output_tokens),
-                                  "--timeout", num(load_.deadline.count()),
-                                  "--json", g.json.string(),
+    std::vector<std::string> argv{(env_.bin / "prfaas-bench").string(),
+                                  "serve",
+                                  "--url",
+                                  "http://" + gw.listen,
+                                  "--model",
+                                  model,
+                                  "--arrival",
+                                  "poisson",
+                                  "--rate",
+                                  num(g.rate),
+                                  "--duration",
+                                  num(load_.duration.count()),
+                                  "--seed",
+                                  std::to_string(g.seed),
+                                  "--output-len",
+                                  std::to_string(load_.output_tokens),
+                                  "--timeout",
+                                  num(load_.deadline.count()),
+                                  "--json",
+                                  g.json.string(),
                                   "--per-request"};
     if (load_.input.fixed) {
-      argv.insert(argv.end(), {"--workload", "fixed", "--input-len", std::to_string(*load_.input.fixed)});
+      argv.insert(argv.end(),
+                  {"--workload", "fixed", "--input-len", std::to_string(*load_.input.fixed)});
     } else {
       auto& in = load_.input;
-      argv.insert(argv.end(), {"--workload", "lognormal", "--input-mu", num(in.mu), "--input-sigma",
-                               num(in.sigma), "--input-min", num(in.min), "--input-max", num(in.max)});
+      argv.insert(argv.end(),
+                  {"--workload", "lognormal", "--input-mu", num(in.mu), "--input-sigma",
+                   num(in.sigma), "--input-min", num(in.min), "--input-max", num(in.max)});
     }
     if (!g.stream)
       argv.push_back("--no-stream");
@@ -65,7 +78,8 @@ bool load_driver::wait(std::chrono::milliseconds limit) {
   auto until = std::chrono::steady_clock::now() + limit;
   bool all = true;
   for (auto& g : gens_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
     g.code = g.proc->wait(std::max(left, std::chrono::milliseconds{0}));
     if (!g.code) {
       // Still running past every deadline: SIGINT makes it report what it has.
@@ -83,9 +97,10 @@ std::vector<request_record> load_driver::results() const {
     auto text = proc::read_file(g.json);
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (g.code != 0 || j.is_discarded() || !j.contains("per_request"))
-      throw std::runtime_error("the load generator (" + std::string{g.stream ? "streamed" : "whole"} +
-                               ") failed (exit " + (g.code ? std::to_string(*g.code) : "none") +
-                               "):\n" + (g.proc ? g.proc->output() : ""));
+      throw std::runtime_error("the load generator (" +
+                               std::string{g.stream ? "streamed" : "whole"} + ") failed (exit " +
+                               (g.code ? std::to_string(*g.code) : "none") + "):\n" +
+                               (g.proc ? g.proc->output() : ""));
     for (auto& r : j["per_request"])
       out.push_back({g.stream, r});
   }

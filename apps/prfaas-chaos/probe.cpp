@@ -38,7 +38,8 @@ bool enter_namespace(const std::string& ns) {
   (void)home_fd();
   if (ns == current)
     return true;
-  int fd = ns.empty() ? ::dup(home_fd()) : ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ns.empty() ? ::dup(home_fd())
+                      : ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return false;
   bool ok = ::setns(fd, CLONE_NEWNET) == 0;

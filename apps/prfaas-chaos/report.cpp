@@ -21,7 +21,9 @@ std::string bound(const std::optional<seconds>& b) {
   return b ? " (bound " + secs(b->count()) + ")" : "";
 }
 
-json opt(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
+json opt(std::optional<double> v) {
+  return v ? json(*v) : json(nullptr);
+}
 
 } // namespace
 
@@ -118,9 +120,11 @@ json report::to_json() const {
          {"undone_s", opt(f.undone_s)},
          {"detected_s", opt(f.seen.detected_s)},
          {"detected_by", f.seen.detected_by},
-         {"detect_within_s", f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
+         {"detect_within_s",
+          f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
          {"recovered_s", opt(f.seen.recovered_s)},
-         {"recover_within_s", f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
+         {"recover_within_s",
+          f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
          {"detect_ok", f.detect_ok},
          {"recover_ok", f.recover_ok}});
   return j;
@@ -149,8 +153,8 @@ std::string report::text() const {
   for (auto& f : faults) {
     o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n"
       << "    detected after " << secs(f.seen.detected_s)
-      << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by) << bound(f.fault.detect_within)
-      << (f.detect_ok ? "" : "  MISSED") << "\n";
+      << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
+      << bound(f.fault.detect_within) << (f.detect_ok ? "" : "  MISSED") << "\n";
     if (f.undone_s)
       o << "    undone at " << secs(f.undone_s) << ", healthy again after "
         << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
@@ -164,7 +168,8 @@ std::string report::text() const {
   }
   for (auto& [node, code] : unexpected_exits)
     o << "  " << node << " exited on its own with code " << code << "\n";
-  o << "  deployment at the end: " << (unhealthy_at_end.empty() ? "whole" : unhealthy_at_end) << "\n";
+  o << "  deployment at the end: " << (unhealthy_at_end.empty() ? "whole" : unhealthy_at_end)
+    << "\n";
   o << "  " << (passed() ? "PASS" : "FAIL") << "\n";
   return o.str();
 }

@@ -33,7 +33,7 @@ tally classify(const std::vector<request_record>& records, double deadline_s);
 
 struct fault_outcome {
   fault_spec fault;
-  double applied_s = 0;               ///< after the load started
+  double applied_s = 0; ///< after the load started
   std::optional<double> undone_s;
   detection seen;
   bool detect_ok = true, recover_ok = true;

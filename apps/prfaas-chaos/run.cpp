@@ -42,9 +42,10 @@ std::map<std::string, double> gateway_counters(const topology& t) {
   if (!m)
     return out;
   out["failovers"] = proc::metric(*m, "prfaas_gateway_failovers_total");
-  for (auto o : {"completed", "failed", "prefill_failed", "decode_failed", "lost_tokens", "deadline",
-                 "cancelled", "internal"})
-    if (double v = proc::metric(*m, "prfaas_gateway_requests_total", {"outcome=\"" + std::string{o} + "\""}))
+  for (auto o : {"completed", "failed", "prefill_failed", "decode_failed", "lost_tokens",
+                 "deadline", "cancelled", "internal"})
+    if (double v = proc::metric(*m, "prfaas_gateway_requests_total",
+                                {"outcome=\"" + std::string{o} + "\""}))
       out[std::string{"requests_"} + o] = v;
   return out;
 }
@@ -84,7 +85,8 @@ report run_scenario(const scenario& s, const environment& env) {
   load.start();
   const auto t0 = clock_type::now();
   for (auto& e : timeline(s)) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
+    std::this_thread::sleep_until(
+        t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
     auto& f = s.faults[e.fault];
     if (e.apply) {
       watchers[e.fault] = std::make_unique<watcher>(topo, f);
@@ -102,8 +104,10 @@ report run_scenario(const scenario& s, const environment& env) {
 
   // Every request ends within its deadline of being sent, the last sent at `duration`.
   const auto limit = s.load.duration + s.load.deadline + seconds{30} - seconds{since(t0)};
-  if (!load.wait(std::chrono::duration_cast<std::chrono::milliseconds>(std::max(limit, seconds{1}))))
-    std::cerr << "prfaas-chaos: a load generator outlived every deadline and was interrupted" << std::endl;
+  if (!load.wait(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::max(limit, seconds{1}))))
+    std::cerr << "prfaas-chaos: a load generator outlived every deadline and was interrupted"
+              << std::endl;
   for (auto& w : watchers)
     if (w)
       w->finish(30s);

@@ -116,7 +116,8 @@ public:
 private:
   std::string scalar(const std::string& key) const {
     auto v = n_[key];
-    return v.IsScalar() ? v.as<std::string>() : "<" + std::string{v.IsMap() ? "mapping" : "list"} + ">";
+    return v.IsScalar() ? v.as<std::string>()
+                        : "<" + std::string{v.IsMap() ? "mapping" : "list"} + ">";
   }
   static std::string fmt(double v) {
     std::ostringstream o;
@@ -221,7 +222,8 @@ fault_spec read_fault(const std::string& source, YAML::Node n, const std::string
     f.both_ways = r.boolean("both_ways", false);
     lasting();
   } else {
-    r.fail(r.at("fault"), "unknown fault \"" + kind + "\" (kill, pause, link_down, rate, blackhole)");
+    r.fail(r.at("fault"),
+           "unknown fault \"" + kind + "\" (kill, pause, link_down, rate, blackhole)");
   }
   return f;
 }
@@ -257,7 +259,8 @@ std::optional<seconds> fault_spec::ends() const {
 std::string fault_spec::describe() const {
   switch (kind) {
   case fault_kind::kill:
-    return "kill -9 " + node + (restart_after ? ", restart after " + secs(*restart_after) : ", no restart");
+    return "kill -9 " + node +
+           (restart_after ? ", restart after " + secs(*restart_after) : ", no restart");
   case fault_kind::pause:
     return "SIGSTOP " + node + " for " + secs(*lasts) + ", then SIGCONT";
   case fault_kind::link_down:
@@ -300,8 +303,8 @@ scenario parse_scenario(const std::string& yaml_text, const std::string& source)
   s.fallback_loopback = fb == "loopback";
 
   reader load{source, top.required("load"), "load"};
-  load.only({"rate", "duration", "input_tokens", "output_tokens", "stream_fraction", "seed",
-             "deadline"});
+  load.only(
+      {"rate", "duration", "input_tokens", "output_tokens", "stream_fraction", "seed", "deadline"});
   s.load.rate = load.number("rate", s.load.rate, 0.01, 1000);
   s.load.duration = load.dur("duration", s.load.duration);
   if (s.load.duration.count() <= 0)
@@ -322,13 +325,14 @@ scenario parse_scenario(const std::string& yaml_text, const std::string& source)
     s.faults.push_back(read_fault(source, faults[i], path));
     auto& f = s.faults.back();
     if (f.at >= s.load.duration)
-      top.fail(path + ".at", "the fault must start while the load runs (duration " +
-                                 secs(s.load.duration) + ")");
+      top.fail(path + ".at",
+               "the fault must start while the load runs (duration " + secs(s.load.duration) + ")");
     // One process cannot be killed or paused twice at once: undoing one would undo both.
     for (size_t j = 0; j + 1 < s.faults.size(); ++j) {
       auto& g = s.faults[j];
       bool on_process = !f.node.empty() && g.node == f.node;
-      bool overlap = f.at < g.ends().value_or(seconds::max()) && g.at < f.ends().value_or(seconds::max());
+      bool overlap =
+          f.at < g.ends().value_or(seconds::max()) && g.at < f.ends().value_or(seconds::max());
       if (on_process && overlap)
         top.fail(path, "overlaps " + g.path + " on node " + f.node);
     }

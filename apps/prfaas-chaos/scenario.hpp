@@ -52,13 +52,13 @@ struct load_spec {
 struct fault_spec {
   fault_kind kind = fault_kind::kill;
   seconds at{0};
-  std::string node;                     ///< kill, pause
-  std::optional<seconds> restart_after; ///< kill: restart the node this long after
-  std::optional<seconds> lasts;         ///< pause, link_down, rate, blackhole: `for`
-  std::string rate;                     ///< rate: the tbf rate during the fault ("8mbit")
-  std::string from;                     ///< blackhole: traffic from this node...
-  std::vector<std::string> to;          ///< ...to these is dropped
-  bool both_ways = false;               ///< blackhole: and back
+  std::string node;                      ///< kill, pause
+  std::optional<seconds> restart_after;  ///< kill: restart the node this long after
+  std::optional<seconds> lasts;          ///< pause, link_down, rate, blackhole: `for`
+  std::string rate;                      ///< rate: the tbf rate during the fault ("8mbit")
+  std::string from;                      ///< blackhole: traffic from this node...
+  std::vector<std::string> to;           ///< ...to these is dropped
+  bool both_ways = false;                ///< blackhole: and back
   std::optional<seconds> detect_within;  ///< bound on the detection time
   std::optional<seconds> recover_within; ///< bound on seeing it healthy again after the fault
   std::string path;                      ///< key path (faults[i]) for messages

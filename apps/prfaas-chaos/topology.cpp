@@ -48,11 +48,11 @@ topology::topology(const scenario& s, const environment& env) : env_(env), kind_
 
 bool topology::setup_netns(const scenario& s) {
   auto hold = env_.work / "netns.env";
-  netns_script_ = std::make_unique<t::child_process>(t::command{
-      .argv = {(env_.repo / "tools/netns-two-dc.sh").string(), "--setup", hold.string(),
-               "--config", (env_.repo / s.deployment).string()},
-      .extra_env = {"PRFAAS_NODE=" + (env_.bin / "prfaas-node").string()},
-      .out_file = env_.work / "netns-setup.log"});
+  netns_script_ = std::make_unique<t::child_process>(
+      t::command{.argv = {(env_.repo / "tools/netns-two-dc.sh").string(), "--setup", hold.string(),
+                          "--config", (env_.repo / s.deployment).string()},
+                 .extra_env = {"PRFAAS_NODE=" + (env_.bin / "prfaas-node").string()},
+                 .out_file = env_.work / "netns-setup.log"});
   t::eventually([&] { return std::filesystem::exists(hold) || !netns_script_->running(); }, 60s,
                 50ms);
   if (!std::filesystem::exists(hold)) {
@@ -79,8 +79,8 @@ bool topology::setup_netns(const scenario& s) {
     in_a.push_back(n);
   std::map<std::string, std::string> ns_of;
   for (auto& n : deployment_.nodes)
-    ns_of[n.name] = std::find(in_a.begin(), in_a.end(), n.name) != in_a.end() ? link_->ns_a
-                                                                              : link_->ns_b;
+    ns_of[n.name] =
+        std::find(in_a.begin(), in_a.end(), n.name) != in_a.end() ? link_->ns_a : link_->ns_b;
   place_nodes(ns_of);
   return true;
 }
@@ -159,7 +159,8 @@ std::vector<std::string> topology::scheduler_nodes() const {
   return out;
 }
 
-std::vector<std::string> topology::in_ns(const std::string& ns, std::vector<std::string> argv) const {
+std::vector<std::string> topology::in_ns(const std::string& ns,
+                                         std::vector<std::string> argv) const {
   if (ns.empty())
     return argv;
   std::vector<std::string> out{"ip", "netns", "exec", ns};
@@ -167,7 +168,8 @@ std::vector<std::string> topology::in_ns(const std::string& ns, std::vector<std:
   return out;
 }
 
-bool topology::run_in(const std::string& ns, std::vector<std::string> argv, std::string& out) const {
+bool topology::run_in(const std::string& ns, std::vector<std::string> argv,
+                      std::string& out) const {
   auto r = t::run({.argv = in_ns(ns, std::move(argv))}, 10s);
   out = r.output;
   return r.code == 0;
@@ -182,7 +184,8 @@ void topology::start(const std::string& node) {
   // SIGSTOP reach it directly.
   auto argv = in_ns(place(node).ns, {(env_.bin / "prfaas-node").string(), "--config",
                                      config_file_.string(), "--node", node});
-  procs_[node] = std::make_unique<t::child_process>(t::command{.argv = argv, .out_file = log_of(node)});
+  procs_[node] =
+      std::make_unique<t::child_process>(t::command{.argv = argv, .out_file = log_of(node)});
   killed_[node] = false;
 }
 

@@ -105,7 +105,9 @@ watcher::verdict watcher::poll_gauge(const std::string& node) const {
   if (!m || m->find(metric_) == std::string::npos)
     return verdict::unknown;
   double v = proc::metric(*m, metric_);
-  return v == faulty_value_ ? verdict::faulty : v == healthy_value_ ? verdict::healthy : verdict::unknown;
+  return v == faulty_value_    ? verdict::faulty
+         : v == healthy_value_ ? verdict::healthy
+                               : verdict::unknown;
 }
 
 void watcher::run() {
@@ -152,8 +154,8 @@ void watcher::run() {
         recovered = true;
       }
     }
-    bool no_more_to_see = recovered || (undone && now - *undone > patience) ||
-                          (!f_.ends() && detected);
+    bool no_more_to_see =
+        recovered || (undone && now - *undone > patience) || (!f_.ends() && detected);
     if (no_more_to_see) {
       done_ = true;
       return;

@@ -25,8 +25,8 @@ namespace prfaas::chaos {
 using clock_type = std::chrono::steady_clock;
 
 struct detection {
-  std::optional<double> detected_s; ///< after the fault was applied
-  std::string detected_by;          ///< the observing node
+  std::optional<double> detected_s;  ///< after the fault was applied
+  std::string detected_by;           ///< the observing node
   std::optional<double> recovered_s; ///< after the fault was undone
 };
 
@@ -60,8 +60,8 @@ private:
 
   const topology& topo_;
   fault_spec f_;
-  std::vector<pair_watch> pairs_;    ///< kill, pause, blackhole
-  std::vector<std::string> gauges_;  ///< link_down, rate: scheduler nodes
+  std::vector<pair_watch> pairs_;   ///< kill, pause, blackhole
+  std::vector<std::string> gauges_; ///< link_down, rate: scheduler nodes
   std::string metric_;
   double faulty_value_ = 0, healthy_value_ = 1;
 

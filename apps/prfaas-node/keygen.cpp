@@ -27,7 +27,8 @@ int run_keygen(const keygen_options& o) {
             << "    " << name << ":\n"
             << "      public_key: \"" << keys.public_key << "\"\n";
   if (o.out.empty())
-    std::cout << "      secret_key: \"" << keys.secret_key << "\"   # or keep it in a file: --out\n";
+    std::cout << "      secret_key: \"" << keys.secret_key
+              << "\"   # or keep it in a file: --out\n";
   else
     std::cout << "      secret_key_file: " << o.out << "\n";
   return 0;

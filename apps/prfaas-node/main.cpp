@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   node_opt->excludes(all_opt);
   app.add_flag("--check", check, "validate the deployment (and plugins) and exit");
   app.add_option("--log-level", log_level, "override the configured log level")
-    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
   prfaas::app::keygen_options keygen_opts;
   auto* keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   auto registry = prfaas::actor_registry::with_builtins();
   try {
     if (config_file.empty()) {
-      dep = prfaas::parse_deployment(prfaas::app::embedded_config,
-                                     prfaas::app::embedded_config_name);
+      dep =
+          prfaas::parse_deployment(prfaas::app::embedded_config, prfaas::app::embedded_config_name);
       config_file = prfaas::app::embedded_config_name;
       all = all || node_name.empty();
     } else {
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
       prfaas::load_plugin(p, registry);
     registry.validate(dep);
     if (!log_level.empty()) {
-      auto o = prfaas::parse_deployment("deployment: x\nlog_level: " + log_level
-                                          + "\nnodes: [{name: a, control: tcp://127.0.0.1:1, "
+      auto o = prfaas::parse_deployment("deployment: x\nlog_level: " + log_level +
+                                            "\nnodes: [{name: a, control: tcp://127.0.0.1:1, "
                                             "data: tcp://127.0.0.1:2}]",
                                         "--log-level");
       dep.log = o.log;

@@ -93,8 +93,8 @@ struct prefill_outcome {
 
 /// One prefill as prefill_worker runs it: acquire the cached prefix, prefill the rest,
 /// publish the new blocks, release.
-prefill_outcome run_prefill(sim_worker& w, std::span<const engine::token> prompt, engine::seq_id seq,
-                            uint32_t block_tokens) {
+prefill_outcome run_prefill(sim_worker& w, std::span<const engine::token> prompt,
+                            engine::seq_id seq, uint32_t block_tokens) {
   serving::prefix_cache::lookup hit;
   engine::prefill_request req;
   req.id = seq;
@@ -146,16 +146,17 @@ sim_cluster build(const replay_deployment& dep, const replay_options& o, engine:
       auto w = std::make_unique<sim_worker>();
       w->holder = {c.name + "-" + std::to_string(i), "prefill", c.name};
       auto e = engine::profile_engine::create(
-        one_group(c.profile), {.kv_scale = kv_scale, .sleep = false, .verify_content = false}, clk);
+          one_group(c.profile), {.kv_scale = kv_scale, .sleep = false, .verify_content = false},
+          clk);
       if (!e)
         throw std::invalid_argument("cluster " + c.name + ": " + e.message());
       w->engine = std::move(e).value();
       if (c.cache_blocks > 0)
         w->cache = std::make_unique<serving::prefix_cache>(
-          o.block_tokens, c.cache_blocks,
-          [changes = &w->changes](const pool_event& ev) { changes->push_back(ev); });
+            o.block_tokens, c.cache_blocks,
+            [changes = &w->changes](const pool_event& ev) { changes->push_back(ev); });
       out.view.prefill.push_back(
-        {.addr = {w->holder.node, w->holder.actor}, .cluster = c.name, .prfaas = c.prfaas});
+          {.addr = {w->holder.node, w->holder.actor}, .cluster = c.name, .prfaas = c.prfaas});
       out.workers.push_back(std::move(w));
     }
   }
@@ -249,7 +250,8 @@ replay_result replay(const std::vector<loadgen::request_spec>& requests,
     // FIFO service in virtual time; the directory hears of the new blocks at the end.
     const double finish = std::max(now, w.free_at_s) + run.seconds;
     w.free_at_s = finish;
-    const uint32_t load = o.load_counts_computed ? in.prompt_tokens - run.reuse_tokens : in.prompt_tokens;
+    const uint32_t load =
+        o.load_counts_computed ? in.prompt_tokens - run.reuse_tokens : in.prompt_tokens;
     w.jobs.push_back({finish, load});
     w.queued_tokens += load;
     out.busy_s += run.seconds;
@@ -258,7 +260,8 @@ replay_result replay(const std::vector<loadgen::request_spec>& requests,
       if (ev.key.kind == engine::entry_kind::kv && ev.what == pool_event::type::evicted)
         ++out.cache_evictions;
     if (!w.changes.empty())
-      unheard.emplace(finish, announcement{static_cast<size_t>(choice.prefill), std::move(w.changes)});
+      unheard.emplace(finish,
+                      announcement{static_cast<size_t>(choice.prefill), std::move(w.changes)});
     w.changes.clear();
   }
   return out;

@@ -41,12 +41,12 @@ namespace prfaas::sim {
 /// One cluster's prefill workers in a replayed deployment.
 struct replay_cluster {
   std::string name;
-  bool prfaas = false;          ///< a prefill-only (PrfaaS) cluster
+  bool prfaas = false; ///< a prefill-only (PrfaaS) cluster
   uint32_t prefill_workers = 0;
   /// Prefix-cache capacity per worker in pool blocks, as the prefill_worker's
   /// `cache_blocks`: a cached block costs two (its KV and its linear-state checkpoint).
   uint64_t cache_blocks = 0;
-  engine::profile profile;      ///< T_prefill of its workers
+  engine::profile profile; ///< T_prefill of its workers
 };
 
 struct replay_deployment {
@@ -72,15 +72,19 @@ struct hit_counts {
   uint64_t hit_tokens = 0;    ///< prompt tokens reused from a cache
   uint64_t hit_blocks = 0;    ///< the same in blocks
 
-  double token_ratio() const { return prompt_tokens ? double(hit_tokens) / double(prompt_tokens) : 0; }
-  double block_ratio() const { return prompt_blocks ? double(hit_blocks) / double(prompt_blocks) : 0; }
+  double token_ratio() const {
+    return prompt_tokens ? double(hit_tokens) / double(prompt_tokens) : 0;
+  }
+  double block_ratio() const {
+    return prompt_blocks ? double(hit_blocks) / double(prompt_blocks) : 0;
+  }
 };
 
 struct replay_result {
   std::string policy;
   hit_counts hits;
-  uint64_t offloaded = 0;   ///< requests prefilled in a PrfaaS cluster
-  uint64_t no_route = 0;    ///< requests the policy found no worker for (not counted in hits)
+  uint64_t offloaded = 0; ///< requests prefilled in a PrfaaS cluster
+  uint64_t no_route = 0;  ///< requests the policy found no worker for (not counted in hits)
   /// Tokens the directory said the chosen worker held beyond what its cache reused
   /// (announcements not yet heard, or blocks whose checkpoint was evicted first).
   uint64_t directory_overstated_tokens = 0;

@@ -89,7 +89,7 @@ replay_deployment deployment_of(const yaml_map& d, const std::filesystem::path& 
   uint32_t prefill = 0;
   for (size_t i = 0; i < list.n.size(); ++i) {
     out.clusters.push_back(
-      cluster_of({list.n[i], list.path + "[" + std::to_string(i) + "]", d.source}, base));
+        cluster_of({list.n[i], list.path + "[" + std::to_string(i) + "]", d.source}, base));
     prefill += out.clusters.back().prefill_workers;
   }
   if (prefill == 0)
@@ -102,9 +102,12 @@ double ratio(uint64_t a, uint64_t b) {
 }
 
 nlohmann::json counts_json(const hit_counts& h) {
-  return {{"requests", h.requests},       {"prompt_tokens", h.prompt_tokens},
-          {"prompt_blocks", h.prompt_blocks}, {"hit_tokens", h.hit_tokens},
-          {"hit_blocks", h.hit_blocks},   {"token_hit_ratio", h.token_ratio()},
+  return {{"requests", h.requests},
+          {"prompt_tokens", h.prompt_tokens},
+          {"prompt_blocks", h.prompt_blocks},
+          {"hit_tokens", h.hit_tokens},
+          {"hit_blocks", h.hit_blocks},
+          {"token_hit_ratio", h.token_ratio()},
           {"block_hit_ratio", h.block_ratio()}};
 }
 
@@ -148,12 +151,14 @@ nlohmann::json to_json(const replay_config& cfg, const hit_counts& best,
 
 void print_table(const replay_config& cfg, const hit_counts& best,
                  const std::vector<finished_run>& runs) {
-  std::printf("trace %s: %llu requests, %llu prompt tokens, %llu blocks of %u tokens, time scale %g\n",
-              cfg.trace.c_str(), static_cast<unsigned long long>(best.requests),
-              static_cast<unsigned long long>(best.prompt_tokens),
-              static_cast<unsigned long long>(best.prompt_blocks), cfg.options.block_tokens,
-              cfg.time_scale);
-  std::printf("load reports count %s tokens\n", cfg.options.load_counts_computed ? "computed" : "prompt");
+  std::printf(
+      "trace %s: %llu requests, %llu prompt tokens, %llu blocks of %u tokens, time scale %g\n",
+      cfg.trace.c_str(), static_cast<unsigned long long>(best.requests),
+      static_cast<unsigned long long>(best.prompt_tokens),
+      static_cast<unsigned long long>(best.prompt_blocks), cfg.options.block_tokens,
+      cfg.time_scale);
+  std::printf("load reports count %s tokens\n",
+              cfg.options.load_counts_computed ? "computed" : "prompt");
   std::printf("oracle (unlimited cache, perfect affinity): token hit %.2f%%, block hit %.2f%%\n\n",
               100 * best.token_ratio(), 100 * best.block_ratio());
   std::printf("%-20s %-11s %8s %8s %9s %9s %8s %8s %8s %9s %7s %9s %9s\n", "policy", "deployment",
@@ -161,19 +166,21 @@ void print_table(const replay_config& cfg, const hit_counts& best,
               "miss tok", "moved", "evictions", "makespan");
   for (auto& f : runs) {
     auto& r = f.result;
-    std::printf("%-20s %-11s %7.2f%% %7.2f%% %9.3f %9.3f %7.1f%% %8llu %8llu %8.1fM %6.1fM %9llu %8.0fs\n",
-                r.policy.c_str(), f.run->deployment.c_str(), 100 * r.hits.token_ratio(),
-                100 * r.hits.block_ratio(), ratio(r.hits.hit_tokens, best.hit_tokens),
-                ratio(r.hits.hit_blocks, best.hit_blocks), 100 * r.offload_fraction(),
-                static_cast<unsigned long long>(r.missed_affinity),
-                static_cast<unsigned long long>(r.missed_other_side), r.missed_tokens / 1e6,
-                r.moved_tokens / 1e6, static_cast<unsigned long long>(r.cache_evictions), r.makespan_s);
+    std::printf(
+        "%-20s %-11s %7.2f%% %7.2f%% %9.3f %9.3f %7.1f%% %8llu %8llu %8.1fM %6.1fM %9llu %8.0fs\n",
+        r.policy.c_str(), f.run->deployment.c_str(), 100 * r.hits.token_ratio(),
+        100 * r.hits.block_ratio(), ratio(r.hits.hit_tokens, best.hit_tokens),
+        ratio(r.hits.hit_blocks, best.hit_blocks), 100 * r.offload_fraction(),
+        static_cast<unsigned long long>(r.missed_affinity),
+        static_cast<unsigned long long>(r.missed_other_side), r.missed_tokens / 1e6,
+        r.moved_tokens / 1e6, static_cast<unsigned long long>(r.cache_evictions), r.makespan_s);
   }
-  std::printf("\nmiss aff / miss oth: requests placed where the directory knew a longer prefix on\n"
-              "another worker of the same side / only on the other side (PrfaaS vs PD); miss tok:\n"
-              "the cached tokens those placements gave up; moved: tokens brought in by cache moves\n"
-              "(counted as hits); evictions: KV blocks; makespan: when\n"
-              "the last prefill ended (virtual time).\n");
+  std::printf(
+      "\nmiss aff / miss oth: requests placed where the directory knew a longer prefix on\n"
+      "another worker of the same side / only on the other side (PrfaaS vs PD); miss tok:\n"
+      "the cached tokens those placements gave up; moved: tokens brought in by cache moves\n"
+      "(counted as hits); evictions: KV blocks; makespan: when\n"
+      "the last prefill ended (virtual time).\n");
 }
 
 std::vector<loadgen::request_spec> requests_of(const replay_config& cfg) {
@@ -188,16 +195,19 @@ std::vector<loadgen::request_spec> requests_of(const replay_config& cfg) {
 
 } // namespace
 
-std::unique_ptr<serving::routing_policy> make_policy(const replay_run& run, const std::string& source) {
+std::unique_ptr<serving::routing_policy> make_policy(const replay_run& run,
+                                                     const std::string& source) {
   std::map<std::string, YAML::Node> params;
   for (const auto& kv : run.params)
     params[kv.first.as<std::string>()] = kv.second;
   try {
-    return serving::policy_registry::instance().make(run.policy, {run.path + ".params", params, nullptr});
+    return serving::policy_registry::instance().make(run.policy,
+                                                     {run.path + ".params", params, nullptr});
   } catch (const config_error& e) {
     throw config_error(source, e.path(), e.reason());
   } catch (const YAML::Exception& e) {
-    throw config_error(source, run.path + ".params", std::string("a value has the wrong type: ") + e.what());
+    throw config_error(source, run.path + ".params",
+                       std::string("a value has the wrong type: ") + e.what());
   }
 }
 
@@ -261,18 +271,18 @@ replay_config load_replay_config(const std::string& file) {
 
 CLI::App* add_cache_replay_command(CLI::App& app, cache_replay_options& opts) {
   auto* cmd = app.add_subcommand(
-    "cache-replay",
-    "prefix-cache hit ratio per routing policy on a trace, against an oracle with unlimited "
-    "cache and perfect affinity.\n"
-    "Runs the real policies, one real prefix cache per prefill worker (filled through a "
-    "profile engine) and the real KV-directory index, in trace order and virtual time: each "
-    "prefill worker serves FIFO in T_prefill(uncached) of its cluster's profile; loads are "
-    "exact at each arrival; the directory hears of stored/evicted blocks when a prefill "
-    "ends; a cache move the policy asks for imports the source's prefix at once.\nNot "
-    "modelled: decode (always room), the cross-cluster link (up, idle; moves take no time), "
-    "queue limits, failures.");
+      "cache-replay",
+      "prefix-cache hit ratio per routing policy on a trace, against an oracle with unlimited "
+      "cache and perfect affinity.\n"
+      "Runs the real policies, one real prefix cache per prefill worker (filled through a "
+      "profile engine) and the real KV-directory index, in trace order and virtual time: each "
+      "prefill worker serves FIFO in T_prefill(uncached) of its cluster's profile; loads are "
+      "exact at each arrival; the directory hears of stored/evicted blocks when a prefill "
+      "ends; a cache move the policy asks for imports the source's prefix at once.\nNot "
+      "modelled: decode (always room), the cross-cluster link (up, idle; moves take no time), "
+      "queue limits, failures.");
   cmd->add_option("--config", opts.config, "replay config (e.g. configs/trace-replay.yaml)")
-    ->required();
+      ->required();
   cmd->add_option("--trace", opts.trace, "Mooncake jsonl trace (overrides the config's)");
   cmd->add_option("--requests", opts.requests, "replay only the first N requests");
   cmd->add_option("--cache-blocks", opts.cache_blocks,
@@ -283,7 +293,7 @@ CLI::App* add_cache_replay_command(CLI::App& app, cache_replay_options& opts) {
   cmd->add_option("--load-tokens", opts.load_tokens,
                   "what a prefill worker's load report counts: prompt (its unfinished prompts, as "
                   "prefill_worker does) or computed (their uncached tokens); overrides the config")
-    ->check(CLI::IsMember({"prompt", "computed"}));
+      ->check(CLI::IsMember({"prompt", "computed"}));
   cmd->add_flag("--json", opts.json, "print one JSON object instead of the table");
   return cmd;
 }
@@ -308,7 +318,8 @@ int run_cache_replay(const cache_replay_options& opts) {
     std::vector<finished_run> runs;
     for (auto& run : cfg.runs) {
       auto policy = make_policy(run, opts.config);
-      runs.push_back({&run, replay(requests, *policy, cfg.deployments.at(run.deployment), cfg.options)});
+      runs.push_back(
+          {&run, replay(requests, *policy, cfg.deployments.at(run.deployment), cfg.options)});
     }
     if (opts.json)
       std::cout << to_json(cfg, best, runs).dump(2) << "\n";

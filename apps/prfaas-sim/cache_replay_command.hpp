@@ -38,15 +38,16 @@ replay_config load_replay_config(const std::string& file);
 
 /// The run's policy with its parameters; a parameter of the wrong type, or one the
 /// policy needs but lacks, is a config_error naming it (`source`: the config file).
-std::unique_ptr<serving::routing_policy> make_policy(const replay_run& run, const std::string& source);
+std::unique_ptr<serving::routing_policy> make_policy(const replay_run& run,
+                                                     const std::string& source);
 
 struct cache_replay_options {
   std::string config;
-  std::string trace;        ///< overrides the config's
-  size_t requests = 0;      ///< overrides max_requests when > 0
+  std::string trace;         ///< overrides the config's
+  size_t requests = 0;       ///< overrides max_requests when > 0
   int64_t cache_blocks = -1; ///< overrides every cluster's when >= 0
-  double time_scale = -1;   ///< overrides the config's when >= 0
-  std::string load_tokens;  ///< "prompt" | "computed": overrides the config's when set
+  double time_scale = -1;    ///< overrides the config's when >= 0
+  std::string load_tokens;   ///< "prompt" | "computed": overrides the config's when set
   bool json = false;
 };
 

@@ -38,8 +38,9 @@ struct tracked {
   double accepted_s = 0;
   double ended_s = -1;
   bool tail = false;
-  std::string gateway;          ///< the node the client connected to
-  bool connection_lost = false; ///< its gateway crashed or was down: the client saw the connection fail
+  std::string gateway; ///< the node the client connected to
+  bool connection_lost =
+      false; ///< its gateway crashed or was down: the client saw the connection fail
   bool ok = false;
   int status = 0;
   std::string error;
@@ -56,7 +57,7 @@ struct membership_seen {
 class chaos_run {
 public:
   chaos_run(const chaos_options& o, uint64_t seed)
-    : o_(o), seed_(seed), w_(o.config), r_(roles_of(w_.deployment(), o.gateway)) {
+      : o_(o), seed_(seed), w_(o.config), r_(roles_of(w_.deployment(), o.gateway)) {
     const auto* gw = w_.deployment().find_node(o.gateway);
     if (!gw)
       throw std::invalid_argument("--gateway " + o.gateway + ": no such node");
@@ -73,8 +74,9 @@ public:
     if (o.sabotage == "tight_bound")
       detection_bound_s_ = 0;
     else if (!o.sabotage.empty() && o.sabotage != "hide_outcome" && o.sabotage != "corrupt_stream")
-      throw std::invalid_argument("--sabotage: expected hide_outcome, corrupt_stream or tight_bound, got \"" +
-                                  o.sabotage + "\"");
+      throw std::invalid_argument(
+          "--sabotage: expected hide_outcome, corrupt_stream or tight_bound, got \"" + o.sabotage +
+          "\"");
     oracle_model_ = serving::read_model(w_.deployment());
   }
 
@@ -115,7 +117,8 @@ private:
 
   /// `n` requests of the sweep's shape (log-normal prompts, median ~3K tokens, at most
   /// 16K) arriving at `rate`.
-  std::vector<lg::request_spec> workload(uint64_t seed, size_t n, double rate, uint32_t output_tokens) const {
+  std::vector<lg::request_spec> workload(uint64_t seed, size_t n, double rate,
+                                         uint32_t output_tokens) const {
     std::mt19937_64 rng(seed);
     lg::synthetic_config c;
     c.input = {lg::length_dist::lognormal, 0, {.mu = 8.0, .sigma = 0.8, .min = 256, .max = 16384}};
@@ -137,7 +140,8 @@ private:
     for (size_t i = 0; i < specs.size(); ++i) {
       auto spec = specs[i];
       const bool tail = i >= o_.requests;
-      const double at = tail ? tail_from_s_ + 0.5 * static_cast<double>(i - o_.requests) : spec.arrival_s;
+      const double at =
+          tail ? tail_from_s_ + 0.5 * static_cast<double>(i - o_.requests) : spec.arrival_s;
       w_.timer().at(t0_ + secs(at), [this, spec, tail] { submit(spec, tail); });
     }
   }
@@ -155,7 +159,8 @@ private:
       return;
     }
     a->channel->on_end([this, slot] { ended(slot); });
-    caf::anon_send(w_.at(gw).context().msgr().lookup(r_.gateway_actor.at(gw)), sv::sim_submit{std::move(a)});
+    caf::anon_send(w_.at(gw).context().msgr().lookup(r_.gateway_actor.at(gw)),
+                   sv::sim_submit{std::move(a)});
   }
 
   /// What an HTTP client sees when its gateway process dies: the connection drops.
@@ -206,68 +211,68 @@ private:
   void schedule(const fault& f) {
     const double end = f.at_s + f.for_s;
     switch (f.kind) {
-      case fault_kind::crash_prefill:
-      case fault_kind::crash_decode:
-      case fault_kind::crash_directory:
-      case fault_kind::crash_gateway:
-        at(f.at_s, [this, n = f.target] { node_down(n); });
-        at(end, [this, n = f.target] { node_up(n); });
-        break;
-      case fault_kind::pause:
-        at(f.at_s, [this, n = f.target] { pause(n, true); });
-        at(end, [this, n = f.target] { pause(n, false); });
-        break;
-      case fault_kind::slow_restart:
-        at(f.at_s, [this, n = f.target] { slow(n, true); });
-        at(f.at_s + 1.0, [this, n = f.target] { node_down(n); });
-        at(f.at_s + 1.2, [this, n = f.target] { node_up(n); });
-        at(end, [this, n = f.target] { slow(n, false); });
-        break;
-      case fault_kind::partition:
-        at(f.at_s, [this] { cut(true, true); });
-        at(end, [this] { cut(true, false); });
-        break;
-      case fault_kind::one_way:
-        at(f.at_s, [this] { cut(false, true); });
-        at(end, [this] { cut(false, false); });
-        break;
-      case fault_kind::flap:
-        for (int i = 0; i < 3; ++i) {
-          const double step = f.for_s / 6;
-          at(f.at_s + 2 * i * step, [this] { cut(true, true); });
-          at(f.at_s + (2 * i + 1) * step, [this] { cut(true, false); });
-        }
-        break;
-      case fault_kind::degrade:
-        at(f.at_s, [this] { degrade(true); });
-        at(end, [this] { degrade(false); });
-        break;
-      case fault_kind::message_loss:
-        at(f.at_s, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, true); });
-        at(end, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, false); });
-        break;
-      case fault_kind::crash_points:
-        at(f.at_s, [this] {
-          points({"prefill.crash", "kv_directory.crash"}, 0.25, true);
-          points({"decode.crash"}, 0.01, true); // per batch step: a few crashes a second
-        });
-        at(end, [this] {
-          points({"prefill.crash", "kv_directory.crash"}, 0.25, false);
-          points({"decode.crash"}, 0.01, false);
-        });
-        break;
-      case fault_kind::burst: {
-        // Long answers: decoding them all takes longer than a deadline, which no
-        // admission can know in advance (a stream may end early), so some end 504.
-        auto specs = workload(seed_ + 0x5EED, burst_size, 1000.0, burst_output_tokens);
-        for (size_t k = 0; k < specs.size(); ++k) {
-          specs[k].index = burst_base_ + k; // ids of their own
-          at(f.at_s + specs[k].arrival_s, [this, s = specs[k]] { submit(s, false); });
-        }
-        burst_base_ += specs.size();
-        total_ += specs.size();
-        break;
+    case fault_kind::crash_prefill:
+    case fault_kind::crash_decode:
+    case fault_kind::crash_directory:
+    case fault_kind::crash_gateway:
+      at(f.at_s, [this, n = f.target] { node_down(n); });
+      at(end, [this, n = f.target] { node_up(n); });
+      break;
+    case fault_kind::pause:
+      at(f.at_s, [this, n = f.target] { pause(n, true); });
+      at(end, [this, n = f.target] { pause(n, false); });
+      break;
+    case fault_kind::slow_restart:
+      at(f.at_s, [this, n = f.target] { slow(n, true); });
+      at(f.at_s + 1.0, [this, n = f.target] { node_down(n); });
+      at(f.at_s + 1.2, [this, n = f.target] { node_up(n); });
+      at(end, [this, n = f.target] { slow(n, false); });
+      break;
+    case fault_kind::partition:
+      at(f.at_s, [this] { cut(true, true); });
+      at(end, [this] { cut(true, false); });
+      break;
+    case fault_kind::one_way:
+      at(f.at_s, [this] { cut(false, true); });
+      at(end, [this] { cut(false, false); });
+      break;
+    case fault_kind::flap:
+      for (int i = 0; i < 3; ++i) {
+        const double step = f.for_s / 6;
+        at(f.at_s + 2 * i * step, [this] { cut(true, true); });
+        at(f.at_s + (2 * i + 1) * step, [this] { cut(true, false); });
       }
+      break;
+    case fault_kind::degrade:
+      at(f.at_s, [this] { degrade(true); });
+      at(end, [this] { degrade(false); });
+      break;
+    case fault_kind::message_loss:
+      at(f.at_s, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, true); });
+      at(end, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, false); });
+      break;
+    case fault_kind::crash_points:
+      at(f.at_s, [this] {
+        points({"prefill.crash", "kv_directory.crash"}, 0.25, true);
+        points({"decode.crash"}, 0.01, true); // per batch step: a few crashes a second
+      });
+      at(end, [this] {
+        points({"prefill.crash", "kv_directory.crash"}, 0.25, false);
+        points({"decode.crash"}, 0.01, false);
+      });
+      break;
+    case fault_kind::burst: {
+      // Long answers: decoding them all takes longer than a deadline, which no
+      // admission can know in advance (a stream may end early), so some end 504.
+      auto specs = workload(seed_ + 0x5EED, burst_size, 1000.0, burst_output_tokens);
+      for (size_t k = 0; k < specs.size(); ++k) {
+        specs[k].index = burst_base_ + k; // ids of their own
+        at(f.at_s + specs[k].arrival_s, [this, s = specs[k]] { submit(s, false); });
+      }
+      burst_base_ += specs.size();
+      total_ += specs.size();
+      break;
+    }
     }
   }
 
@@ -306,7 +311,8 @@ private:
         continue;
       if (on)
         base_latency_[{n, other.name}] = w_.net().latency(n, other.name);
-      w_.net().set_latency(n, other.name, on ? std::chrono::milliseconds(400) : base_latency_[{n, other.name}]);
+      w_.net().set_latency(n, other.name,
+                           on ? std::chrono::milliseconds(400) : base_latency_[{n, other.name}]);
     }
   }
 
@@ -333,7 +339,8 @@ private:
     if (on ? degraded_++ > 0 : --degraded_ > 0)
       return;
     const double full = r_.link_bps > 0 ? r_.link_bps : 100e9;
-    w_.fabric().schedule_link_rate(r_.prfaas_cluster, r_.pd_cluster, w_.now(), on ? full / 100 : full);
+    w_.fabric().schedule_link_rate(r_.prfaas_cluster, r_.pd_cluster, w_.now(),
+                                   on ? full / 100 : full);
   }
   /// Fault points on every node now running (and on nodes restarted while active).
   void points(std::vector<std::string> names, double p, bool on) {
@@ -359,9 +366,12 @@ private:
     auto* seen = &seen_;
     auto* self = this;
     auto obs = w_.system().spawn([seen, self](caf::event_based_actor*) -> caf::behavior {
-      return {[seen, self](const membership_event& e) { seen->push_back({self->now_s(), e.peer, e.state}); }};
+      return {[seen, self](const membership_event& e) {
+        seen->push_back({self->now_s(), e.peer, e.state});
+      }};
     });
-    caf::anon_send(caf::actor_cast<caf::actor>(w_.at(o_.gateway).transport()), caf::subscribe_atom_v, obs);
+    caf::anon_send(caf::actor_cast<caf::actor>(w_.at(o_.gateway).transport()),
+                   caf::subscribe_atom_v, obs);
     w_.run_until(w_.now());
   }
 
@@ -372,8 +382,8 @@ private:
       if (s.peer == n)
         last = s.state;
     if (last != peer_state::down)
-      failures_.push_back({now_s(), n,
-                           std::chrono::duration<double>(w_.net().latency(n, o_.gateway)).count()});
+      failures_.push_back(
+          {now_s(), n, std::chrono::duration<double>(w_.net().latency(n, o_.gateway)).count()});
   }
 
   // -- the checks ---------------------------------------------------------------------
@@ -406,7 +416,8 @@ private:
       }
       ++outcomes[t.ok ? "ok" : std::to_string(t.status)];
       if (t.a->channel->end_calls() != 1)
-        violate(id + ": the gateway ended the stream " + std::to_string(t.a->channel->end_calls()) + " times");
+        violate(id + ": the gateway ended the stream " + std::to_string(t.a->channel->end_calls()) +
+                " times");
       if (t.a->channel->late_pushes() != 0)
         violate(id + ": tokens pushed after the stream ended");
       if (t.ended_s - t.accepted_s > request_timeout_s_ + 0.2)
@@ -425,12 +436,18 @@ private:
           if (auto at = t.error.rfind("in state "); at != std::string::npos)
             ++deadline_in[t.error.substr(at + 9)];
         if (failures.size() < 20)
-          failures.push_back({{"id", id}, {"status", t.status}, {"error", t.error},
-                              {"accepted_s", t.accepted_s}, {"ended_s", t.ended_s},
+          failures.push_back({{"id", id},
+                              {"status", t.status},
+                              {"error", t.error},
+                              {"accepted_s", t.accepted_s},
+                              {"ended_s", t.ended_s},
                               {"tokens_delivered", t.tokens.size()}});
-        if (t.tokens.size() > want.size() || !std::equal(t.tokens.begin(), t.tokens.end(), want.begin()))
-          violate(id + ": failed (" + std::to_string(t.status) + ") after a stream that is not a prefix of "
-                  "the engine's: " + describe_diff(t.tokens, want));
+        if (t.tokens.size() > want.size() ||
+            !std::equal(t.tokens.begin(), t.tokens.end(), want.begin()))
+          violate(id + ": failed (" + std::to_string(t.status) +
+                  ") after a stream that is not a prefix of "
+                  "the engine's: " +
+                  describe_diff(t.tokens, want));
         if (t.status == 0)
           violate(id + ": ended without a status");
       }
@@ -448,14 +465,16 @@ private:
           continue; // not alive during the crash
         bool other = false;
         for (auto& f : faults_)
-          other = other || (&f != &g && t.accepted_s <= f.at_s + f.for_s + 10 && t.ended_s >= f.at_s);
+          other =
+              other || (&f != &g && t.accepted_s <= f.at_s + f.for_s + 10 && t.ended_s >= f.at_s);
         if (!other)
-          violate(t.a->id + " on " + t.gateway + " failed (" + std::to_string(t.status) + ": " + t.error +
-                  ") while only gateway " + g.target + " had crashed");
+          violate(t.a->id + " on " + t.gateway + " failed (" + std::to_string(t.status) + ": " +
+                  t.error + ") while only gateway " + g.target + " had crashed");
       }
     }
     if (tail_ok != o_.tail_requests)
-      violate("progress: " + std::to_string(tail_ok) + " of the " + std::to_string(o_.tail_requests) +
+      violate("progress: " + std::to_string(tail_ok) + " of the " +
+              std::to_string(o_.tail_requests) +
               " requests sent after the faults healed succeeded");
 
     // Detection: every crash or pause of a node the gateway saw up was reported down in
@@ -473,11 +492,13 @@ private:
         continue;
       }
       const double bound = detection_bound_s_ + (detection_bound_s_ > 0 ? latency : 0);
-      detections.push_back({{"node", n}, {"failed_s", t}, {"detected_ms", (found - t) * 1e3},
+      detections.push_back({{"node", n},
+                            {"failed_s", t},
+                            {"detected_ms", (found - t) * 1e3},
                             {"bound_ms", bound * 1e3}});
       if (found - t > bound + 1e-6)
-        violate("detection: " + n + " reported down " + fmt(found - t) + " s after it failed (bound " +
-                fmt(bound) + " s)");
+        violate("detection: " + n + " reported down " + fmt(found - t) +
+                " s after it failed (bound " + fmt(bound) + " s)");
     }
 
     // Quiescence: nothing held anywhere.
@@ -511,11 +532,13 @@ private:
     }
     hold("open KV transfers", static_cast<double>(w_.fabric().open_transfers()));
     const auto actors = w_.system().registry().running();
-    hold("actors beyond the start (leaked)", static_cast<double>(actors) - static_cast<double>(baseline_actors_));
+    hold("actors beyond the start (leaked)",
+         static_cast<double>(actors) - static_cast<double>(baseline_actors_));
 
     json faults = json::array();
     for (auto& f : faults_)
-      faults.push_back({{"kind", name_of(f.kind)}, {"target", f.target}, {"at_s", f.at_s}, {"for_s", f.for_s}});
+      faults.push_back(
+          {{"kind", name_of(f.kind)}, {"target", f.target}, {"at_s", f.at_s}, {"for_s", f.for_s}});
     json out;
     out["seed"] = seed_;
     out["requests"] = reqs_.size();
@@ -562,13 +585,16 @@ private:
     return out;
   }
 
-  static std::string describe_diff(const std::vector<sv::token>& got, const std::vector<sv::token>& want) {
+  static std::string describe_diff(const std::vector<sv::token>& got,
+                                   const std::vector<sv::token>& want) {
     size_t k = 0;
     while (k < got.size() && k < want.size() && got[k] == want[k])
       ++k;
-    return std::to_string(got.size()) + " tokens against the engine's " + std::to_string(want.size()) +
-           (k < std::min(got.size(), want.size()) ? ", first difference at token " + std::to_string(k)
-                                                  : std::string{});
+    return std::to_string(got.size()) + " tokens against the engine's " +
+           std::to_string(want.size()) +
+           (k < std::min(got.size(), want.size())
+                ? ", first difference at token " + std::to_string(k)
+                : std::string{});
   }
 
   static std::string fmt(double v) {
@@ -612,19 +638,30 @@ private:
 } // namespace
 
 CLI::App* add_chaos_command(CLI::App& app, chaos_options& o) {
-  auto* cmd = app.add_subcommand("chaos", "deterministic chaos sweep: faults under load, invariants checked");
-  cmd->add_option("--config", o.config, "deployment file (e.g. configs/sim/chaos.yaml)")->required();
+  auto* cmd = app.add_subcommand(
+      "chaos", "deterministic chaos sweep: faults under load, invariants checked");
+  cmd->add_option("--config", o.config, "deployment file (e.g. configs/sim/chaos.yaml)")
+      ->required();
   cmd->add_option("--seed", o.seed, "first seed")->capture_default_str();
-  cmd->add_option("--seeds", o.seeds, "how many seeds (consecutive)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--requests", o.requests, "requests per seed during the faults")->capture_default_str();
-  cmd->add_option("--rate", o.rate, "their Poisson rate (req/s)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seeds", o.seeds, "how many seeds (consecutive)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--requests", o.requests, "requests per seed during the faults")
+      ->capture_default_str();
+  cmd->add_option("--rate", o.rate, "their Poisson rate (req/s)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--tail", o.tail_requests, "requests after the faults healed (must all succeed)")
-    ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--output-tokens", o.output_tokens, "tokens per request")->capture_default_str()
-    ->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output-tokens", o.output_tokens, "tokens per request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--faults", o.faults, "scheduled faults per seed")->capture_default_str();
-  cmd->add_option("--settle", o.settle_s, "seconds after the last heal before the tail")->capture_default_str();
-  cmd->add_option("--gateway", o.gateway, "the gateway's node (never faulted)")->capture_default_str();
+  cmd->add_option("--settle", o.settle_s, "seconds after the last heal before the tail")
+      ->capture_default_str();
+  cmd->add_option("--gateway", o.gateway, "the gateway's node (never faulted)")
+      ->capture_default_str();
   cmd->add_option("--json", o.json_out, "write the JSON report here (default stdout)");
   cmd->add_flag("!--quiet", o.progress, "no progress lines on stderr");
   cmd->add_option("--sabotage", o.sabotage,
@@ -656,8 +693,8 @@ json chaos_sweep(const chaos_options& opts) {
       points[k] += v.get<uint64_t>();
     if (opts.progress)
       std::cerr << "seed " << seed << ": " << r["requests"] << " requests, " << r["ok"] << " ok, "
-                << r["lost"] << " lost, " << r["faults"].size() << " faults, " << r["violations"].size()
-                << " violations\n";
+                << r["lost"] << " lost, " << r["faults"].size() << " faults, "
+                << r["violations"].size() << " violations\n";
     seeds.push_back(std::move(r));
   }
   std::vector<std::string> missing;
@@ -692,8 +729,9 @@ int run_chaos(const chaos_options& opts) {
   const auto& s = out["summary"];
   std::cerr << "chaos sweep: " << s["seeds"] << " seeds, " << s["requests"] << " requests, "
             << s["faults_scheduled"] << " scheduled faults + " << s["fault_points_fired"]
-            << " fault-point firings; " << s["lost"] << " lost, " << s["duplicated"] << " duplicated, "
-            << s["violations"] << " invariant violations; probes never fired: " << s["probes_never_fired"].dump()
+            << " fault-point firings; " << s["lost"] << " lost, " << s["duplicated"]
+            << " duplicated, " << s["violations"]
+            << " invariant violations; probes never fired: " << s["probes_never_fired"].dump()
             << "\n";
   return s["violations"] == 0 && s["lost"] == 0 && s["probes_never_fired"].empty() ? 0 : 1;
 }

@@ -8,19 +8,32 @@ namespace prfaas::sim {
 
 const char* name_of(fault_kind k) {
   switch (k) {
-    case fault_kind::crash_prefill: return "crash_prefill";
-    case fault_kind::crash_decode: return "crash_decode";
-    case fault_kind::crash_directory: return "crash_directory";
-    case fault_kind::pause: return "pause";
-    case fault_kind::partition: return "partition";
-    case fault_kind::one_way: return "one_way";
-    case fault_kind::flap: return "flap";
-    case fault_kind::degrade: return "degrade";
-    case fault_kind::message_loss: return "message_loss";
-    case fault_kind::crash_points: return "crash_points";
-    case fault_kind::burst: return "burst";
-    case fault_kind::slow_restart: return "slow_restart";
-    case fault_kind::crash_gateway: return "crash_gateway";
+  case fault_kind::crash_prefill:
+    return "crash_prefill";
+  case fault_kind::crash_decode:
+    return "crash_decode";
+  case fault_kind::crash_directory:
+    return "crash_directory";
+  case fault_kind::pause:
+    return "pause";
+  case fault_kind::partition:
+    return "partition";
+  case fault_kind::one_way:
+    return "one_way";
+  case fault_kind::flap:
+    return "flap";
+  case fault_kind::degrade:
+    return "degrade";
+  case fault_kind::message_loss:
+    return "message_loss";
+  case fault_kind::crash_points:
+    return "crash_points";
+  case fault_kind::burst:
+    return "burst";
+  case fault_kind::slow_restart:
+    return "slow_restart";
+  case fault_kind::crash_gateway:
+    return "crash_gateway";
   }
   return "?";
 }
@@ -64,15 +77,17 @@ roles roles_of(const deployment_config& dep, const std::string& gateway) {
   return r;
 }
 
-
 /// Seed `seed`'s faults: kinds in turn across the sweep (so a short sweep covers every
 /// kind), targets, times and lengths drawn from the seed.
 std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const roles& r,
                                double arrivals_s) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 17);
-  auto uniform = [&](double a, double b) { return std::uniform_real_distribution<double>{a, b}(rng); };
+  auto uniform = [&](double a, double b) {
+    return std::uniform_real_distribution<double>{a, b}(rng);
+  };
   auto pick = [&](const std::vector<std::string>& v) {
-    return v.empty() ? std::string{} : v[std::uniform_int_distribution<size_t>{0, v.size() - 1}(rng)];
+    return v.empty() ? std::string{}
+                     : v[std::uniform_int_distribution<size_t>{0, v.size() - 1}(rng)];
   };
   std::vector<fault> out;
   const double last_start = std::max(3.0, 0.7 * arrivals_s);
@@ -82,19 +97,37 @@ std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const role
     f.at_s = uniform(2.0, last_start);
     f.for_s = uniform(1.0, 8.0);
     switch (f.kind) {
-      case fault_kind::burst: f.for_s = 70; break; // its backlog drains before the tail
-      // Some restarts come before the failure detector could notice (restart < bound).
-      case fault_kind::crash_prefill: f.target = pick(r.prefill); f.for_s = uniform(0.2, 8.0); break;
-      case fault_kind::crash_decode: f.target = pick(r.decode); f.for_s = uniform(0.2, 8.0); break;
-      case fault_kind::crash_directory: f.target = pick(r.directory); f.for_s = uniform(0.2, 8.0); break;
-      case fault_kind::pause: f.target = pick(r.workers); break;
-      case fault_kind::slow_restart: f.target = pick(r.workers); f.for_s = uniform(2.0, 6.0); break;
-      case fault_kind::crash_gateway:
-        f.target = pick(std::vector<std::string>(r.gateways.begin() + 1, r.gateways.end()));
-        break;
-      default: break;
+    case fault_kind::burst:
+      f.for_s = 70;
+      break; // its backlog drains before the tail
+    // Some restarts come before the failure detector could notice (restart < bound).
+    case fault_kind::crash_prefill:
+      f.target = pick(r.prefill);
+      f.for_s = uniform(0.2, 8.0);
+      break;
+    case fault_kind::crash_decode:
+      f.target = pick(r.decode);
+      f.for_s = uniform(0.2, 8.0);
+      break;
+    case fault_kind::crash_directory:
+      f.target = pick(r.directory);
+      f.for_s = uniform(0.2, 8.0);
+      break;
+    case fault_kind::pause:
+      f.target = pick(r.workers);
+      break;
+    case fault_kind::slow_restart:
+      f.target = pick(r.workers);
+      f.for_s = uniform(2.0, 6.0);
+      break;
+    case fault_kind::crash_gateway:
+      f.target = pick(std::vector<std::string>(r.gateways.begin() + 1, r.gateways.end()));
+      break;
+    default:
+      break;
     }
-    if ((f.kind == fault_kind::crash_directory || f.kind == fault_kind::crash_gateway) && f.target.empty())
+    if ((f.kind == fault_kind::crash_directory || f.kind == fault_kind::crash_gateway) &&
+        f.target.empty())
       f.kind = fault_kind::crash_points;
     out.push_back(f);
   }

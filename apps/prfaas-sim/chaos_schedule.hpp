@@ -36,11 +36,12 @@ enum class fault_kind {
                    ///< connections drop; the other gateways' clients must not notice
 };
 
-inline constexpr std::array all_kinds{fault_kind::crash_prefill, fault_kind::message_loss,  fault_kind::crash_decode,
-                               fault_kind::partition,     fault_kind::crash_directory, fault_kind::pause,
-                               fault_kind::crash_points,  fault_kind::one_way,       fault_kind::flap,
-                               fault_kind::degrade,       fault_kind::burst,         fault_kind::slow_restart,
-                               fault_kind::crash_gateway};
+inline constexpr std::array all_kinds{
+    fault_kind::crash_prefill, fault_kind::message_loss,    fault_kind::crash_decode,
+    fault_kind::partition,     fault_kind::crash_directory, fault_kind::pause,
+    fault_kind::crash_points,  fault_kind::one_way,         fault_kind::flap,
+    fault_kind::degrade,       fault_kind::burst,           fault_kind::slow_restart,
+    fault_kind::crash_gateway};
 
 const char* name_of(fault_kind k);
 

@@ -37,7 +37,8 @@ std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt199
     return std::make_unique<lg::trace_workload>(lg::load_trace(o.trace), t, stop);
   }
   if (o.workload != "lognormal")
-    throw std::invalid_argument("--workload: expected lognormal or trace, got \"" + o.workload + "\"");
+    throw std::invalid_argument("--workload: expected lognormal or trace, got \"" + o.workload +
+                                "\"");
   lg::synthetic_config c;
   c.input = {lg::length_dist::lognormal, 0, {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
   c.output = {lg::length_dist::fixed, o.output_tokens, {}};
@@ -68,7 +69,8 @@ std::pair<double, double> parse_step(const std::string& text) {
     }
   } catch (const std::exception&) {
   }
-  throw std::invalid_argument("--bandwidth-step: expected SECONDS:GBPS (e.g. 300:10), got \"" + text + "\"");
+  throw std::invalid_argument("--bandwidth-step: expected SECONDS:GBPS (e.g. 300:10), got \"" +
+                              text + "\"");
 }
 
 /// The gauges one sample reads, resolved once.
@@ -81,9 +83,10 @@ struct worker_gauges {
 };
 
 struct series {
-  std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue,
-    pdp_active, decode_active, decode_waiting, threshold, scarce;
-  std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps, link_backlog_mb;
+  std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue, pdp_active,
+      decode_active, decode_waiting, threshold, scarce;
+  std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps,
+      link_backlog_mb;
 };
 
 class run_state {
@@ -97,8 +100,9 @@ public:
           gateway_ = w_.at(n.name).context().msgr().lookup(a.name);
           return;
         }
-    throw std::invalid_argument(o_.gateway.empty() ? "the deployment has no gateway"
-                                                   : "--gateway " + o_.gateway + ": no such gateway");
+    throw std::invalid_argument(o_.gateway.empty()
+                                    ? "the deployment has no gateway"
+                                    : "--gateway " + o_.gateway + ": no such gateway");
   }
 
   void find_gauges() {
@@ -312,11 +316,12 @@ private:
       out_tokens += r.output_tokens;
     }
     for (auto& [route, n] : count) {
-      out["prefill_" + route] = {{"requests", n},
-                                 {"requests_per_s", static_cast<double>(n) / span},
-                                 {"queue_ms", lg::to_json(lg::summarize(queue.at(route)))},
-                                 {"engine_prefill_ms", lg::to_json(lg::summarize(prefill.at(route)))},
-                                 {"ttft_ms", lg::to_json(lg::summarize(ttft[route]))}};
+      out["prefill_" + route] = {
+          {"requests", n},
+          {"requests_per_s", static_cast<double>(n) / span},
+          {"queue_ms", lg::to_json(lg::summarize(queue.at(route)))},
+          {"engine_prefill_ms", lg::to_json(lg::summarize(prefill.at(route)))},
+          {"ttft_ms", lg::to_json(lg::summarize(ttft[route]))}};
     }
     double active = 0, waiting = 0;
     for (size_t i = 0; i < s_.decode_active.size(); ++i) {
@@ -382,7 +387,8 @@ void add_run_options(CLI::App& cmd, run_options& o) {
   cmd.add_option("--burst-on", o.burst_on_s, "bursty: seconds of each burst");
   cmd.add_option("--burst-off", o.burst_off_s, "bursty: idle seconds after each burst");
   cmd.add_option("--mmpp-rates", o.mmpp_rates, "mmpp: req/s in state 0 and 1")->expected(2);
-  cmd.add_option("--mmpp-dwell", o.mmpp_dwell_s, "mmpp: mean seconds in state 0 and 1")->expected(2);
+  cmd.add_option("--mmpp-dwell", o.mmpp_dwell_s, "mmpp: mean seconds in state 0 and 1")
+      ->expected(2);
   cmd.add_option("--requests", o.requests, "stop after this many requests");
   cmd.add_option("--duration", o.duration_s, "stop arrivals after this many virtual seconds");
   cmd.add_option("--output-tokens", o.output_tokens, "fixed output length (0: the trace's)");
@@ -425,8 +431,8 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   out["arrivals"] = o.arrivals;
   out["rate"] = o.rate;
   if (o.workload == "lognormal")
-    out["input"] = {{"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min},
-                    {"max", o.input_max}};
+    out["input"] = {
+        {"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min}, {"max", o.input_max}};
   out["seed"] = o.seed;
   out["bandwidth_steps"] = o.bandwidth_steps;
   if (ttft_by_arrival)
@@ -434,12 +440,14 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
       ttft_by_arrival->push_back(r.ttft_s.value_or(r.e2e_s));
   if (!o.requests_csv.empty()) {
     std::ofstream csv{o.requests_csv};
-    csv << "index,arrival_s,input_tokens,output_tokens,route,attempts,ttft_ms,tpot_ms,e2e_ms,prefill_queue_ms,status\n";
+    csv << "index,arrival_s,input_tokens,output_tokens,route,attempts,ttft_ms,tpot_ms,e2e_ms,"
+           "prefill_queue_ms,status\n";
     for (auto& r : st.results())
-      csv << r.index << ',' << r.scheduled_s << ',' << r.input_tokens << ',' << r.output_tokens << ','
-          << r.prfaas.route << ',' << r.prfaas.attempts << ',' << (r.ttft_s ? *r.ttft_s * 1e3 : -1) << ','
-          << (r.tpot_s() ? *r.tpot_s() * 1e3 : -1) << ',' << r.e2e_s * 1e3 << ','
-          << r.prfaas.prefill_queue_ms.value_or(0) << ',' << r.kind() << '\n';
+      csv << r.index << ',' << r.scheduled_s << ',' << r.input_tokens << ',' << r.output_tokens
+          << ',' << r.prfaas.route << ',' << r.prfaas.attempts << ','
+          << (r.ttft_s ? *r.ttft_s * 1e3 : -1) << ',' << (r.tpot_s() ? *r.tpot_s() * 1e3 : -1)
+          << ',' << r.e2e_s * 1e3 << ',' << r.prfaas.prefill_queue_ms.value_or(0) << ',' << r.kind()
+          << '\n';
   }
   return out;
 }
@@ -475,11 +483,12 @@ int run_run(const run_options& o) {
   const auto wall0 = std::chrono::steady_clock::now();
   if (!report_bad_input([&] { out = simulate(o); }))
     return 2;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   // Wall time goes to stderr only: the JSON is a function of the inputs alone.
   std::cerr << "prfaas-sim: " << out["summary"]["requests"]["total"] << " requests, "
-            << out["summary"]["virtual_end_s"] << " virtual s, " << out["events"] << " timer events in "
-            << wall << " s wall\n";
+            << out["summary"]["virtual_end_s"] << " virtual s, " << out["events"]
+            << " timer events in " << wall << " s wall\n";
   return write_json(out, o.json_out) ? 0 : 2;
 }
 

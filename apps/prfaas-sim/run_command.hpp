@@ -22,24 +22,24 @@ struct run_options {
   double trace_time_scale = 1.0;
   double trace_input_scale = 1.0;
   uint64_t seed = 1;
-  std::string arrivals = "poisson";   ///< poisson | bursty | mmpp
-  double rate = 1.0;                  ///< req/s (bursty: during a burst)
+  std::string arrivals = "poisson"; ///< poisson | bursty | mmpp
+  double rate = 1.0;                ///< req/s (bursty: during a burst)
   double burst_on_s = 30, burst_off_s = 30;
   std::vector<double> mmpp_rates{2.0, 0.5}, mmpp_dwell_s{30, 30};
   size_t requests = 0;
   double duration_s = 0;
-  uint32_t output_tokens = 1024;      ///< fixed output length (0 = the trace's)
+  uint32_t output_tokens = 1024; ///< fixed output length (0 = the trace's)
   /// Input lengths of the lognormal workload: the paper's truncated log-normal by default.
   double input_mu = 9.90, input_sigma = 1.00, input_min = 128, input_max = 128 * 1024;
   /// "T:GBPS" — every cross-cluster link's capacity becomes GBPS at T seconds.
   std::vector<std::string> bandwidth_steps;
   double sample_interval_s = 5;
-  double warmup_s = 2;                ///< before the first arrival (membership settles)
-  double drain_s = 900;               ///< after the last arrival, at most
-  double tpot_slo_ms = 25;            ///< 40 tokens/s
-  std::string gateway;                ///< node/actor; default: the first gateway
-  std::string json_out;               ///< "-" or empty = stdout
-  std::string requests_csv;           ///< per-request results, optional
+  double warmup_s = 2;      ///< before the first arrival (membership settles)
+  double drain_s = 900;     ///< after the last arrival, at most
+  double tpot_slo_ms = 25;  ///< 40 tokens/s
+  std::string gateway;      ///< node/actor; default: the first gateway
+  std::string json_out;     ///< "-" or empty = stdout
+  std::string requests_csv; ///< per-request results, optional
 };
 
 CLI::App* add_run_command(CLI::App& app, run_options& opts);

@@ -2,7 +2,6 @@
 
 #include <iostream>
 
-
 namespace prfaas::sim {
 
 using json = nlohmann::json;
@@ -32,7 +31,7 @@ verdict judge(const json& run, const std::vector<double>& ttft, const search_opt
   const double q2 = mean_of(ttft, n / 4, n / 2), q4 = mean_of(ttft, 3 * n / 4, n);
   if (q4 > o.growth * q2 + o.slack_s)
     return {false, "queues grow: mean TTFT " + std::to_string(q2) + " s in the second quarter, " +
-                     std::to_string(q4) + " s in the last"};
+                       std::to_string(q4) + " s in the last"};
   return {true, "sustainable"};
 }
 
@@ -42,8 +41,10 @@ CLI::App* add_search_command(CLI::App& app, search_options& o) {
   cmd->add_option("--lo", o.lo, "lowest rate tried (req/s)");
   cmd->add_option("--hi", o.hi, "highest rate tried (req/s)");
   cmd->add_option("--iterations", o.iterations, "bisection steps");
-  cmd->add_option("--slo-fraction", o.slo_fraction, "share of requests that must meet the TPOT SLO");
-  cmd->add_option("--growth", o.growth, "stability: last-quarter TTFT / second-quarter TTFT at most");
+  cmd->add_option("--slo-fraction", o.slo_fraction,
+                  "share of requests that must meet the TPOT SLO");
+  cmd->add_option("--growth", o.growth,
+                  "stability: last-quarter TTFT / second-quarter TTFT at most");
   cmd->add_option("--slack", o.slack_s, "stability: plus this many seconds");
   cmd->add_option("--json", o.json_out, "write the result here (default stdout)");
   return cmd;
@@ -59,7 +60,10 @@ int run_search(const search_options& o) {
     auto v = judge(r, ttft, o);
     std::cerr << "prfaas-sim search: rate " << rate << " req/s: " << v.why << " (throughput "
               << r["summary"]["throughput"]["requests_per_s"] << " req/s)\n";
-    json t = {{"rate", rate}, {"sustainable", v.ok}, {"why", v.why}, {"summary", r["summary"]},
+    json t = {{"rate", rate},
+              {"sustainable", v.ok},
+              {"why", v.why},
+              {"summary", r["summary"]},
               {"stages", r["stages"]}};
     trials.push_back(t);
     return v.ok;
@@ -85,15 +89,16 @@ int run_search(const search_options& o) {
   for (auto& t : trials)
     if (t["sustainable"].get<bool>() && (best.is_null() || t["rate"] > best["rate"]))
       best = t;
-  json out = {{"config", o.run.config},
-              {"seed", o.run.seed},
-              {"requests", o.run.requests},
-              {"tpot_slo_ms", o.run.tpot_slo_ms},
-              {"rule", {{"slo_fraction", o.slo_fraction}, {"growth", o.growth}, {"slack_s", o.slack_s}}},
-              {"max_sustainable_rate", lo},
-              {"first_unsustainable_rate", hi},
-              {"best", best},
-              {"trials", trials}};
+  json out = {
+      {"config", o.run.config},
+      {"seed", o.run.seed},
+      {"requests", o.run.requests},
+      {"tpot_slo_ms", o.run.tpot_slo_ms},
+      {"rule", {{"slo_fraction", o.slo_fraction}, {"growth", o.growth}, {"slack_s", o.slack_s}}},
+      {"max_sustainable_rate", lo},
+      {"first_unsustainable_rate", hi},
+      {"best", best},
+      {"trials", trials}};
   return write_json(out, o.json_out) ? 0 : 2;
 }
 

@@ -16,7 +16,7 @@ namespace prfaas::sim {
 
 struct search_options {
   run_options run;
-  double lo = 0.5, hi = 8;  ///< req/s bracket
+  double lo = 0.5, hi = 8; ///< req/s bracket
   int iterations = 7;
   double slo_fraction = 0.99;
   double growth = 1.5;

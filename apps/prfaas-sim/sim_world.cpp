@@ -19,7 +19,7 @@ struct clock_peek : caf::detail::test_actor_clock {
 } // namespace
 
 sim_world::sim_world(const std::string& deployment_file)
-  : registry_(actor_registry::with_builtins()) {
+    : registry_(actor_registry::with_builtins()) {
   dep_ = load_deployment(deployment_file);
   registry_.validate(dep_);
   cfg_.set("scheduler.policy", caf::atom("testing"));
@@ -93,7 +93,8 @@ bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {
       return false;
     // The earlier of CAF's next timeout and the queue's next callback; at equal
     // instants CAF's first.
-    const bool own = !queue_.empty() && (schedule.empty() || queue_.next() < schedule.begin()->first);
+    const bool own =
+        !queue_.empty() && (schedule.empty() || queue_.next() < schedule.begin()->first);
     const time_point next = own ? queue_.next() : schedule.begin()->first;
     if (next > until) {
       clock.current_time = std::max(clock.current_time, until);

@@ -7,8 +7,7 @@ namespace prfaas::engine {
 namespace {
 
 std::string key_str(const pool_key& k) {
-  return std::string(k.kind == entry_kind::kv ? "kv block " : "checkpoint ") +
-         std::to_string(k.id);
+  return std::string(k.kind == entry_kind::kv ? "kv block " : "checkpoint ") + std::to_string(k.id);
 }
 
 } // namespace
@@ -19,8 +18,7 @@ block_pool::block_pool(pool_config config, pool_listener listener)
     config_.checkpoint_blocks = 1;
 }
 
-void block_pool::emit(pool_event::type what, const pool_key& key,
-                      std::optional<block_id> parent) {
+void block_pool::emit(pool_event::type what, const pool_key& key, std::optional<block_id> parent) {
   if (listener_)
     listener_(pool_event{what, key, parent});
 }
@@ -110,8 +108,7 @@ result<void> block_pool::insert(const pool_key& key, std::optional<pool_key> dep
   if (!fits) {
     ++counters_.insert_rejects;
     return make_error("pool: no room for " + key_str(key) + " (" + std::to_string(used_) + " of " +
-                      std::to_string(config_.capacity_blocks) +
-                      " blocks used, none evictable)");
+                      std::to_string(config_.capacity_blocks) + " blocks used, none evictable)");
   }
   entry e;
   if (key.kind == entry_kind::kv && depends_on)
@@ -249,8 +246,8 @@ void block_pool::unpin(const pool_key& key) {
   refresh_lru(key, it->second);
 }
 
-result<void> block_pool::allocate_transfer(uint64_t transfer_id, uint64_t blocks,
-                                           nanos expires_at, payload_ptr payload) {
+result<void> block_pool::allocate_transfer(uint64_t transfer_id, uint64_t blocks, nanos expires_at,
+                                           payload_ptr payload) {
   if (transfers_.count(transfer_id)) {
     ++counters_.transfer_rejects;
     return make_error("pool: transfer " + std::to_string(transfer_id) + " already allocated");

@@ -96,8 +96,8 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
     }
     const uint64_t want = expected_payload(h.layer, h.token_begin, h.token_end);
     if (h.payload_bytes != want)
-      return make_error(label() + ": payload length " + std::to_string(h.payload_bytes) +
-                        " but " + std::to_string(want) + " expected for " +
+      return make_error(label() + ": payload length " + std::to_string(h.payload_bytes) + " but " +
+                        std::to_string(want) + " expected for " +
                         range_str(h.token_begin, h.token_end));
   }
 

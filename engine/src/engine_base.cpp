@@ -17,7 +17,9 @@ constexpr size_t max_tokens = size_t{1} << 24;
 
 } // namespace
 
-std::string engine_base::seq_str(seq_id id) { return "sequence " + std::to_string(id); }
+std::string engine_base::seq_str(seq_id id) {
+  return "sequence " + std::to_string(id);
+}
 
 result<std::vector<kv_chunk>> engine_base::export_sequence(seq_id id) const {
   auto it = seqs_.find(id);
@@ -65,7 +67,9 @@ result<std::vector<kv_chunk>> engine_base::export_checkpoint(seq_id id, uint32_t
   return out;
 }
 
-void engine_base::release(seq_id id) { seqs_.erase(id); }
+void engine_base::release(seq_id id) {
+  seqs_.erase(id);
+}
 
 std::optional<sampled_logprobs> engine_base::last_logprobs(seq_id id) const {
   auto it = seqs_.find(id);
@@ -129,10 +133,9 @@ result<void> engine_base::check_reuse(const prefill_request& req, const std::str
     return make_error(who + ": reuse chunks given with reuse_tokens == 0");
   if (req.reuse_tokens == 0)
     return {};
-  auto checked = check_chunks(info_, req.reuse, req.reuse_tokens, false,
-                              [this](uint32_t l, uint32_t b, uint32_t e) {
-                                return expected_payload(l, b, e);
-                              });
+  auto checked = check_chunks(
+      info_, req.reuse, req.reuse_tokens, false,
+      [this](uint32_t l, uint32_t b, uint32_t e) { return expected_payload(l, b, e); });
   if (!checked)
     return make_error(who + ": reuse rejected: " + checked.message());
   return {};

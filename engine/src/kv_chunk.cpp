@@ -18,13 +18,11 @@ namespace prfaas::engine {
 //  40 u64 payload_bytes 48 u64 payload_xxh3 56 u64 header_xxh3 (of bytes 0..55)
 namespace {
 
-template <class T>
-void put(std::byte* out, size_t off, T v) {
+template <class T> void put(std::byte* out, size_t off, T v) {
   std::memcpy(out + off, &v, sizeof(T));
 }
 
-template <class T>
-T get(const std::byte* in, size_t off) {
+template <class T> T get(const std::byte* in, size_t off) {
   T v;
   std::memcpy(&v, in + off, sizeof(T));
   return v;
@@ -76,8 +74,8 @@ void serialize_append(const kv_chunk& chunk, std::vector<std::byte>& out) {
   out.resize(at + chunk_header::wire_size + chunk.payload.size());
   chunk_header h = chunk.header;
   h.payload_bytes = chunk.payload.size(); // the wire always describes the real payload
-  serialize_header(h, std::span<std::byte, chunk_header::wire_size>(out.data() + at,
-                                                                     chunk_header::wire_size));
+  serialize_header(
+      h, std::span<std::byte, chunk_header::wire_size>(out.data() + at, chunk_header::wire_size));
   if (!chunk.payload.empty())
     std::memcpy(out.data() + at + chunk_header::wire_size, chunk.payload.data(),
                 chunk.payload.size());

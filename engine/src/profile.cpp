@@ -166,8 +166,8 @@ result<profile> parse_profile(const std::string& text, const std::string& source
         break;
       if (pt.tokens == 0 || (pt.has_kv && !(pt.kv_mib > 0)) || !(pt.prefill_s > 0))
         r.fail("'" + path + "' needs tokens and prefill_s > 0 (and kv_mib > 0 if given)");
-      else if (!p.points.empty() && (pt.tokens <= p.points.back().tokens ||
-                                     pt.prefill_s < p.points.back().prefill_s))
+      else if (!p.points.empty() &&
+               (pt.tokens <= p.points.back().tokens || pt.prefill_s < p.points.back().prefill_s))
         r.fail("'" + path + "' must increase over the previous point (monotone profile)");
       else if (pt.has_kv && last_kv > pt.kv_mib)
         r.fail("'" + path + "kv_mib' must not decrease (monotone profile)");

@@ -31,8 +31,8 @@ struct profile_engine::sequence : sequence_base {
   }
   void append(token t, uint64_t seed) {
     const uint64_t prev = count == 0 ? empty_digest(seed) : last;
-    last = mix64(prev ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1) *
-                           0x9e3779b97f4a7c15ULL);
+    last =
+        mix64(prev ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + 1) * 0x9e3779b97f4a7c15ULL);
     ++count;
     if (keep_all)
       digest.push_back(last);
@@ -62,9 +62,8 @@ void fill(std::byte* out, size_t n, uint64_t s) {
 
 } // namespace
 
-result<std::unique_ptr<profile_engine>> profile_engine::create(profile prof,
-                                                               profile_engine_config config,
-                                                               clock& clk) {
+result<std::unique_ptr<profile_engine>>
+profile_engine::create(profile prof, profile_engine_config config, clock& clk) {
   if (!prof.has_timing())
     return make_error("profile engine: profile '" + prof.name +
                       "' has no prefill_points (phi-only profiles cannot drive an engine)");
@@ -88,8 +87,9 @@ profile_engine::profile_engine(profile prof, profile_engine_config config, clock
   // The KV layout (not the hardware) decides compatibility: an H200 prefill's chunks
   // import into an H20 decode instance of the same model.
   std::string id = "profile|" + profile_.model + "|" + std::to_string(profile_.layers) + "|" +
-                   std::to_string(profile_.linear_per_full) + "|scale=" +
-                   std::to_string(config_.kv_scale) + "|seed=" + std::to_string(config_.seed);
+                   std::to_string(profile_.linear_per_full) +
+                   "|scale=" + std::to_string(config_.kv_scale) +
+                   "|seed=" + std::to_string(config_.seed);
   for (const auto& p : profile_.points)
     if (p.has_kv)
       id += "|" + std::to_string(p.tokens) + ":" + std::to_string(p.kv_mib);
@@ -156,13 +156,14 @@ kv_chunk profile_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, 
   for (uint32_t t = begin; t < end; ++t) {
     const uint64_t next = cumulative(t + 1);
     const uint64_t len = std::min(next - cum, payload.size() - off);
-    fill(payload.data() + off, len, mix64(s.digest_at(t + 1, config_.seed) ^ (uint64_t{layer} << 32)));
+    fill(payload.data() + off, len,
+         mix64(s.digest_at(t + 1, config_.seed) ^ (uint64_t{layer} << 32)));
     off += len;
     cum = next;
   }
   if (off != payload.size() || cum - kv_layer_cumulative(begin) != payload.size())
-    throw std::logic_error("profile engine: chunk of layer " + std::to_string(layer) +
-                           " cut to " + std::to_string(off) + " bytes, expected " +
+    throw std::logic_error("profile engine: chunk of layer " + std::to_string(layer) + " cut to " +
+                           std::to_string(off) + " bytes, expected " +
                            std::to_string(payload.size()));
   return make_chunk(kv_header(layer, begin, end, static_cast<uint32_t>(s.rec.tokens.size())),
                     std::move(payload));
@@ -205,8 +206,7 @@ void profile_engine::spend(double seconds) {
     clock_.sleep_for(std::chrono::duration_cast<nanos>(std::chrono::duration<double>(seconds)));
 }
 
-result<prefill_result> profile_engine::prefill(const prefill_request& req,
-                                               const chunk_sink& sink) {
+result<prefill_result> profile_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
   const std::string who = "prefill " + seq_str(req.id);
   if (auto ok = check_prompt(req, who); !ok)
     return ok.err();
@@ -240,8 +240,7 @@ result<prefill_result> profile_engine::prefill(const prefill_request& req,
   prefill_result out;
   out.first_token = s->rec.pending;
   out.computed_tokens = n - r;
-  out.modeled_time =
-      std::chrono::duration_cast<nanos>(std::chrono::duration<double>(total));
+  out.modeled_time = std::chrono::duration_cast<nanos>(std::chrono::duration<double>(total));
   if (sink)
     sink(make_meta_chunk(info_, s->rec));
   seqs_.emplace(req.id, std::move(s));

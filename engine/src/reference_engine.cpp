@@ -47,8 +47,8 @@ reference_engine::reference_engine(const reference_config& c, std::unique_ptr<re
   info_.model = "prfaas-ref-hybrid-" + c.layer_pattern;
   const std::string id = info_.model + "|seed=" + std::to_string(c.weight_seed) +
                          "|d=" + std::to_string(c.d_model) + "|h=" + std::to_string(c.n_heads) +
-                         "|hd=" + std::to_string(c.head_dim) + "|mlp=" +
-                         std::to_string(c.mlp_hidden);
+                         "|hd=" + std::to_string(c.head_dim) +
+                         "|mlp=" + std::to_string(c.mlp_hidden);
   info_.fingerprint = checksum(std::as_bytes(std::span(id.data(), id.size())));
   for (uint32_t l = 0; l < model_->n_layers(); ++l)
     info_.layers.push_back(model_->kind(l));
@@ -75,8 +75,9 @@ uint64_t reference_engine::state_bytes_per_layer() const {
 }
 
 uint64_t reference_engine::expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const {
-  return info_.layers[layer] == layer_kind::full ? uint64_t{end - begin} * kv_bytes_per_token_layer()
-                                                 : state_bytes_per_layer();
+  return info_.layers[layer] == layer_kind::full
+             ? uint64_t{end - begin} * kv_bytes_per_token_layer()
+             : state_bytes_per_layer();
 }
 
 kv_chunk reference_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, uint32_t begin,
@@ -167,15 +168,15 @@ result<prefill_result> reference_engine::prefill(const prefill_request& req,
     else
       sink(state_chunk_of(layer, n, s->t.state[layer]));
   };
-  model_->forward(s->t, r, req.prompt.subspan(r), s->logits, req.checkpoint_interval,
-                  on_checkpoint, on_layer);
+  model_->forward(s->t, r, req.prompt.subspan(r), s->logits, req.checkpoint_interval, on_checkpoint,
+                  on_layer);
   prefill_result out;
   out.first_token = sample(*s);
   out.first_logprobs = s->logprobs;
   s->rec.pending = out.first_token;
   out.computed_tokens = n - r;
-  out.modeled_time = std::chrono::duration_cast<nanos>(
-      std::chrono::duration<double>(prefill_seconds(n - r)));
+  out.modeled_time =
+      std::chrono::duration_cast<nanos>(std::chrono::duration<double>(prefill_seconds(n - r)));
   if (sink)
     sink(make_meta_chunk(info_, s->rec));
   seqs_.emplace(req.id, std::move(s));

@@ -21,12 +21,14 @@ inline v4 load4(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store4(float* p, v4 v) { std::memcpy(p, &v, sizeof v); }
+inline void store4(float* p, v4 v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 /// y = x·W with W stored [in][out]: y[o] = Σ_i x[i]·W[i][o], summed in i order
 /// starting from 0 (16/4 output columns at a time in registers; same sums).
-void matvec(const float* __restrict w, const float* __restrict x, float* __restrict y,
-            uint32_t in, uint32_t out) {
+void matvec(const float* __restrict w, const float* __restrict x, float* __restrict y, uint32_t in,
+            uint32_t out) {
   uint32_t o = 0;
   for (; o + 16 <= out; o += 16) {
     v4 a0{}, a1{}, a2{}, a3{};
@@ -85,7 +87,9 @@ void l2norm(float* x, uint32_t n) {
     x[i] *= inv;
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
 
 std::vector<float> random_matrix(xoshiro256& rng, size_t rows, size_t cols, float scale) {
   std::vector<float> m(rows * cols);
@@ -187,8 +191,8 @@ double reference_model::macs_per_token(uint64_t pos) const {
   double macs = 0;
   for (auto k : kinds_) {
     macs += 4 * d * hd + 2 * d * c_.mlp_hidden;
-    macs += k == layer_kind::full ? 2.0 * hd * static_cast<double>(pos + 1)
-                                  : 3.0 * hd * c_.head_dim;
+    macs +=
+        k == layer_kind::full ? 2.0 * hd * static_cast<double>(pos + 1) : 3.0 * hd * c_.head_dim;
   }
   return macs;
 }
@@ -270,8 +274,8 @@ void reference_model::write_kv(kv_cache& c, uint32_t begin, uint32_t end, const 
 
 // Causal softmax attention over cached positions 0..pos (this token's K/V written first).
 // score[j] = Σ_d q[d]·k_j[d] accumulated in d order for every j (lanes = positions).
-void reference_model::full_layer(const layer_weights& w, kv_cache& kv, uint32_t pos,
-                                 const float* h, float* o, std::vector<float>& scratch) const {
+void reference_model::full_layer(const layer_weights& w, kv_cache& kv, uint32_t pos, const float* h,
+                                 float* o, std::vector<float>& scratch) const {
   const uint32_t d = c_.d_model, H = c_.n_heads, D = c_.head_dim, hd = H * D;
   constexpr uint32_t T = kv_cache::tile;
   float q[512], row[1024];
@@ -284,10 +288,18 @@ void reference_model::full_layer(const layer_weights& w, kv_cache& kv, uint32_t 
   scratch.resize((size_t{n} + T - 1) / T * T);
   for (uint32_t hh = 0; hh < H; ++hh) {
     switch (D) { // compile-time head sizes keep the accumulators in registers
-      case 16: attend<16>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D); break;
-      case 32: attend<32>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D); break;
-      case 64: attend<64>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D); break;
-      default: attend<0>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D); break;
+    case 16:
+      attend<16>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D);
+      break;
+    case 32:
+      attend<32>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D);
+      break;
+    case 64:
+      attend<64>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D);
+      break;
+    default:
+      attend<0>(q + hh * D, kv, hh, H, n, scale, scratch.data(), o + hh * D, D);
+      break;
     }
   }
 }

@@ -52,8 +52,8 @@ public:
   void write_kv(kv_cache& c, uint32_t begin, uint32_t end, const float* rows) const;
 
   /// Called when linear layer `layer` has absorbed exactly `length` tokens.
-  using checkpoint_fn = std::function<void(uint32_t layer, uint32_t length,
-                                           const std::vector<float>& state)>;
+  using checkpoint_fn =
+      std::function<void(uint32_t layer, uint32_t length, const std::vector<float>& state)>;
   /// Called when `layer` has processed all of `input`.
   using layer_done_fn = std::function<void(uint32_t layer)>;
 

@@ -133,7 +133,7 @@ sample_result sample_token(std::span<const float> raw, const sampling_params& pa
       for (auto [t, c] : counts)
         if (t >= 0 && static_cast<size_t>(t) < adjusted.size())
           adjusted[static_cast<size_t>(t)] -=
-            params.presence_penalty + params.frequency_penalty * static_cast<float>(c);
+              params.presence_penalty + params.frequency_penalty * static_cast<float>(c);
     }
     logits = adjusted;
   }

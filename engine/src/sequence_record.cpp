@@ -19,10 +19,10 @@ constexpr size_t ext_fixed_bytes = 28;
 constexpr uint32_t ext_version = 1;
 constexpr uint32_t max_bias = 1u << 20;
 
-template <class T>
-void put(std::byte* out, size_t off, T v) { std::memcpy(out + off, &v, sizeof(T)); }
-template <class T>
-T get(const std::byte* in, size_t off) {
+template <class T> void put(std::byte* out, size_t off, T v) {
+  std::memcpy(out + off, &v, sizeof(T));
+}
+template <class T> T get(const std::byte* in, size_t off) {
   T v;
   std::memcpy(&v, in + off, sizeof(T));
   return v;
@@ -59,8 +59,7 @@ std::vector<std::byte> extension_of(const sequence_record& r) {
 }
 
 /// Reads the extension into `r`; an error text naming the field, or empty.
-std::string parse_extension(std::span<const std::byte> ext, sequence_record& r,
-                            int64_t vocab) {
+std::string parse_extension(std::span<const std::byte> ext, sequence_record& r, int64_t vocab) {
   if (ext.size() < ext_fixed_bytes + 4)
     return "meta extension too short (" + std::to_string(ext.size()) + " bytes)";
   const std::byte* p = ext.data();

@@ -6,9 +6,12 @@ namespace prfaas::engine {
 
 const char* to_string(layer_kind kind) noexcept {
   switch (kind) {
-    case layer_kind::linear: return "linear";
-    case layer_kind::full: return "full";
-    case layer_kind::meta: return "meta";
+  case layer_kind::linear:
+    return "linear";
+  case layer_kind::full:
+    return "full";
+  case layer_kind::meta:
+    return "meta";
   }
   return "unknown";
 }

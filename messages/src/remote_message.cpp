@@ -5,8 +5,8 @@ namespace prfaas {
 
 bool address::parse(std::string_view text, address& out) {
   auto slash = text.find('/');
-  if (slash == std::string_view::npos || slash == 0 || slash + 1 == text.size()
-      || text.find('/', slash + 1) != std::string_view::npos)
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == text.size() ||
+      text.find('/', slash + 1) != std::string_view::npos)
     return false;
   out.node = std::string{text.substr(0, slash)};
   out.actor = std::string{text.substr(slash + 1)};
@@ -35,9 +35,12 @@ bulk_ptr make_bulk(std::string bytes) {
 
 const char* to_string(peer_state s) {
   switch (s) {
-    case peer_state::up: return "up";
-    case peer_state::suspect: return "suspect";
-    case peer_state::down: return "down";
+  case peer_state::up:
+    return "up";
+  case peer_state::suspect:
+    return "suspect";
+  case peer_state::down:
+    return "down";
   }
   return "?";
 }

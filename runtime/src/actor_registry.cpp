@@ -10,14 +10,22 @@ namespace {
 
 const char* kind_name(param_kind k) {
   switch (k) {
-    case param_kind::string: return "a string";
-    case param_kind::integer: return "an integer";
-    case param_kind::number: return "a number";
-    case param_kind::boolean: return "a boolean";
-    case param_kind::duration: return "a duration (e.g. 200ms)";
-    case param_kind::bytes: return "a size (e.g. 64MiB)";
-    case param_kind::rate: return "a rate (e.g. 1gbit)";
-    case param_kind::any: return "anything";
+  case param_kind::string:
+    return "a string";
+  case param_kind::integer:
+    return "an integer";
+  case param_kind::number:
+    return "a number";
+  case param_kind::boolean:
+    return "a boolean";
+  case param_kind::duration:
+    return "a duration (e.g. 200ms)";
+  case param_kind::bytes:
+    return "a size (e.g. 64MiB)";
+  case param_kind::rate:
+    return "a rate (e.g. 1gbit)";
+  case param_kind::any:
+    return "anything";
   }
   return "?";
 }
@@ -27,18 +35,33 @@ std::string check_kind(const YAML::Node& v, param_kind k) {
   if (k == param_kind::any)
     return {};
   if (!v.IsScalar())
-    return std::string{"expected "} + kind_name(k) + ", got a " + (v.IsMap() ? "mapping" : "sequence");
+    return std::string{"expected "} + kind_name(k) + ", got a " +
+           (v.IsMap() ? "mapping" : "sequence");
   auto text = v.Scalar();
   try {
     switch (k) {
-      case param_kind::string: return {};
-      case param_kind::integer: v.as<int64_t>(); return {};
-      case param_kind::number: v.as<double>(); return {};
-      case param_kind::boolean: v.as<bool>(); return {};
-      case param_kind::duration: parse_duration(text); return {};
-      case param_kind::bytes: parse_bytes(text); return {};
-      case param_kind::rate: parse_rate(text); return {};
-      case param_kind::any: return {};
+    case param_kind::string:
+      return {};
+    case param_kind::integer:
+      v.as<int64_t>();
+      return {};
+    case param_kind::number:
+      v.as<double>();
+      return {};
+    case param_kind::boolean:
+      v.as<bool>();
+      return {};
+    case param_kind::duration:
+      parse_duration(text);
+      return {};
+    case param_kind::bytes:
+      parse_bytes(text);
+      return {};
+    case param_kind::rate:
+      parse_rate(text);
+      return {};
+    case param_kind::any:
+      return {};
     }
   } catch (const std::exception&) {
   }
@@ -63,8 +86,7 @@ bool add_builtin_registration(registration_fn fn) {
 
 actor_params::actor_params(std::string path, std::map<std::string, YAML::Node> values,
                            const std::vector<param_spec>* specs)
-  : path_(std::move(path)), values_(std::move(values)), specs_(specs) {
-}
+    : path_(std::move(path)), values_(std::move(values)), specs_(specs) {}
 
 const YAML::Node& actor_params::get(const std::string& name) const {
   auto i = values_.find(name);
@@ -146,9 +168,9 @@ actor_params actor_registry::params_for(const actor_config& a) const {
         std::string expected;
         for (auto& spec : t->params)
           expected += (expected.empty() ? "" : ", ") + spec.name;
-        throw config_error(a.path + "." + key,
-                           "unknown parameter for actor type " + a.type + " (expected one of: "
-                             + (expected.empty() ? "none" : expected) + ")");
+        throw config_error(a.path + "." + key, "unknown parameter for actor type " + a.type +
+                                                   " (expected one of: " +
+                                                   (expected.empty() ? "none" : expected) + ")");
       }
     }
   }

@@ -185,7 +185,8 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
   if (out.chunk_timeout >= out.transfer_timeout)
     fail(key(node["chunk_timeout"] ? "chunk_timeout" : "transfer_timeout"),
          "chunk_timeout (" + format_duration(out.chunk_timeout) +
-             ") must be less than transfer_timeout (" + format_duration(out.transfer_timeout) + ")");
+             ") must be less than transfer_timeout (" + format_duration(out.transfer_timeout) +
+             ")");
   if (auto f = node["faults"]) {
     const std::string fpath = key("faults");
     expect_map(f, fpath);
@@ -203,9 +204,11 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
       out_f.delay_for = time(n, join(fpath, "delay_for"));
     if (auto n = f["blackhole_peers"]; present(n)) {
       if (!n.IsSequence())
-        fail(join(fpath, "blackhole_peers"), "expected a sequence of node names, got " + describe(n));
+        fail(join(fpath, "blackhole_peers"),
+             "expected a sequence of node names, got " + describe(n));
       for (size_t i = 0; i < n.size(); ++i)
-        out_f.blackhole_peers.push_back(nonempty_string(n[i], index(join(fpath, "blackhole_peers"), i)));
+        out_f.blackhole_peers.push_back(
+            nonempty_string(n[i], index(join(fpath, "blackhole_peers"), i)));
     }
   }
 }
@@ -237,8 +240,8 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
   const std::string path = "transport";
   expect_map(node, path);
   check_keys(node, path,
-             {"request_timeout", "retry_interval", "max_retry_interval", "outbound_queue", "overflow",
-              "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
+             {"request_timeout", "retry_interval", "max_retry_interval", "outbound_queue",
+              "overflow", "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
               "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "linger", "send_hwm",
               "receive_hwm", "inline_delivery"});
   auto key = [&](const char* k) { return join(path, k); };
@@ -342,8 +345,8 @@ void deployment_parser::parse_links(const YAML::Node& node, deployment_config& c
     if (auto n = link["connections"])
       typed.connections = uint32(n, join(path, "connections"), 1);
     if (typed.connections > 64)
-      fail(join(path, "connections"), "at most 64 connections per peer, got " +
-                                          std::to_string(typed.connections));
+      fail(join(path, "connections"),
+           "at most 64 connections per peer, got " + std::to_string(typed.connections));
     cfg.link_list.push_back(std::move(typed));
   }
   cfg.links = YAML::Clone(node);

@@ -23,7 +23,6 @@ using detail::decimal;
 using detail::is_digit;
 using detail::scaled;
 
-
 namespace fs = std::filesystem;
 
 const char* const node_name_rule = "[A-Za-z0-9_.-]+";

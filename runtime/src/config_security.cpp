@@ -10,7 +10,8 @@ std::string deployment_parser::curve_key(const YAML::Node& node, const std::stri
   auto key = string(node, path);
   if (!valid_curve_key(key))
     fail(path, "expected a Z85-encoded CURVE key of 40 characters (prfaas-node keygen makes "
-               "one), got " + std::to_string(key.size()) + " characters");
+               "one), got " +
+                   std::to_string(key.size()) + " characters");
   return key;
 }
 

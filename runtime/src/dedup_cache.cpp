@@ -12,8 +12,7 @@ size_t dedup_cache::key_hash::operator()(const key& k) const noexcept {
 }
 
 dedup_cache::dedup_cache(std::chrono::nanoseconds window, size_t capacity)
-  : window_(window), capacity_(capacity == 0 ? 1 : capacity) {
-}
+    : window_(window), capacity_(capacity == 0 ? 1 : capacity) {}
 
 void dedup_cache::expire(time_point now) {
   while (!order_.empty()) {

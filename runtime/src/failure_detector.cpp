@@ -2,15 +2,14 @@
 
 namespace prfaas {
 
-failure_detector::failure_detector(failure_detector_config cfg) : cfg_(cfg) {
-}
+failure_detector::failure_detector(failure_detector_config cfg) : cfg_(cfg) {}
 
 void failure_detector::add_peer(const std::string& peer) {
   peers_.try_emplace(peer);
 }
 
-std::vector<membership_event> failure_detector::heard(const std::string& peer,
-                                                      uint64_t incarnation, time_point now) {
+std::vector<membership_event> failure_detector::heard(const std::string& peer, uint64_t incarnation,
+                                                      time_point now) {
   std::vector<membership_event> out;
   auto i = peers_.find(peer);
   if (i == peers_.end())

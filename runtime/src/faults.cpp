@@ -14,8 +14,9 @@ namespace {
 
 /// The runtime's own fault points; components register theirs beside their code.
 constexpr fault_point_info runtime_points[] = {
-  {"transport.drop", "an outbound control-plane frame (message, request, reply, heartbeat) is not sent"},
-  {"transport.duplicate", "an outbound control-plane frame is sent twice"},
+    {"transport.drop",
+     "an outbound control-plane frame (message, request, reply, heartbeat) is not sent"},
+    {"transport.duplicate", "an outbound control-plane frame is sent twice"},
 };
 
 struct registry {
@@ -64,7 +65,7 @@ bool is_fault_point(std::string_view name) {
 }
 
 fault_points::fault_points(const fault_config& cfg, std::string_view stream)
-  : seed_(cfg.seed), stream_(XXH3_64bits(stream.data(), stream.size())) {
+    : seed_(cfg.seed), stream_(XXH3_64bits(stream.data(), stream.size())) {
   rng_.seed(stream_ ^ seed_);
   for (auto& [name, p] : cfg.points)
     set(name, p);

@@ -17,10 +17,7 @@ namespace {
 class frame_arena {
 public:
   frame_arena() : arena_(options(block_)) {}
-  template <class T>
-  T* make() {
-    return google::protobuf::Arena::CreateMessage<T>(&arena_);
-  }
+  template <class T> T* make() { return google::protobuf::Arena::CreateMessage<T>(&arena_); }
 
 private:
   static google::protobuf::ArenaOptions options(char* block) {
@@ -112,8 +109,8 @@ decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
     return fail(drop_reason::bulk_mismatch);
   if (!valid_name(out.source().node()) || out.source_incarnation() == 0)
     return fail(drop_reason::malformed);
-  if (out.kind() != wire::HEARTBEAT
-      && (!valid_name(out.source().actor()) || !valid_name(out.destination().actor())))
+  if (out.kind() != wire::HEARTBEAT &&
+      (!valid_name(out.source().actor()) || !valid_name(out.destination().actor())))
     return fail(drop_reason::malformed);
   if (out.kind() == wire::REQUEST && out.request_id() == 0)
     return fail(drop_reason::malformed);
@@ -131,15 +128,9 @@ decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
 messenger::messenger(caf::actor_system& sys, std::string node, uint64_t incarnation,
                      std::set<std::string> peers, transport_config cfg, std::shared_ptr<metrics> m,
                      logger_ptr log)
-  : sys_(sys),
-    node_(std::move(node)),
-    incarnation_(incarnation),
-    peers_(std::move(peers)),
-    cfg_(cfg),
-    metrics_(std::move(m)),
-    counters_(*metrics_),
-    log_(std::move(log)),
-    dedup_(cfg_.dedup_window, cfg_.dedup_capacity) {
+    : sys_(sys), node_(std::move(node)), incarnation_(incarnation), peers_(std::move(peers)),
+      cfg_(cfg), metrics_(std::move(m)), counters_(*metrics_), log_(std::move(log)),
+      dedup_(cfg_.dedup_window, cfg_.dedup_capacity) {
   peers_.erase(node_);
 }
 
@@ -278,23 +269,28 @@ send_status messenger::send_bytes(const std::string& peer, std::string header, b
     wire_->send(peer, header, bulk);
   auto st = running_ ? wire_->send(peer, std::move(header), std::move(bulk)) : send_status::stopped;
   switch (st) {
-    case send_status::queued:
-      counters_.frames_sent.Increment();
-      counters_.bytes_sent.Increment(static_cast<double>(bytes));
-      break;
-    case send_status::unreachable: counters_.drop(drop_reason::unreachable); break;
-    case send_status::overflow:
-      counters_.drop(drop_reason::overflow);
-      // Counted always, logged at a bounded rate: the policy must be visible, a
-      // flood of lines must not become the next problem.
-      if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
-        drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
-        log_->warn("outbound_overflow peer={} queue={} policy={}", peer, cfg_.outbound_queue,
-                   cfg_.overflow == overflow_policy::drop_newest ? "drop_newest" : "drop_oldest");
-      }
-      break;
-    case send_status::unknown_peer: counters_.drop(drop_reason::unknown_peer); break;
-    case send_status::stopped: break;
+  case send_status::queued:
+    counters_.frames_sent.Increment();
+    counters_.bytes_sent.Increment(static_cast<double>(bytes));
+    break;
+  case send_status::unreachable:
+    counters_.drop(drop_reason::unreachable);
+    break;
+  case send_status::overflow:
+    counters_.drop(drop_reason::overflow);
+    // Counted always, logged at a bounded rate: the policy must be visible, a
+    // flood of lines must not become the next problem.
+    if (drop_log_budget_.load(std::memory_order_relaxed) > 0) {
+      drop_log_budget_.fetch_sub(1, std::memory_order_relaxed);
+      log_->warn("outbound_overflow peer={} queue={} policy={}", peer, cfg_.outbound_queue,
+                 cfg_.overflow == overflow_policy::drop_newest ? "drop_newest" : "drop_oldest");
+    }
+    break;
+  case send_status::unknown_peer:
+    counters_.drop(drop_reason::unknown_peer);
+    break;
+  case send_status::stopped:
+    break;
   }
   return st;
 }
@@ -314,12 +310,13 @@ void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* de
 void messenger::on_frame(const inbound_frame& f) {
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
-    static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
+      static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
   frame_arena arena;
   auto& env = *arena.make<wire::Envelope>();
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (res.ok && !f.authenticated_node.empty() && env.source().node() != f.authenticated_node) {
-    log_->warn("frame_impersonation claimed={} authenticated={}", env.source().node(), f.authenticated_node);
+    log_->warn("frame_impersonation claimed={} authenticated={}", env.source().node(),
+               f.authenticated_node);
     count_drop(drop_reason::impersonation, f, "source node is not the authenticated one");
     return;
   }
@@ -332,41 +329,41 @@ void messenger::on_frame(const inbound_frame& f) {
   // Inline delivery only while nothing waits behind this frame (see messenger.hpp).
   auto* eu = f.more_waiting ? nullptr : inline_.get();
   switch (env.kind()) {
-    case wire::ONEWAY: {
-      auto dest = lookup(env.destination().actor());
-      if (!dest) {
-        count_drop(drop_reason::unknown_actor, f, "oneway");
-        return;
-      }
-      counters_.frames_accepted.Increment();
-      remote_message msg;
-      msg.source = {env.source().node(), env.source().actor()};
-      msg.destination = {env.destination().node(), env.destination().actor()};
-      msg.type = env.type();
-      msg.payload = env.payload();
-      msg.bulk = f.bulk;
-      caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
+  case wire::ONEWAY: {
+    auto dest = lookup(env.destination().actor());
+    if (!dest) {
+      count_drop(drop_reason::unknown_actor, f, "oneway");
+      return;
+    }
+    counters_.frames_accepted.Increment();
+    remote_message msg;
+    msg.source = {env.source().node(), env.source().actor()};
+    msg.destination = {env.destination().node(), env.destination().actor()};
+    msg.type = env.type();
+    msg.payload = env.payload();
+    msg.bulk = f.bulk;
+    caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
         caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::move(msg)), eu);
-      return;
+    return;
+  }
+  case wire::REQUEST:
+    counters_.frames_accepted.Increment();
+    on_request(env, f.bulk, eu);
+    return;
+  case wire::RESPONSE:
+  case wire::ERROR:
+    counters_.frames_accepted.Increment();
+    on_response(env, f.bulk, eu);
+    return;
+  default: { // HEARTBEAT: failure detection lives in the transport actor
+    counters_.frames_accepted.Increment();
+    if (running_ && transport_) {
+      auto in = std::make_shared<inbound_envelope>();
+      in->env = env;
+      caf::anon_send(transport_, inbound_atom_v, std::move(in));
     }
-    case wire::REQUEST:
-      counters_.frames_accepted.Increment();
-      on_request(env, f.bulk, eu);
-      return;
-    case wire::RESPONSE:
-    case wire::ERROR:
-      counters_.frames_accepted.Increment();
-      on_response(env, f.bulk, eu);
-      return;
-    default: { // HEARTBEAT: failure detection lives in the transport actor
-      counters_.frames_accepted.Increment();
-      if (running_ && transport_) {
-        auto in = std::make_shared<inbound_envelope>();
-        in->env = env;
-        caf::anon_send(transport_, inbound_atom_v, std::move(in));
-      }
-      return;
-    }
+    return;
+  }
   }
 }
 

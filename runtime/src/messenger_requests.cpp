@@ -63,7 +63,8 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
   if (peers_.count(peer) == 0)
     return reject(errc::unreachable, "node " + peer + " is not part of the deployment");
   auto t = now();
-  auto deadline = msg.deadline != clock_type::time_point{} ? msg.deadline : t + cfg_.request_timeout;
+  auto deadline =
+      msg.deadline != clock_type::time_point{} ? msg.deadline : t + cfg_.request_timeout;
   if (deadline <= t)
     return reject(errc::request_timeout, "deadline passed before sending");
   wire::Envelope env;
@@ -82,7 +83,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
     std::lock_guard<std::mutex> guard{out_mtx_};
     auto& ps = peer_status_[peer];
     if (ps.incarnation != 0 && ps.state == peer_state::down) {
-      peer_down = true; // rejected below, outside the lock
+      peer_down = true;   // rejected below, outside the lock
     } else if (timers_) { // checked under the lock: timers_lost() clears under it too
       id = next_request_id_++;
       env.set_request_id(id);
@@ -91,7 +92,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
       env.set_destination_incarnation(ps.incarnation);
       auto due = std::min<clock_type::time_point>(t + cfg_.retry_interval, deadline);
       outbound_requests_.emplace(
-        id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline, due, t});
+          id, outbound_request{what->sender, what->mid, peer, env, msg.bulk, deadline, due, t});
       due_.emplace(due, id);
       counters_.pending_requests.Set(static_cast<double>(outbound_requests_.size()));
       // Arm the node's request timer only if this request is due before it fires.
@@ -173,8 +174,8 @@ messenger::sweep(uint64_t generation) {
     counters_.timeouts.Increment();
     probe_hit(*metrics_, "transport.request_timeout");
     fail(r, make_error(errc::request_timeout,
-                       "no answer from " + r.peer + "/" + r.env.destination().actor() + " after "
-                         + std::to_string(r.env.attempt() + 1) + " attempts"));
+                       "no answer from " + r.peer + "/" + r.env.destination().actor() + " after " +
+                           std::to_string(r.env.attempt() + 1) + " attempts"));
   }
   return next;
 }
@@ -194,7 +195,7 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk, caf::execution_u
     auto code = static_cast<errc>(env.error_code());
     answer(done.sender, done.mid,
            caf::make_message(
-             make_error(code == errc::none ? errc::remote_error : code, env.error_text())),
+               make_error(code == errc::none ? errc::remote_error : code, env.error_text())),
            eu);
     return;
   }
@@ -230,8 +231,9 @@ void messenger::peer_changed(const membership_event& ev) {
   // Requests to a dead peer end now rather than at their deadline; what waits for
   // it in the wire's backlog is dropped, not delivered late to a successor.
   for (auto& r : doomed)
-    fail(r, make_error(errc::peer_down, ev.peer + " (incarnation " + std::to_string(ev.incarnation)
-                                          + ") stopped answering"));
+    fail(r,
+         make_error(errc::peer_down, ev.peer + " (incarnation " + std::to_string(ev.incarnation) +
+                                         ") stopped answering"));
   if (wire_)
     counters_.drop(drop_reason::unreachable, static_cast<double>(wire_->purge(ev.peer)));
 }
@@ -246,7 +248,8 @@ void messenger::timers_lost(const caf::error& reason) {
     counters_.pending_requests.Set(0);
   }
   for (auto& [_, r] : doomed)
-    fail(r, make_error(errc::shutting_down, "transport of " + node_ + " stopped: " + describe(reason)));
+    fail(r, make_error(errc::shutting_down,
+                       "transport of " + node_ + " stopped: " + describe(reason)));
 }
 
 // -- inbound: a peer asks this node ----------------------------------------------------
@@ -255,8 +258,8 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_un
   dedup_cache::key key{env.source().node(), env.source_incarnation(), env.request_id()};
   auto t = now();
   auto budget = env.deadline_budget_ns() > 0
-                  ? std::chrono::nanoseconds(env.deadline_budget_ns())
-                  : std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.request_timeout);
+                    ? std::chrono::nanoseconds(env.deadline_budget_ns())
+                    : std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.request_timeout);
   wire::Envelope answer;
   *answer.mutable_source() = env.destination();
   *answer.mutable_destination() = env.source();
@@ -269,18 +272,18 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_un
     std::lock_guard<std::mutex> guard{in_mtx_};
     const dedup_cache::answer* cached = nullptr;
     switch (dedup_.check(key, t, &cached, t + budget)) {
-      case dedup_cache::verdict::in_progress:
-        counters_.drop(drop_reason::duplicate);
-        probe_hit(*metrics_, "transport.duplicate_suppressed");
-        return;
-      case dedup_cache::verdict::answered:
-        cached_header = cached->header;
-        cached_bulk = cached->bulk;
-        break;
-      case dedup_cache::verdict::fresh:
-        seq = next_inbound_seq_++;
-        inbound_requests_.emplace(seq, inbound_request{key, answer, t + budget, 0, t});
-        break;
+    case dedup_cache::verdict::in_progress:
+      counters_.drop(drop_reason::duplicate);
+      probe_hit(*metrics_, "transport.duplicate_suppressed");
+      return;
+    case dedup_cache::verdict::answered:
+      cached_header = cached->header;
+      cached_bulk = cached->bulk;
+      break;
+    case dedup_cache::verdict::fresh:
+      seq = next_inbound_seq_++;
+      inbound_requests_.emplace(seq, inbound_request{key, answer, t + budget, 0, t});
+      break;
     }
   }
   if (seq == 0) { // a retry of a request already answered: answer again
@@ -316,9 +319,9 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_un
   }
   // A CAF request from the reply proxy: the actor's answer comes back to on_reply.
   caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
-    caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
-                              caf::make_message_id(seq), {}, std::move(msg)),
-    eu);
+      caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
+                                caf::make_message_id(seq), {}, std::move(msg)),
+      eu);
 }
 
 void messenger::on_reply(caf::mailbox_element_ptr& what) {
@@ -373,11 +376,14 @@ std::vector<std::string> messenger::describe_outbound() const {
   std::vector<std::string> out;
   std::lock_guard<std::mutex> guard{out_mtx_};
   for (auto& [id, r] : outbound_requests_)
-    out.push_back(r.peer + "/" + r.env.destination().actor() + " " + r.env.type() + " attempt " +
-                  std::to_string(r.env.attempt() + 1) + ", deadline in " +
-                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - t).count()) +
-                  " ms, due in " +
-                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(r.due - t).count()) + " ms");
+    out.push_back(
+        r.peer + "/" + r.env.destination().actor() + " " + r.env.type() + " attempt " +
+        std::to_string(r.env.attempt() + 1) + ", deadline in " +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - t).count()) +
+        " ms, due in " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(r.due - t).count()) +
+        " ms");
   return out;
 }
 

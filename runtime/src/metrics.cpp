@@ -8,21 +8,36 @@ namespace prfaas {
 
 const char* to_string(drop_reason r) {
   switch (r) {
-    case drop_reason::malformed: return "malformed";
-    case drop_reason::oversized: return "oversized";
-    case drop_reason::version: return "version";
-    case drop_reason::unknown_kind: return "unknown_kind";
-    case drop_reason::bulk_mismatch: return "bulk_mismatch";
-    case drop_reason::wrong_destination: return "wrong_destination";
-    case drop_reason::stale_incarnation: return "stale_incarnation";
-    case drop_reason::impersonation: return "impersonation";
-    case drop_reason::unknown_actor: return "unknown_actor";
-    case drop_reason::unknown_type: return "unknown_type";
-    case drop_reason::duplicate: return "duplicate";
-    case drop_reason::unreachable: return "unreachable";
-    case drop_reason::overflow: return "overflow";
-    case drop_reason::unknown_peer: return "unknown_peer";
-    case drop_reason::late: return "late";
+  case drop_reason::malformed:
+    return "malformed";
+  case drop_reason::oversized:
+    return "oversized";
+  case drop_reason::version:
+    return "version";
+  case drop_reason::unknown_kind:
+    return "unknown_kind";
+  case drop_reason::bulk_mismatch:
+    return "bulk_mismatch";
+  case drop_reason::wrong_destination:
+    return "wrong_destination";
+  case drop_reason::stale_incarnation:
+    return "stale_incarnation";
+  case drop_reason::impersonation:
+    return "impersonation";
+  case drop_reason::unknown_actor:
+    return "unknown_actor";
+  case drop_reason::unknown_type:
+    return "unknown_type";
+  case drop_reason::duplicate:
+    return "duplicate";
+  case drop_reason::unreachable:
+    return "unreachable";
+  case drop_reason::overflow:
+    return "overflow";
+  case drop_reason::unknown_peer:
+    return "unknown_peer";
+  case drop_reason::late:
+    return "late";
   }
   return "?";
 }
@@ -32,8 +47,7 @@ bool is_inbound_drop(drop_reason r) {
 }
 
 metrics::metrics(std::string node)
-  : node_(std::move(node)), registry_(std::make_shared<prometheus::Registry>()) {
-}
+    : node_(std::move(node)), registry_(std::make_shared<prometheus::Registry>()) {}
 
 std::string metrics::serialize() const {
   std::ostringstream out;
@@ -46,8 +60,11 @@ prometheus::Counter& metrics::counter(const std::string& name, const std::string
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = counters_.find(name);
   if (i == counters_.end()) {
-    auto& fam = prometheus::BuildCounter().Name(name).Help(help).Labels({{"node", node_}}).Register(
-      *registry_);
+    auto& fam = prometheus::BuildCounter()
+                    .Name(name)
+                    .Help(help)
+                    .Labels({{"node", node_}})
+                    .Register(*registry_);
     i = counters_.emplace(name, &fam).first;
   }
   return i->second->Add(labels);
@@ -58,8 +75,11 @@ prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& he
   std::lock_guard<std::mutex> guard{mtx_};
   auto i = gauges_.find(name);
   if (i == gauges_.end()) {
-    auto& fam = prometheus::BuildGauge().Name(name).Help(help).Labels({{"node", node_}}).Register(
-      *registry_);
+    auto& fam = prometheus::BuildGauge()
+                    .Name(name)
+                    .Help(help)
+                    .Labels({{"node", node_}})
+                    .Register(*registry_);
     i = gauges_.emplace(name, &fam).first;
   }
   return i->second->Add(labels);
@@ -82,24 +102,26 @@ prometheus::Counter& tc(metrics& m, const char* name, const char* help) {
 } // namespace
 
 transport_metrics::transport_metrics(metrics& m)
-  : frames_sent(tc(m, "prfaas_transport_frames_sent_total", "Envelopes handed to the wire")),
-    frames_received(tc(m, "prfaas_transport_frames_received_total",
-                       "Messages read from the wire, valid or not")),
-    frames_accepted(tc(m, "prfaas_transport_frames_accepted_total",
-                       "Inbound messages that passed validation")),
-    bytes_sent(tc(m, "prfaas_transport_bytes_sent_total", "Header plus bulk bytes sent")),
-    bytes_received(tc(m, "prfaas_transport_bytes_received_total", "Header plus bulk bytes read")),
-    requests(tc(m, "prfaas_transport_requests_total", "Cross-node requests started")),
-    retries(tc(m, "prfaas_transport_retries_total", "Request re-sends after no answer")),
-    timeouts(tc(m, "prfaas_transport_request_timeouts_total", "Requests that hit their deadline")),
-    heartbeats_sent(tc(m, "prfaas_transport_heartbeats_sent_total", "Heartbeats sent")),
-    peers_up(m.gauge("prfaas_transport_peers_up", "Peers currently up")),
-    pending_requests(m.gauge("prfaas_transport_pending_requests", "Requests awaiting an answer")) {
+    : frames_sent(tc(m, "prfaas_transport_frames_sent_total", "Envelopes handed to the wire")),
+      frames_received(tc(m, "prfaas_transport_frames_received_total",
+                         "Messages read from the wire, valid or not")),
+      frames_accepted(tc(m, "prfaas_transport_frames_accepted_total",
+                         "Inbound messages that passed validation")),
+      bytes_sent(tc(m, "prfaas_transport_bytes_sent_total", "Header plus bulk bytes sent")),
+      bytes_received(tc(m, "prfaas_transport_bytes_received_total", "Header plus bulk bytes read")),
+      requests(tc(m, "prfaas_transport_requests_total", "Cross-node requests started")),
+      retries(tc(m, "prfaas_transport_retries_total", "Request re-sends after no answer")),
+      timeouts(
+          tc(m, "prfaas_transport_request_timeouts_total", "Requests that hit their deadline")),
+      heartbeats_sent(tc(m, "prfaas_transport_heartbeats_sent_total", "Heartbeats sent")),
+      peers_up(m.gauge("prfaas_transport_peers_up", "Peers currently up")),
+      pending_requests(
+          m.gauge("prfaas_transport_pending_requests", "Requests awaiting an answer")) {
   for (size_t i = 0; i < drop_reason_count; ++i) {
     auto r = static_cast<drop_reason>(i);
-    dropped[i] = &m.counter("prfaas_transport_dropped_total", "Frames dropped, by reason",
-                            {{"reason", to_string(r)},
-                             {"direction", is_inbound_drop(r) ? "in" : "out"}});
+    dropped[i] =
+        &m.counter("prfaas_transport_dropped_total", "Frames dropped, by reason",
+                   {{"reason", to_string(r)}, {"direction", is_inbound_drop(r) ? "in" : "out"}});
   }
 }
 

@@ -19,8 +19,8 @@ uint64_t wall_clock_incarnation() {
   // Wall-clock nanoseconds: a restarted process gets a higher incarnation than
   // its predecessor, which is what the failure detector needs to tell them apart.
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count());
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 /// Sends an exit message to `a` and waits until it is gone (live nodes only).
@@ -31,27 +31,22 @@ void stop_and_wait(caf::actor_system& sys, const caf::actor& a) {
   self->monitor(a);
   self->send_exit(a, caf::exit_reason::user_shutdown);
   self->receive([](const caf::down_msg&) {},
-                caf::after(std::chrono::seconds(10)) >> [&] {
-                  self->send_exit(a, caf::exit_reason::kill);
-                });
+                caf::after(std::chrono::seconds(10)) >>
+                    [&] { self->send_exit(a, caf::exit_reason::kill); });
 }
 
 } // namespace
 
 node::node(caf::actor_system& sys, const deployment_config& dep, const std::string& name,
            const actor_registry& reg, node_options opts)
-  : sys_(sys),
-    dep_(dep),
-    cfg_([&]() -> const node_config& {
-      auto* n = dep.find_node(name);
-      if (!n)
-        throw config_error("nodes", "no node named \"" + name + "\" in deployment " + dep.name);
-      return *n;
-    }()),
-    reg_(reg),
-    opts_(std::move(opts)),
-    incarnation_(opts_.incarnation != 0 ? opts_.incarnation : wall_clock_incarnation()) {
-}
+    : sys_(sys), dep_(dep), cfg_([&]() -> const node_config& {
+        auto* n = dep.find_node(name);
+        if (!n)
+          throw config_error("nodes", "no node named \"" + name + "\" in deployment " + dep.name);
+        return *n;
+      }()),
+      reg_(reg), opts_(std::move(opts)),
+      incarnation_(opts_.incarnation != 0 ? opts_.incarnation : wall_clock_incarnation()) {}
 
 node::~node() {
   stop();
@@ -155,8 +150,8 @@ void node::start() {
   }
   messenger_ = std::make_shared<messenger>(sys_, cfg_.name, incarnation_, peers, dep_.transport,
                                            metrics_, log_);
-  faults_ = std::make_shared<fault_points>(dep_.faults,
-                                           cfg_.name + "#" + std::to_string(incarnation_));
+  faults_ =
+      std::make_shared<fault_points>(dep_.faults, cfg_.name + "#" + std::to_string(incarnation_));
   messenger_->set_faults(faults_);
   if (opts_.sim) {
     wire_ = opts_.sim->attach(cfg_.name);
@@ -169,8 +164,8 @@ void node::start() {
       wire_ = std::make_shared<zmq_wire>(*opts_.zmq, cfg_.name, bind, endpoints, dep_.transport,
                                          log_, security_);
     } catch (const zmq::error_t& e) {
-      throw std::runtime_error("node " + cfg_.name + ": cannot bind control endpoint " + bind
-                               + ": " + e.what());
+      throw std::runtime_error("node " + cfg_.name + ": cannot bind control endpoint " + bind +
+                               ": " + e.what());
     }
   }
   transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
@@ -208,8 +203,7 @@ void node::start() {
   supervisor_ = spawn_supervisor(sys_, std::move(children), dep_.supervision, std::move(hooks),
                                  *metrics_, log_);
   supervisor_->attach_functor([esc = escalated_, log = log_](const caf::error& reason) {
-    if (reason.category() != error_category
-        || static_cast<errc>(reason.code()) != errc::escalated)
+    if (reason.category() != error_category || static_cast<errc>(reason.code()) != errc::escalated)
       return;
     {
       std::lock_guard<std::mutex> guard{esc->mtx};
@@ -263,28 +257,28 @@ std::string node::health_json() {
   caf::scoped_actor self{sys_};
   bool first = true;
   self->request(transport_, std::chrono::seconds(1), peers_atom_v)
-    .receive(
-      [&](const std::vector<peer_view>& peers) {
-        for (auto& p : peers) {
-          out << (first ? "" : ",") << "{\"node\":\"" << p.node << "\",\"state\":\""
-              << to_string(p.state) << "\",\"incarnation\":" << p.incarnation << "}";
-          first = false;
-        }
-      },
-      [](caf::error&) {});
+      .receive(
+          [&](const std::vector<peer_view>& peers) {
+            for (auto& p : peers) {
+              out << (first ? "" : ",") << "{\"node\":\"" << p.node << "\",\"state\":\""
+                  << to_string(p.state) << "\",\"incarnation\":" << p.incarnation << "}";
+              first = false;
+            }
+          },
+          [](caf::error&) {});
   out << "],\"actors\":[";
   first = true;
   self->request(supervisor_, std::chrono::seconds(1), children_atom_v)
-    .receive(
-      [&](const std::vector<child_status>& kids) {
-        for (auto& k : kids) {
-          out << (first ? "" : ",") << "{\"name\":\"" << k.name << "\",\"type\":\"" << k.type
-              << "\",\"running\":" << (k.running ? "true" : "false")
-              << ",\"restarts\":" << k.restarts << "}";
-          first = false;
-        }
-      },
-      [](caf::error&) {});
+      .receive(
+          [&](const std::vector<child_status>& kids) {
+            for (auto& k : kids) {
+              out << (first ? "" : ",") << "{\"name\":\"" << k.name << "\",\"type\":\"" << k.type
+                  << "\",\"running\":" << (k.running ? "true" : "false")
+                  << ",\"restarts\":" << k.restarts << "}";
+              first = false;
+            }
+          },
+          [](caf::error&) {});
   out << "]}";
   return out.str();
 }

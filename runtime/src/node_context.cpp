@@ -8,14 +8,8 @@ node_context::node_context(caf::actor_system& sys, const deployment_config& dep,
                            const node_config& node, uint64_t incarnation,
                            std::shared_ptr<messenger> m, transport_actor transport,
                            std::shared_ptr<metrics> metrics, logger_ptr log)
-  : sys_(sys),
-    dep_(dep),
-    node_(node),
-    incarnation_(incarnation),
-    messenger_(std::move(m)),
-    transport_(std::move(transport)),
-    metrics_(std::move(metrics)),
-    log_(std::move(log)) {
+    : sys_(sys), dep_(dep), node_(node), incarnation_(incarnation), messenger_(std::move(m)),
+      transport_(std::move(transport)), metrics_(std::move(metrics)), log_(std::move(log)) {
   uint64_t index = 0;
   while (index < dep.nodes.size() && dep.nodes[index].name != node.name)
     ++index;

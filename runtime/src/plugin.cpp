@@ -18,16 +18,16 @@ void load_plugin(const std::string& path, actor_registry& reg) {
   auto reg_fn = reinterpret_cast<register_fn>(::dlsym(handle, "prfaas_plugin_register"));
   if (!version || !reg_fn) {
     ::dlclose(handle);
-    throw plugin_error("plugin " + path
-                       + ": not a prfaas plugin (no PRFAAS_PLUGIN entry points: "
-                         "prfaas_plugin_protocol_version / prfaas_plugin_register)");
+    throw plugin_error("plugin " + path +
+                       ": not a prfaas plugin (no PRFAAS_PLUGIN entry points: "
+                       "prfaas_plugin_protocol_version / prfaas_plugin_register)");
   }
   auto v = version();
   if (v != protocol_version) {
     ::dlclose(handle);
-    throw plugin_error("plugin " + path + ": built against protocol version "
-                       + std::to_string(v) + ", this node speaks version "
-                       + std::to_string(protocol_version) + "; rebuild it against this prfaas");
+    throw plugin_error("plugin " + path + ": built against protocol version " + std::to_string(v) +
+                       ", this node speaks version " + std::to_string(protocol_version) +
+                       "; rebuild it against this prfaas");
   }
   try {
     reg_fn(&reg);

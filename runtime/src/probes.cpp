@@ -15,16 +15,18 @@ namespace {
 
 /// The runtime's own probes; components register theirs beside their code.
 constexpr probe_info runtime_probes[] = {
-  {"transport.request_retry", "an unanswered cross-node request is sent again"},
-  {"transport.duplicate_suppressed", "a request that arrived twice was answered once"},
-  {"transport.request_timeout", "a cross-node request reached its deadline without an answer"},
-  {"transport.orphaned_request", "a local actor stopped (crashed) before answering a cross-node request; the requester gets an error at once"},
-  {"transport.stale_incarnation", "a frame addressed to an earlier incarnation of this node was dropped"},
-  {"membership.peer_down", "the failure detector declared a peer down"},
-  {"membership.peer_restarted", "a peer came back with a new incarnation"},
-  {"supervisor.restart", "a crashed actor was restarted by its supervisor"},
-  {"data.transfer_failed", "a KV transfer failed (timeout, unreachable or cancelled peer)"},
-  {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
+    {"transport.request_retry", "an unanswered cross-node request is sent again"},
+    {"transport.duplicate_suppressed", "a request that arrived twice was answered once"},
+    {"transport.request_timeout", "a cross-node request reached its deadline without an answer"},
+    {"transport.orphaned_request", "a local actor stopped (crashed) before answering a cross-node "
+                                   "request; the requester gets an error at once"},
+    {"transport.stale_incarnation",
+     "a frame addressed to an earlier incarnation of this node was dropped"},
+    {"membership.peer_down", "the failure detector declared a peer down"},
+    {"membership.peer_restarted", "a peer came back with a new incarnation"},
+    {"supervisor.restart", "a crashed actor was restarted by its supervisor"},
+    {"data.transfer_failed", "a KV transfer failed (timeout, unreachable or cancelled peer)"},
+    {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
 };
 
 struct registry {
@@ -68,9 +70,10 @@ void probe_hit(metrics& m, std::string_view probe) {
   }
   if (!known)
     throw std::logic_error("probe \"" + std::string{probe} + "\" is not in the probe inventory");
-  m.counter("prfaas_probe_hits_total", "Passes through named rare paths (failover, resume, retry, rebuild)",
+  m.counter("prfaas_probe_hits_total",
+            "Passes through named rare paths (failover, resume, retry, rebuild)",
             {{"probe", std::string{probe}}})
-    .Increment();
+      .Increment();
   tally().add(probe);
 }
 

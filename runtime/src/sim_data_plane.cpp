@@ -46,7 +46,7 @@ public:
   };
 
   sim_data_plane(std::shared_ptr<sim_data_fabric> fabric, data_plane_config cfg, logger_ptr log)
-    : fabric_(std::move(fabric)), cfg_(std::move(cfg)), log_(std::move(log)) {}
+      : fabric_(std::move(fabric)), cfg_(std::move(cfg)), log_(std::move(log)) {}
   ~sim_data_plane() override { stop(); }
 
   void start() override { started_ = true; }
@@ -167,9 +167,9 @@ struct sim_data_fabric::flow {
   double sent = 0;      ///< wire bytes through the link
   double rate = 0;      ///< wire bytes/s now
   bool finished = false;
-  bool ended = false;   ///< `done` called (or about to be)
-  link* on = nullptr;   ///< while on a link
-  sim_data_plane* to = nullptr; ///< the receiver's plane while one is attached
+  bool ended = false;                        ///< `done` called (or about to be)
+  link* on = nullptr;                        ///< while on a link
+  sim_data_plane* to = nullptr;              ///< the receiver's plane while one is attached
   sim_data_plane::peer_stats* out = nullptr; ///< the sender's statistics toward dst
   transfer_stats stats;
   time_point active{}; ///< the producer's last open, push or finish: the timeout counts from it
@@ -188,8 +188,7 @@ struct sim_data_fabric::link {
 };
 
 sim_data_fabric::sim_data_fabric(caf::actor_system& sys, sim_network* net)
-  : sys_(sys), net_(net), timer_(std::make_unique<sim_timer>(sys)) {
-}
+    : sys_(sys), net_(net), timer_(std::make_unique<sim_timer>(sys)) {}
 
 sim_data_fabric::~sim_data_fabric() = default;
 
@@ -209,7 +208,8 @@ std::string sim_data_fabric::cluster_of(const std::string& node) const {
   return it == cluster_.end() ? node : it->second;
 }
 
-sim_data_fabric::link& sim_data_fabric::link_between(const std::string& from, const std::string& to) {
+sim_data_fabric::link& sim_data_fabric::link_between(const std::string& from,
+                                                     const std::string& to) {
   auto& slot = links_[{from, to}];
   if (!slot) {
     slot = std::make_unique<link>();
@@ -306,7 +306,8 @@ std::vector<std::pair<std::string, std::string>> sim_data_fabric::links() const 
   return out;
 }
 
-void sim_data_fabric::fill_backlog(const std::string& node, std::vector<data_link_report>& out) const {
+void sim_data_fabric::fill_backlog(const std::string& node,
+                                   std::vector<data_link_report>& out) const {
   for (auto& r : out) {
     auto* l = [&]() -> const link* {
       auto it = links_.find({cluster_of(node), cluster_of(r.peer)});
@@ -341,8 +342,10 @@ void sim_data_fabric::open(sim_data_plane* src, uint64_t id, const std::string& 
     f->to = p->second;
   auto [it, fresh] = flows_.emplace(std::pair{f->src, id}, f);
   if (!fresh) {
-    transfer_outcome out{.id = id, .ok = false, .error = "transfer id " + std::to_string(id) +
-                                                        " is already open on " + f->src};
+    transfer_outcome out{.id = id,
+                         .ok = false,
+                         .error =
+                             "transfer id " + std::to_string(id) + " is already open on " + f->src};
     f->done(std::move(out));
     return;
   }
@@ -372,9 +375,9 @@ void sim_data_fabric::arm_timeout(const std::shared_ptr<flow>& f, duration timeo
       return self->arm_timeout(fl, timeout);
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
     self->fail(*fl, "timed out after " + std::to_string(ms) + " ms (" +
-                      std::to_string(static_cast<uint64_t>(fl->sent)) + " of " +
-                      std::to_string(static_cast<uint64_t>(fl->pushed)) + " bytes through to " +
-                      fl->dst + ")");
+                        std::to_string(static_cast<uint64_t>(fl->sent)) + " of " +
+                        std::to_string(static_cast<uint64_t>(fl->pushed)) + " bytes through to " +
+                        fl->dst + ")");
   });
 }
 
@@ -465,7 +468,7 @@ void sim_data_fabric::reschedule(link& l) {
   if (!observed)
     return; // (gen moved on above: what was planned before is void)
   auto delay = std::chrono::nanoseconds(
-    std::isfinite(next_s) ? static_cast<int64_t>(std::ceil(next_s * 1e9)) : 0);
+      std::isfinite(next_s) ? static_cast<int64_t>(std::ceil(next_s * 1e9)) : 0);
   timer_->after(delay, [w = weak_from_this(), lp = &l, gen = l.gen] {
     if (auto self = w.lock())
       self->on_drain(*lp, gen);

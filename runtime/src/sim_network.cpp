@@ -27,22 +27,22 @@ namespace {
 /// Receives frames for one node and hands them to the node's messenger.
 caf::behavior sim_endpoint(caf::event_based_actor* self, frame_wire::inbound_handler handler) {
   return {
-    [=](const sim_frame& f) {
-      inbound_frame in;
-      in.peer = f.from;
-      in.header = reinterpret_cast<const std::byte*>(f.header.data());
-      in.header_size = f.header.size();
-      in.bulk = f.bulk;
-      in.parts = f.bulk ? 2 : 1;
-      handler(in);
-    },
+      [=](const sim_frame& f) {
+        inbound_frame in;
+        in.peer = f.from;
+        in.header = reinterpret_cast<const std::byte*>(f.header.data());
+        in.header_size = f.header.size();
+        in.bulk = f.bulk;
+        in.parts = f.bulk ? 2 : 1;
+        handler(in);
+      },
   };
 }
 
 class sim_wire final : public frame_wire {
 public:
   sim_wire(std::shared_ptr<sim_network> net, caf::actor_system& sys, std::string name)
-    : net_(std::move(net)), sys_(sys), name_(std::move(name)) {}
+      : net_(std::move(net)), sys_(sys), name_(std::move(name)) {}
   ~sim_wire() override { stop(); }
 
   void start(inbound_handler on_frame, drop_handler) override {
@@ -82,8 +82,7 @@ std::pair<std::string, std::string> ordered(const std::string& a, const std::str
 } // namespace
 
 sim_network::sim_network(caf::actor_system& sys, std::chrono::nanoseconds default_latency)
-  : sys_(sys), default_latency_(default_latency) {
-}
+    : sys_(sys), default_latency_(default_latency) {}
 
 sim_network::~sim_network() = default;
 
@@ -193,8 +192,8 @@ void sim_network::clear_endpoint(const std::string& name, const caf::actor& endp
     endpoints_.erase(i);
 }
 
-send_status sim_network::route(const std::string& from, const std::string& to,
-                               std::string header, bulk_ptr bulk) {
+send_status sim_network::route(const std::string& from, const std::string& to, std::string header,
+                               bulk_ptr bulk) {
   caf::actor dest;
   std::chrono::nanoseconds delay;
   {

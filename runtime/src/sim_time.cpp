@@ -58,8 +58,7 @@ public:
 // Hidden: a timer is plumbing, not a role — the actor system does not wait for it at
 // shutdown (under the test coordinator nothing would run its exit).
 sim_timer::sim_timer(caf::actor_system& sys)
-  : sys_(sys), actor_(sys.spawn<timer_actor, caf::hidden>()), queue_(sim_event_queue::of(sys)) {
-}
+    : sys_(sys), actor_(sys.spawn<timer_actor, caf::hidden>()), queue_(sim_event_queue::of(sys)) {}
 
 sim_timer::~sim_timer() {
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);

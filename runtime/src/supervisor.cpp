@@ -85,9 +85,9 @@ void escalate(self_ptr self, const child_entry& c, const caf::error& why) {
                 describe(why));
   st.m->counter("prfaas_supervisor_escalations_total", "Restart intensity exceeded").Increment();
   begin_stop(self, make_error(errc::escalated,
-                              "child " + c.spec.name + " crashed more than "
-                                + std::to_string(st.cfg.intensity) + " times within "
-                                + format_duration(st.cfg.period) + "; last: " + describe(why)));
+                              "child " + c.spec.name + " crashed more than " +
+                                  std::to_string(st.cfg.intensity) + " times within " +
+                                  format_duration(st.cfg.period) + "; last: " + describe(why)));
 }
 
 void on_crash(self_ptr self, child_entry& c, const caf::error& why);
@@ -130,7 +130,7 @@ void on_crash(self_ptr self, child_entry& c, const caf::error& why) {
   }
   ++c.status.restarts;
   st.m->counter("prfaas_supervisor_restarts_total", "Actor restarts", {{"actor", c.spec.name}})
-    .Increment();
+      .Increment();
   probe_hit(*st.m, "supervisor.restart");
   if (st.cfg.backoff > std::chrono::nanoseconds::zero())
     self->delayed_send(self, st.cfg.backoff, restart_atom_v, c.spec.name);
@@ -138,9 +138,8 @@ void on_crash(self_ptr self, child_entry& c, const caf::error& why) {
     start_child(self, c);
 }
 
-caf::behavior supervisor_impl(self_ptr self, std::vector<child_spec> specs,
-                              supervision_config cfg, supervisor_hooks hooks, metrics* m,
-                              logger_ptr log) {
+caf::behavior supervisor_impl(self_ptr self, std::vector<child_spec> specs, supervision_config cfg,
+                              supervisor_hooks hooks, metrics* m, logger_ptr log) {
   auto& st = self->state;
   st.cfg = cfg;
   st.hooks = std::move(hooks);
@@ -168,12 +167,15 @@ caf::behavior supervisor_impl(self_ptr self, std::vector<child_spec> specs,
     else
       self->state.log->info("actor_exited child={} type={}", c->spec.name, c->spec.type);
     switch (c->spec.restart) {
-      case restart_policy::permanent: on_crash(self, *c, dm.reason); break;
-      case restart_policy::transient:
-        if (crashed)
-          on_crash(self, *c, dm.reason);
-        break;
-      case restart_policy::temporary: break;
+    case restart_policy::permanent:
+      on_crash(self, *c, dm.reason);
+      break;
+    case restart_policy::transient:
+      if (crashed)
+        on_crash(self, *c, dm.reason);
+      break;
+    case restart_policy::temporary:
+      break;
     }
   });
   self->set_exit_handler([self](caf::exit_msg& em) { begin_stop(self, em.reason); });
@@ -183,16 +185,16 @@ caf::behavior supervisor_impl(self_ptr self, std::vector<child_spec> specs,
     start_child(self, c);
   }
   return {
-    [self](children_atom) {
-      std::vector<child_status> out;
-      for (auto& c : self->state.children)
-        out.push_back(c.status);
-      return out;
-    },
-    [self](restart_atom, const std::string& name) {
-      if (auto* c = find_by_name(self, name); c && !c->status.running && !self->state.stopping)
-        start_child(self, *c);
-    },
+      [self](children_atom) {
+        std::vector<child_status> out;
+        for (auto& c : self->state.children)
+          out.push_back(c.status);
+        return out;
+      },
+      [self](restart_atom, const std::string& name) {
+        if (auto* c = find_by_name(self, name); c && !c->status.running && !self->state.stopping)
+          start_child(self, *c);
+      },
   };
 }
 
@@ -201,8 +203,7 @@ caf::behavior supervisor_impl(self_ptr self, std::vector<child_spec> specs,
 caf::actor spawn_supervisor(caf::actor_system& sys, std::vector<child_spec> children,
                             supervision_config cfg, supervisor_hooks hooks, metrics& m,
                             logger_ptr log) {
-  return sys.spawn(supervisor_impl, std::move(children), cfg, std::move(hooks), &m,
-                   std::move(log));
+  return sys.spawn(supervisor_impl, std::move(children), cfg, std::move(hooks), &m, std::move(log));
 }
 
 } // namespace prfaas

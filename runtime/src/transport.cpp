@@ -98,32 +98,32 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
   });
   self->send(self, heartbeat_atom_v);
   return {
-    [self](send_atom, remote_message& msg) { self->state.m->send_oneway(msg); },
-    [self](caf::subscribe_atom, caf::actor who) {
-      self->monitor(who);
-      self->state.subscribers.push_back(who);
-      // Start the subscriber in sync with the current view.
-      for (auto& p : self->state.m->peers())
-        if (self->state.fd->state(p) != peer_state::down)
-          caf::anon_send(who, membership_event{p, self->state.fd->incarnation(p),
-                                               self->state.fd->state(p), 0});
-    },
-    [self](peers_atom) {
-      std::vector<peer_view> out;
-      for (auto& p : self->state.m->peers())
-        out.push_back({p, self->state.fd->incarnation(p), self->state.fd->state(p)});
-      return out;
-    },
-    [self](inbound_atom, inbound_ptr& in) {
-      auto& env = in->env;
-      publish(self, self->state.fd->heard(env.source().node(), env.source_incarnation(),
-                                          self->clock().now()));
-    },
-    [self](heartbeat_atom) { on_heartbeat(self); },
-    [self](retry_atom, uint64_t generation) {
-      if (auto next = self->state.m->sweep(generation))
-        self->delayed_send(self, next->first, retry_atom_v, next->second);
-    },
+      [self](send_atom, remote_message& msg) { self->state.m->send_oneway(msg); },
+      [self](caf::subscribe_atom, caf::actor who) {
+        self->monitor(who);
+        self->state.subscribers.push_back(who);
+        // Start the subscriber in sync with the current view.
+        for (auto& p : self->state.m->peers())
+          if (self->state.fd->state(p) != peer_state::down)
+            caf::anon_send(who, membership_event{p, self->state.fd->incarnation(p),
+                                                 self->state.fd->state(p), 0});
+      },
+      [self](peers_atom) {
+        std::vector<peer_view> out;
+        for (auto& p : self->state.m->peers())
+          out.push_back({p, self->state.fd->incarnation(p), self->state.fd->state(p)});
+        return out;
+      },
+      [self](inbound_atom, inbound_ptr& in) {
+        auto& env = in->env;
+        publish(self, self->state.fd->heard(env.source().node(), env.source_incarnation(),
+                                            self->clock().now()));
+      },
+      [self](heartbeat_atom) { on_heartbeat(self); },
+      [self](retry_atom, uint64_t generation) {
+        if (auto next = self->state.m->sweep(generation))
+          self->delayed_send(self, next->first, retry_atom_v, next->second);
+      },
   };
 }
 

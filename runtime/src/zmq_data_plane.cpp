@@ -60,20 +60,13 @@ uint64_t burst_for(const data_link_config& l) {
 } // namespace
 
 dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now)
-  : name(std::move(n)),
-    endpoint(std::move(ep)),
-    link(l),
-    bucket(l.rate_bps, burst_for(l), now) {
+    : name(std::move(n)), endpoint(std::move(ep)), link(l), bucket(l.rate_bps, burst_for(l), now) {
   report.peer = name;
 }
 
 zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log)
-  : cfg_(std::move(cfg)),
-    metrics_(m),
-    log_(log ? std::move(log) : make_null_logger()),
-    identity_nonce_(random_nonce()),
-    ctx_(io_threads_for(cfg_)),
-    rng_(cfg_.faults.seed) {
+    : cfg_(std::move(cfg)), metrics_(m), log_(log ? std::move(log) : make_null_logger()),
+      identity_nonce_(random_nonce()), ctx_(io_threads_for(cfg_)), rng_(cfg_.faults.seed) {
   if (cfg_.default_link.connections == 0)
     cfg_.default_link.connections = 1;
   for (auto& [_, l] : cfg_.links)
@@ -237,10 +230,18 @@ void zmq_data_plane_impl::process_commands() {
   }
   for (auto& c : batch) {
     switch (c.what) {
-      case dp_command::op::open: on_open(c); break;
-      case dp_command::op::push: on_push(c); break;
-      case dp_command::op::finish: on_finish(c); break;
-      case dp_command::op::cancel: on_cancel(c); break;
+    case dp_command::op::open:
+      on_open(c);
+      break;
+    case dp_command::op::push:
+      on_push(c);
+      break;
+    case dp_command::op::finish:
+      on_finish(c);
+      break;
+    case dp_command::op::cancel:
+      on_cancel(c);
+      break;
     }
   }
 }
@@ -261,11 +262,12 @@ std::optional<dp_clock::duration> zmq_data_plane_impl::next_wake(dp_clock::time_
   using namespace std::chrono;
   dp_clock::duration wait = milliseconds(100); // idle: stop() wakes us anyway
   if (!outbound_.empty())
-    wait = milliseconds(10);                   // re-send and transfer timers
+    wait = milliseconds(10); // re-send and transfer timers
   if (pacing_wait_)
     wait = std::min(wait, *pacing_wait_);
   if (!delayed_.empty())
-    wait = std::min(wait, std::max<dp_clock::duration>(delayed_.front().due - now, dp_clock::duration{0}));
+    wait = std::min(
+        wait, std::max<dp_clock::duration>(delayed_.front().due - now, dp_clock::duration{0}));
   if (blocked_)
     wait = std::min<dp_clock::duration>(wait, milliseconds(1));
   return wait;
@@ -351,10 +353,10 @@ void zmq_data_plane_impl::drop_frame(const char* reason) {
   auto i = dropped_.find(reason);
   if (i == dropped_.end())
     i = dropped_
-          .emplace(reason, &metrics_.counter("prfaas_data_dropped_frames_total",
-                                             "Data-plane frames dropped, by reason",
-                                             {{"reason", reason}}))
-          .first;
+            .emplace(reason, &metrics_.counter("prfaas_data_dropped_frames_total",
+                                               "Data-plane frames dropped, by reason",
+                                               {{"reason", reason}}))
+            .first;
   i->second->Increment();
   log_->debug("data_frame_dropped reason={}", reason);
 }

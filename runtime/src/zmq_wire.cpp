@@ -47,12 +47,10 @@ void common_options(zmq::socket_t& s, const transport_config& cfg) {
 } // namespace
 
 zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpoint,
-                   std::map<std::string, std::string> peers, transport_config cfg,
-                   logger_ptr log, security_ptr sec)
-  : self_(std::move(self)),
-    cfg_(cfg),
-    log_(std::move(log)),
-    router_(ctx, zmq::socket_type::router) {
+                   std::map<std::string, std::string> peers, transport_config cfg, logger_ptr log,
+                   security_ptr sec)
+    : self_(std::move(self)), cfg_(cfg), log_(std::move(log)),
+      router_(ctx, zmq::socket_type::router) {
   common_options(router_, cfg_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);

@@ -10,7 +10,8 @@ using json = nlohmann::json;
 
 namespace {
 
-request_record rec(const std::string& status, unsigned got = 8, double e2e_ms = 100, bool stream = true) {
+request_record rec(const std::string& status, unsigned got = 8, double e2e_ms = 100,
+                   bool stream = true) {
   return {stream, json{{"index", 0},
                        {"status", status},
                        {"requested_output_tokens", 8},
@@ -22,17 +23,17 @@ request_record rec(const std::string& status, unsigned got = 8, double e2e_ms = 
 
 TEST_CASE("every request has exactly one outcome") {
   std::vector<request_record> rs{
-    rec("ok"),                      // completed
-    rec("ok", 8, 100, false),       // completed (whole response)
-    rec("http_503"),                // clean failure: a status
-    rec("stream_error"),            // clean failure: an SSE error event
-    rec("timeout"),                 // lost: no answer in time
-    rec("connection_error"),        // lost: dropped without an error
-    rec("bad_response"),            // lost: truncated stream
-    rec("ok", 5),                   // lost: tokens missing
-    rec("ok", 8, 20'000),           // lost: answered after the 10 s deadline
-    rec("ok", 9),                   // duplicated
-    rec("client_saturated"),        // never sent
+      rec("ok"),                // completed
+      rec("ok", 8, 100, false), // completed (whole response)
+      rec("http_503"),          // clean failure: a status
+      rec("stream_error"),      // clean failure: an SSE error event
+      rec("timeout"),           // lost: no answer in time
+      rec("connection_error"),  // lost: dropped without an error
+      rec("bad_response"),      // lost: truncated stream
+      rec("ok", 5),             // lost: tokens missing
+      rec("ok", 8, 20'000),     // lost: answered after the 10 s deadline
+      rec("ok", 9),             // duplicated
+      rec("client_saturated"),  // never sent
   };
   auto t = classify(rs, 10);
   CHECK(t.sent == 10);
@@ -41,8 +42,10 @@ TEST_CASE("every request has exactly one outcome") {
   CHECK(t.failed == 2);
   CHECK(t.failed_by == std::map<std::string, size_t>{{"http_503", 1}, {"stream_error", 1}});
   CHECK(t.lost == 5);
-  CHECK(t.lost_by == std::map<std::string, size_t>{{"timeout", 1}, {"connection_error", 1},
-                                                   {"bad_response", 1}, {"missing_tokens", 1},
+  CHECK(t.lost_by == std::map<std::string, size_t>{{"timeout", 1},
+                                                   {"connection_error", 1},
+                                                   {"bad_response", 1},
+                                                   {"missing_tokens", 1},
                                                    {"after_deadline", 1}});
   CHECK(t.duplicated == 1);
   CHECK(t.completed + t.failed + t.lost + t.duplicated == t.sent);

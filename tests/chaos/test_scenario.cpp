@@ -38,7 +38,8 @@ faults:
   - { at: 7s, fault: rate, rate: 8mbit, for: 1500ms }
   - { at: 8s, fault: blackhole, from: prfaas-0, to: [pd-gw, pd-d0], both_ways: true, for: 2s }
   - { at: 9s, fault: link_down, for: 1s, recover_within: 4s }
-)", "s.yaml");
+)",
+                          "s.yaml");
   CHECK(s.topology == topology_kind::loopback);
   CHECK(s.fallback_loopback);
   CHECK(s.load.rate == 2);
@@ -65,7 +66,8 @@ name: t
 deployment: d.yaml
 load: { input_tokens: { mu: 6, sigma: 0.5, min: 10, max: 100 } }
 faults: [ { at: 1s, fault: kill, node: a } ]
-)", "s.yaml");
+)",
+                          "s.yaml");
   CHECK_FALSE(s.faults[0].ends());
   CHECK_FALSE(s.load.input.fixed);
   CHECK(s.load.input.sigma == 0.5);
@@ -79,33 +81,48 @@ TEST_CASE("bad scenarios name the key at fault") {
     std::string text, expect;
   };
   std::vector<bad> cases{
-    {base, "s.yaml: faults: missing"},
-    {base + "faults: []\n", "faults: expected a non-empty list"},
-    {base + "colour: red\nfaults: [{at: 1s, fault: kill, node: a}]\n", "colour: unknown key"},
-    {base + "topology: cloud\nfaults: [{at: 1s, fault: kill, node: a}]\n", "topology: expected netns or loopback"},
-    {base + "fallback: pray\nfaults: [{at: 1s, fault: kill, node: a}]\n", "fallback: expected loopback or skip"},
-    {faults("{ at: soon, fault: kill, node: a }"), "faults[0].at: expected a duration"},
-    {faults("{ fault: kill, node: a }"), "faults[0].at: missing"},
-    {faults("{ at: 1s, fault: explode }"), "faults[0].fault: unknown fault \"explode\""},
-    {faults("{ at: 1s, fault: kill }"), "faults[0].node: missing"},
-    {faults("{ at: 1s, fault: kill, node: a, for: 2s }"), "faults[0].for: unknown key"},
-    {faults("{ at: 1s, fault: pause, node: a }"), "faults[0].for: missing"},
-    {faults("{ at: 1s, fault: rate, rate: fast, for: 1s }"), "faults[0].rate: expected a rate"},
-    {faults("{ at: 1s, fault: blackhole, from: a, to: a, for: 1s }"), "faults[0].to: a node cannot be blackholed from itself"},
-    {faults("{ at: 1s, fault: blackhole, from: a, to: [], for: 1s }"), "faults[0].to: expected a node name"},
-    {faults("{ at: 1s, fault: blackhole, from: a, to: b, for: 1s, both_ways: maybe }"), "faults[0].both_ways: expected true or false"},
-    {faults("{ at: 25s, fault: kill, node: a }"), "faults[0].at: the fault must start while the load runs"},
-    {faults("{ at: 1s, fault: kill, node: a, detect_within: -1s }"), "faults[0].detect_within"},
-    {base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 5s }\n  - { at: 3s, fault: pause, node: a, for: 1s }\n",
-     "faults[1]: overlaps faults[0] on node a"},
-    {base + "faults:\n  - { at: 1s, fault: kill, node: a }\n  - { at: 9s, fault: kill, node: a }\n",
-     "faults[1]: overlaps faults[0] on node a"},
-    {"name: t\ndeployment: d\nload: { rate: lots }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.rate: expected a number"},
-    {"name: t\ndeployment: d\nload: { stream_fraction: 2 }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.stream_fraction: must be within [0, 1]"},
-    {"name: t\ndeployment: d\nload: { input_tokens: { mu: 6, min: 100, max: 10 } }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.input_tokens.max: must not be below min"},
-    {"name: t\ndeployment: d\nload: { concurrency: 4 }\nfaults: [{at: 1s, fault: kill, node: a}]\n", "load.concurrency: unknown key"},
-    {"name: t\nload: {}\nfaults: [{at: 1s, fault: kill, node: a}]\n", "deployment: missing"},
-    {"name: [t\n", "not valid YAML"},
+      {base, "s.yaml: faults: missing"},
+      {base + "faults: []\n", "faults: expected a non-empty list"},
+      {base + "colour: red\nfaults: [{at: 1s, fault: kill, node: a}]\n", "colour: unknown key"},
+      {base + "topology: cloud\nfaults: [{at: 1s, fault: kill, node: a}]\n",
+       "topology: expected netns or loopback"},
+      {base + "fallback: pray\nfaults: [{at: 1s, fault: kill, node: a}]\n",
+       "fallback: expected loopback or skip"},
+      {faults("{ at: soon, fault: kill, node: a }"), "faults[0].at: expected a duration"},
+      {faults("{ fault: kill, node: a }"), "faults[0].at: missing"},
+      {faults("{ at: 1s, fault: explode }"), "faults[0].fault: unknown fault \"explode\""},
+      {faults("{ at: 1s, fault: kill }"), "faults[0].node: missing"},
+      {faults("{ at: 1s, fault: kill, node: a, for: 2s }"), "faults[0].for: unknown key"},
+      {faults("{ at: 1s, fault: pause, node: a }"), "faults[0].for: missing"},
+      {faults("{ at: 1s, fault: rate, rate: fast, for: 1s }"), "faults[0].rate: expected a rate"},
+      {faults("{ at: 1s, fault: blackhole, from: a, to: a, for: 1s }"),
+       "faults[0].to: a node cannot be blackholed from itself"},
+      {faults("{ at: 1s, fault: blackhole, from: a, to: [], for: 1s }"),
+       "faults[0].to: expected a node name"},
+      {faults("{ at: 1s, fault: blackhole, from: a, to: b, for: 1s, both_ways: maybe }"),
+       "faults[0].both_ways: expected true or false"},
+      {faults("{ at: 25s, fault: kill, node: a }"),
+       "faults[0].at: the fault must start while the load runs"},
+      {faults("{ at: 1s, fault: kill, node: a, detect_within: -1s }"), "faults[0].detect_within"},
+      {base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 5s }\n  - { at: 3s, "
+              "fault: pause, node: a, for: 1s }\n",
+       "faults[1]: overlaps faults[0] on node a"},
+      {base +
+           "faults:\n  - { at: 1s, fault: kill, node: a }\n  - { at: 9s, fault: kill, node: a }\n",
+       "faults[1]: overlaps faults[0] on node a"},
+      {"name: t\ndeployment: d\nload: { rate: lots }\nfaults: [{at: 1s, fault: kill, node: a}]\n",
+       "load.rate: expected a number"},
+      {"name: t\ndeployment: d\nload: { stream_fraction: 2 }\nfaults: [{at: 1s, fault: kill, node: "
+       "a}]\n",
+       "load.stream_fraction: must be within [0, 1]"},
+      {"name: t\ndeployment: d\nload: { input_tokens: { mu: 6, min: 100, max: 10 } }\nfaults: "
+       "[{at: 1s, fault: kill, node: a}]\n",
+       "load.input_tokens.max: must not be below min"},
+      {"name: t\ndeployment: d\nload: { concurrency: 4 }\nfaults: [{at: 1s, fault: kill, node: "
+       "a}]\n",
+       "load.concurrency: unknown key"},
+      {"name: t\nload: {}\nfaults: [{at: 1s, fault: kill, node: a}]\n", "deployment: missing"},
+      {"name: [t\n", "not valid YAML"},
   };
   for (auto& c : cases) {
     INFO(c.text);
@@ -115,15 +132,18 @@ TEST_CASE("bad scenarios name the key at fault") {
 }
 
 TEST_CASE("faults on one node may follow each other") {
-  auto s = parse_scenario(base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 2s }\n"
-                                 "  - { at: 3s, fault: pause, node: a, for: 1s }\n  - { at: 3s, fault: pause, node: b, for: 1s }\n",
-                          "s.yaml");
+  auto s =
+      parse_scenario(base + "faults:\n  - { at: 1s, fault: kill, node: a, restart_after: 2s }\n"
+                            "  - { at: 3s, fault: pause, node: a, for: 1s }\n  - { at: 3s, fault: "
+                            "pause, node: b, for: 1s }\n",
+                     "s.yaml");
   CHECK(s.faults.size() == 3);
 }
 
 TEST_CASE("fault nodes must exist in the deployment") {
-  auto s = parse_scenario(base + "faults: [{at: 1s, fault: blackhole, from: prfaas-0, to: [pd-gw, pd-x], for: 1s}]\n",
-                          "s.yaml");
+  auto s = parse_scenario(
+      base + "faults: [{at: 1s, fault: blackhole, from: prfaas-0, to: [pd-gw, pd-x], for: 1s}]\n",
+      "s.yaml");
   CHECK_NOTHROW(check_nodes(s, {"prfaas-0", "pd-gw", "pd-x"}));
   try {
     check_nodes(s, {"prfaas-0", "pd-gw"});

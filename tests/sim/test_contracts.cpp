@@ -37,7 +37,8 @@ static_assert(!contract::takes_one_way<prfaas::prefill_role, serving::PrefillOrd
 // A stream's last token event travels as a request, the others one-way.
 static_assert(contract::takes_one_way<prfaas::gateway_role, serving::TokenEvents>);
 static_assert(contract::answers<prfaas::gateway_role, serving::TokenEvents>);
-static_assert(std::is_same_v<contract::reply_t<prfaas::gateway_role, serving::TokenEvent>, contract::ack>);
+static_assert(
+    std::is_same_v<contract::reply_t<prfaas::gateway_role, serving::TokenEvent>, contract::ack>);
 static_assert(contract::answers<prfaas::scheduler_role, serving::RouteQuery>);
 static_assert(contract::takes_one_way<prfaas::kv_directory_role, prfaas::directory::BlocksStored>);
 static_assert(contract::answers<prfaas::link_monitor_role, prfaas::link::LinkProbe>);
@@ -45,7 +46,8 @@ static_assert(contract::answers<prfaas::link_monitor_role, prfaas::link::LinkPro
 /// Claims `echo` answers Ping with a CountReply: it answers with a Pong.
 struct misdeclared_echo_role {
   static constexpr std::string_view name = "echo (misdeclared)";
-  using accepts = contract::accepts<contract::request<prfaas::examples::Ping, prfaas::examples::CountReply>>;
+  using accepts =
+      contract::accepts<contract::request<prfaas::examples::Ping, prfaas::examples::CountReply>>;
 };
 
 const char* two_nodes = R"(
@@ -69,33 +71,31 @@ struct two_nodes_up : sim_fixture {
   }
 };
 
-template <class Reply>
-struct typed_outcome {
+template <class Reply> struct typed_outcome {
   bool done = false;
   std::optional<Reply> reply;
   caf::error error;
 };
 
 /// A typed request of `Role` from node a to b/echo, as an actor there would send it.
-template <class Role, class M>
-auto typed_request(sim_fixture& f, const M& m) {
+template <class Role, class M> auto typed_request(sim_fixture& f, const M& m) {
   using reply = contract::reply_t<Role, M>;
   auto out = std::make_shared<typed_outcome<reply>>();
   auto* ctx = &f.at("a").context();
   f.system().spawn([out, ctx, m](caf::event_based_actor* self) {
     prfaas::remote_ref<Role>(ctx->msgr(), {"a", "client"}, {"b", "echo"})
-      .request(self, m, 1s)
-      .then(
-        [out, self](reply& r) {
-          out->done = true;
-          out->reply = r;
-          self->quit();
-        },
-        [out, self](caf::error& e) {
-          out->done = true;
-          out->error = std::move(e);
-          self->quit();
-        });
+        .request(self, m, 1s)
+        .then(
+            [out, self](reply& r) {
+              out->done = true;
+              out->reply = r;
+              self->quit();
+            },
+            [out, self](caf::error& e) {
+              out->done = true;
+              out->error = std::move(e);
+              self->quit();
+            });
   });
   f.run();
   f.advance(10ms);
@@ -122,7 +122,7 @@ TEST_CASE("a reply of another type than the contract declares is an error, not a
   CHECK_FALSE(out->reply);
   CHECK(prfaas::error_code(out->error) == errc::bad_reply);
   CHECK_THAT(prfaas::describe(out->error), Catch::Contains("prfaas.examples.Pong") &&
-                                                Catch::Contains("prfaas.examples.CountReply"));
+                                               Catch::Contains("prfaas.examples.CountReply"));
 }
 
 TEST_CASE("dispatch refuses a declared type that does not parse, and an undeclared type") {

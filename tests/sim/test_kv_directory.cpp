@@ -51,7 +51,9 @@ caf::behavior fake_pool(caf::stateful_actor<pool_state>* self, prfaas::node_cont
 
 prfaas::actor_registry test_registry() {
   auto r = prfaas::actor_registry::with_builtins();
-  r.add({"fake_pool", "a worker's pool, for the directory", {{"mute", prfaas::param_kind::boolean, "false", ""}},
+  r.add({"fake_pool",
+         "a worker's pool, for the directory",
+         {{"mute", prfaas::param_kind::boolean, "false", ""}},
          [](prfaas::node_context& ctx, const std::string& name, const prfaas::actor_params& p) {
            return ctx.system().spawn(fake_pool, &ctx, name, p.boolean("mute"));
          }});
@@ -217,7 +219,8 @@ TEST_CASE("the directory answers prefix queries from the workers' announcements"
         4 + 4 + 3 + 0);
 }
 
-TEST_CASE("a restarted directory says rebuilding until the workers re-announce and then answers as before") {
+TEST_CASE("a restarted directory says rebuilding until the workers re-announce and then answers as "
+          "before") {
   announced f;
   check_full_answer(query(f, "d0", prompt));
   // The PrfaaS nodes' answers cannot reach the directory for a while (shorter than the
@@ -286,7 +289,8 @@ TEST_CASE("a crashed node's entries are gone") {
   CHECK(m.nodes_size() == 2);
 }
 
-TEST_CASE("a real prefill worker's epochs come from the virtual clock and rise across a restart at the same instant") {
+TEST_CASE("a real prefill worker's epochs come from the virtual clock and rise across a restart at "
+          "the same instant") {
   // The directory replaces a worker's entries when its epoch rises: a worker restarted
   // by its supervisor, which in virtual time happens at the instant of the crash, must
   // still report a higher epoch than its previous life.
@@ -305,7 +309,8 @@ nodes:
   f.start("p0");
   f.advance(2s);
   auto epoch = [&] {
-    auto out = f.request("p0", prfaas::make_remote({"p0", "client"}, {"p0", "pf"}, dir::Reannounce{}), 1s);
+    auto out =
+        f.request("p0", prfaas::make_remote({"p0", "client"}, {"p0", "pf"}, dir::Reannounce{}), 1s);
     f.run();
     REQUIRE(out->done);
     REQUIRE(out->reply);

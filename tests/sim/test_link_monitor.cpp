@@ -34,7 +34,9 @@ caf::behavior link_recorder(caf::stateful_actor<recorder_state>* self, prfaas::n
 
 prfaas::actor_registry test_registry() {
   auto r = prfaas::actor_registry::with_builtins();
-  r.add({"link_recorder", "records LinkState", {},
+  r.add({"link_recorder",
+         "records LinkState",
+         {},
          [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
            return ctx.system().spawn(link_recorder, &ctx);
          }});
@@ -60,14 +62,16 @@ nodes:
     data: "tcp://127.0.0.1:7200"
     actors:
       - { type: link_recorder, name: rec }
-      - { type: link_monitor, name: lm, peer_cluster: pd, )" + lm + R"( }
+      - { type: link_monitor, name: lm, peer_cluster: pd, )" +
+         lm + R"( }
   - name: d0
     cluster: pd
     control: "tcp://127.0.0.1:7101"
     data: "tcp://127.0.0.1:7201"
     actors:
       - { type: link_recorder, name: rec }
-      - { type: link_monitor, name: lm, peer_cluster: prfaas, subscribers: "d0/rec", )" + lm + R"( }
+      - { type: link_monitor, name: lm, peer_cluster: prfaas, subscribers: "d0/rec", )" +
+         lm + R"( }
 )";
 }
 
@@ -97,15 +101,15 @@ lk::Condition latest(sim_fixture& f, const std::string& node) {
 
 double probes(sim_fixture& f, const std::string& node, const std::string& outcome) {
   const bool prfaas_side = node == "p0";
-  return f.at(node).node_metrics()->counter_value(
-    "prfaas_link_probes_total", {{"cluster", prfaas_side ? "prfaas" : "pd"},
-                                 {"peer_cluster", prfaas_side ? "pd" : "prfaas"},
-                                 {"outcome", outcome}});
+  return f.at(node).node_metrics()->counter_value("prfaas_link_probes_total",
+                                                  {{"cluster", prfaas_side ? "prfaas" : "pd"},
+                                                   {"peer_cluster", prfaas_side ? "pd" : "prfaas"},
+                                                   {"outcome", outcome}});
 }
 
 struct link_up : sim_fixture {
   explicit link_up(const std::string& probe_timeout = "200ms")
-    : sim_fixture(yaml_for(probe_timeout), test_registry()) {
+      : sim_fixture(yaml_for(probe_timeout), test_registry()) {
     start("p0");
     start("d0");
     started = now();
@@ -116,7 +120,8 @@ struct link_up : sim_fixture {
 
 } // namespace
 
-TEST_CASE("subscribers get the link's state: configured ones pushed and Subscribe answered at once") {
+TEST_CASE(
+    "subscribers get the link's state: configured ones pushed and Subscribe answered at once") {
   link_up f;
   REQUIRE(latest(f, "d0") == lk::LINK_UP);
   auto& first = recorder(f, "d0").seen.front().first;
@@ -146,10 +151,12 @@ TEST_CASE("subscribers get the link's state: configured ones pushed and Subscrib
   CHECK(recorder(f, "p0").seen.size() >= 2);
   CHECK(latest(f, "p0") == lk::LINK_UP);
   CHECK(f.at("d0").node_metrics()->counter_value("prfaas_link_state_changes_total",
-                                                 {{"cluster", "pd"}, {"peer_cluster", "prfaas"}}) == 1);
+                                                 {{"cluster", "pd"}, {"peer_cluster", "prfaas"}}) ==
+        1);
 }
 
-TEST_CASE("a partition takes the link degraded then down within its bound and a heal brings it up after the dwell") {
+TEST_CASE("a partition takes the link degraded then down within its bound and a heal brings it up "
+          "after the dwell") {
   link_up f;
   REQUIRE(latest(f, "d0") == lk::LINK_UP);
   const auto cut = f.now();

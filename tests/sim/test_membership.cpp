@@ -91,7 +91,7 @@ TEST_CASE("a crashed peer is reported down within interval times misses") {
   });
   REQUIRE(down != events.end());
   auto detection = down->second - killed_at;
-  CHECK(detection >= 500ms);        // never before the configured bound
+  CHECK(detection >= 500ms);         // never before the configured bound
   CHECK(detection <= 500ms + 100ms); // at most one interval of slack
   caf::anon_send_exit(rec, caf::exit_reason::user_shutdown);
 }
@@ -122,8 +122,8 @@ TEST_CASE("a restarted peer rejoins as a new incarnation") {
   // and the new one come up.
   REQUIRE(seen.size() >= 3);
   CHECK(seen[0] == std::make_pair(peer_state::up, old_inc));
-  CHECK(std::find(seen.begin(), seen.end(), std::make_pair(peer_state::down, old_inc))
-        != seen.end());
+  CHECK(std::find(seen.begin(), seen.end(), std::make_pair(peer_state::down, old_inc)) !=
+        seen.end());
   CHECK(seen.back() == std::make_pair(peer_state::up, new_inc));
   caf::anon_send_exit(rec, caf::exit_reason::user_shutdown);
 }

@@ -22,7 +22,8 @@ struct tally_state {
   uint64_t executed = 0;
 };
 
-prfaas::remote_actor::behavior_type tally(prfaas::remote_actor::stateful_pointer<tally_state> self) {
+prfaas::remote_actor::behavior_type
+tally(prfaas::remote_actor::stateful_pointer<tally_state> self) {
   return {[self](prfaas::remote_message& m) -> caf::result<prfaas::remote_message> {
     ++self->state.executed;
     prfaas::examples::Pong pong;
@@ -46,11 +47,15 @@ caf::behavior blackhole(caf::stateful_actor<blackhole_state>* self) {
 
 prfaas::actor_registry test_registry() {
   auto r = prfaas::actor_registry::with_builtins();
-  r.add({"tally", "counts request executions", {},
+  r.add({"tally",
+         "counts request executions",
+         {},
          [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
            return caf::actor_cast<caf::actor>(ctx.system().spawn(tally));
          }});
-  r.add({"blackhole", "never answers", {},
+  r.add({"blackhole",
+         "never answers",
+         {},
          [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
            return ctx.system().spawn(blackhole);
          }});
@@ -138,15 +143,15 @@ TEST_CASE("remote errors come back as errors") {
   }
   SECTION("unknown payload type") {
     prfaas::examples::Crash wrong;
-    auto msg = prfaas::make_remote(prfaas::address{"a", "client"}, prfaas::address{"b", "echo"},
-                                   wrong);
+    auto msg =
+        prfaas::make_remote(prfaas::address{"a", "client"}, prfaas::address{"b", "echo"}, wrong);
     auto out = f.request("a", std::move(msg), 1s);
     f.advance(10ms);
     REQUIRE(out->done);
     CHECK(prfaas::error_code(out->error) == errc::unknown_type);
     CHECK(f.at("b").node_metrics()->counter_value(
-            "prfaas_transport_dropped_total", {{"reason", "unknown_type"}, {"direction", "out"}})
-          == 1);
+              "prfaas_transport_dropped_total",
+              {{"reason", "unknown_type"}, {"direction", "out"}}) == 1);
   }
   SECTION("node outside the deployment") {
     auto out = f.request("a", ping_to("zz", "echo", 1), 1s);
@@ -170,8 +175,7 @@ TEST_CASE("lost replies are retried and the handler runs once") {
   CHECK(executed(f) == 1);
   auto& bm = *f.at("b").node_metrics();
   CHECK(bm.counter_value("prfaas_transport_dropped_total",
-                         {{"reason", "duplicate"}, {"direction", "out"}})
-        >= 3);
+                         {{"reason", "duplicate"}, {"direction", "out"}}) >= 3);
   CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total") >= 3);
 }
 
@@ -184,7 +188,9 @@ TEST_CASE("re-sends back off, doubling from retry_interval up to max_retry_inter
   f.start("b");
   f.advance(200ms);
   f.net().block("a", "b"); // every copy of the request is lost
-  auto retries = [&] { return f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total"); };
+  auto retries = [&] {
+    return f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total");
+  };
   const double before = retries();
   auto out = f.request("a", ping_to("b", "tally", 1), 10s);
   // Re-sent at +100, +300, +700, +1500 ms, then every 800 ms: +2300, +3100, ...
@@ -263,8 +269,8 @@ TEST_CASE("retries meant for a previous incarnation are not run by its successor
   // The retries carry b's old incarnation: the new b drops them as stale ...
   CHECK(executed(f) == 0);
   CHECK(f.at("b").node_metrics()->counter_value(
-          "prfaas_transport_dropped_total", {{"reason", "stale_incarnation"}, {"direction", "in"}})
-        >= 2);
+            "prfaas_transport_dropped_total",
+            {{"reason", "stale_incarnation"}, {"direction", "in"}}) >= 2);
   INFO(prfaas::describe(out->error));
   CHECK_FALSE(out->done);
   // ... and the request ends when a gives up on the old incarnation.
@@ -284,8 +290,8 @@ TEST_CASE("one-way messages reach the actor directly") {
   prfaas::send_remote(f.at("a").context(), ping_to("b", "nobody", 1));
   f.advance(10ms);
   CHECK(f.at("b").node_metrics()->counter_value(
-          "prfaas_transport_dropped_total", {{"reason", "unknown_actor"}, {"direction", "in"}})
-        == 1);
+            "prfaas_transport_dropped_total", {{"reason", "unknown_actor"}, {"direction", "in"}}) ==
+        1);
 }
 
 TEST_CASE("outstanding requests fail at once if the transport actor ends") {

@@ -29,7 +29,9 @@ caf::behavior stub_worker(caf::event_based_actor*) {
 
 prfaas::actor_registry test_registry() {
   auto r = prfaas::actor_registry::with_builtins();
-  r.add({"stub_worker", "answers nothing useful", {},
+  r.add({"stub_worker",
+         "answers nothing useful",
+         {},
          [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
            return ctx.system().spawn(stub_worker);
          }});
@@ -70,7 +72,9 @@ nodes:
 
 prfaas::actor_registry registry_with_decode() {
   auto r = test_registry();
-  r.add({"stub_decode", "answers nothing useful", {},
+  r.add({"stub_decode",
+         "answers nothing useful",
+         {},
          [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
            return ctx.system().spawn(stub_worker);
          }});
@@ -107,7 +111,9 @@ double metric_of(sim_fixture& f, const std::string& node, const std::string& nam
   return -1;
 }
 
-double link_up_gauge(sim_fixture& f) { return metric_of(f, "d0", "prfaas_scheduler_link_up"); }
+double link_up_gauge(sim_fixture& f) {
+  return metric_of(f, "d0", "prfaas_scheduler_link_up");
+}
 
 } // namespace
 
@@ -121,7 +127,7 @@ TEST_CASE("link down stops new offloads, the link back resumes them") {
   CHECK(link_up_gauge(f) == 1);
 
   f.net().partition("p0", "d0");
-  f.advance(1500ms); // monitors: down after 1 s without an answer
+  f.advance(1500ms);               // monitors: down after 1 s without an answer
   CHECK(route(f, 500) == "pd:d0"); // the threshold is effectively infinite now
   CHECK(route(f, 50) == "pd:d0");
   CHECK(link_up_gauge(f) == 0);
@@ -147,14 +153,16 @@ clusters:
   prfaas: { kind: prefill-only }
   pd: { kind: pd }
 links:
-  - { between: [prfaas, pd], rate: )" + rate + R"( }
+  - { between: [prfaas, pd], rate: )" +
+         rate + R"( }
 nodes:
   - name: p0
     cluster: prfaas
     control: "tcp://127.0.0.1:7100"
     data: "tcp://127.0.0.1:7200"
     actors:
-)" + p0_actors + R"(  - name: d0
+)" + p0_actors +
+         R"(  - name: d0
     cluster: pd
     control: "tcp://127.0.0.1:7101"
     data: "tcp://127.0.0.1:7201"
@@ -165,8 +173,8 @@ nodes:
 // The prfaas policy with its short-term controller; the link monitor's reports come
 // from the test (it speaks the monitor's protocol: LinkState to the subscriber).
 const std::string controller_yaml = two_clusters(
-  "scheduler-controller", "1gbit", "      - { type: stub_worker, name: pf }\n",
-  R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, max_threshold: 60000,
+    "scheduler-controller", "1gbit", "      - { type: stub_worker, name: pf }\n",
+    R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, max_threshold: 60000,
           retune_interval: 2s, control_window: 10s, prefill_types: stub_worker,
           # the stubs report no load, so routed tokens pile up as PrfaaS queue: keep the
           # queue signal out of the way, this test is about the link's
@@ -192,7 +200,9 @@ void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bp
   REQUIRE(out->done);
 }
 
-double gauge(sim_fixture& f, const std::string& name) { return metric_of(f, "d0", name); }
+double gauge(sim_fixture& f, const std::string& name) {
+  return metric_of(f, "d0", name);
+}
 
 } // namespace
 
@@ -264,7 +274,9 @@ caf::behavior loaded_worker(caf::event_based_actor*, std::string key) {
 prfaas::actor_registry loaded_registry() {
   auto r = prfaas::actor_registry::with_builtins();
   for (const char* type : {"loaded_prefill", "loaded_decode"})
-    r.add({type, "answers LoadQuery with the test's figures", {},
+    r.add({type,
+           "answers LoadQuery with the test's figures",
+           {},
            [](prfaas::node_context& ctx, const std::string& name, const prfaas::actor_params&) {
              return ctx.system().spawn(loaded_worker, ctx.node() + "/" + name);
            }});
@@ -325,11 +337,12 @@ std::string route_pd(sim_fixture& f, uint32_t tokens) {
 
 } // namespace
 
-TEST_CASE("long-term controller: an overloaded PD prefill stage gets a decode node, after it drained") {
+TEST_CASE(
+    "long-term controller: an overloaded PD prefill stage gets a decode node, after it drained") {
   loads.clear();
-  loads["a/pdp"] = load(5, 1, 64, 5000);   // five times "full"
+  loads["a/pdp"] = load(5, 1, 64, 5000); // five times "full"
   loads["b/dec"] = load(0, 4, 10, 0);
-  loads["c/dec"] = load(0, 1, 10, 0);      // least busy decode node: converted
+  loads["c/dec"] = load(0, 1, 10, 0); // least busy decode node: converted
   sim_fixture f{roles_yaml, loaded_registry()};
   for (auto* n : {"a", "b", "c"})
     f.start(n);
@@ -343,10 +356,10 @@ TEST_CASE("long-term controller: an overloaded PD prefill stage gets a decode no
   CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
                          "phase=\"draining\",to=\"prefill\"") == 1);
   CHECK(route_pd(f, 10) == "a/pdp+b"); // no new decode work on c while it drains
-  f.advance(3s);                        // c still has a sequence: not converted
+  f.advance(3s);                       // c still has a sequence: not converted
   CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
                          "phase=\"converted\",to=\"prefill\"") == -1);
-  loads["c/dec"] = load(0, 0, 10, 0);   // its last sequence finished
+  loads["c/dec"] = load(0, 0, 10, 0); // its last sequence finished
   f.advance(2s);
   CHECK(scheduler_metric(f, "prfaas_scheduler_role_changes_total",
                          "phase=\"converted\",to=\"prefill\"") == 1);
@@ -362,8 +375,8 @@ namespace {
 // pace in their load reports (WorkerLoad.tokens_per_s); the scheduler polls them and its
 // prfaas policy moves t toward the cluster that keeps up.
 const std::string balance_yaml = two_clusters(
-  "scheduler-balance", "100gbit", "      - { type: loaded_prefill, name: pf }\n",
-  R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 16000, min_threshold: 2000,
+    "scheduler-balance", "100gbit", "      - { type: loaded_prefill, name: pf }\n",
+    R"(      - { type: scheduler, name: sched, policy: prfaas, threshold: 16000, min_threshold: 2000,
           load_interval: 100ms, retune_interval: 2s, prefill_types: loaded_prefill,
           decode_types: loaded_decode }
       - { type: loaded_prefill, name: pdp }
@@ -378,10 +391,11 @@ sv::WorkerLoad paced(uint64_t queued_tokens, double tokens_per_s) {
 
 } // namespace
 
-TEST_CASE("balancing: a PD cluster that stays behind gets more offloaded, a PrfaaS side behind less") {
+TEST_CASE(
+    "balancing: a PD cluster that stays behind gets more offloaded, a PrfaaS side behind less") {
   loads.clear();
-  loads["p0/pf"] = paced(0, 20000);        // PrfaaS idle
-  loads["d0/pdp"] = paced(400000, 5000);   // PD: 80 s of prefill queued
+  loads["p0/pf"] = paced(0, 20000);      // PrfaaS idle
+  loads["d0/pdp"] = paced(400000, 5000); // PD: 80 s of prefill queued
   loads["d0/dec"] = load(0, 0, 16, 0);
   sim_fixture f{balance_yaml, loaded_registry()};
   f.start("p0");

@@ -132,7 +132,8 @@ double h200_prefill_s(uint32_t tokens) {
 
 } // namespace
 
-TEST_CASE("a long prompt is prefilled on the PrfaaS cluster and decoded in the PD cluster in virtual time") {
+TEST_CASE("a long prompt is prefilled on the PrfaaS cluster and decoded in the PD cluster in "
+          "virtual time") {
   sim_fixture f{yaml};
   f.start("p0");
   f.start("d0");
@@ -170,7 +171,8 @@ TEST_CASE("a long prompt is prefilled on the PrfaaS cluster and decoded in the P
   CHECK(across.open == 0);
 }
 
-TEST_CASE("short prompts stay in the PD cluster and concurrent requests keep their own tokens in order") {
+TEST_CASE(
+    "short prompts stay in the PD cluster and concurrent requests keep their own tokens in order") {
   sim_fixture f{yaml};
   f.start("p0");
   f.start("d0");
@@ -215,7 +217,8 @@ TEST_CASE("the same requests give the same virtual timings twice") {
   CHECK(run() == run());
 }
 
-TEST_CASE("a link that collapses mid-transfer times the transfer out and the gateway fails over to local prefill") {
+TEST_CASE("a link that collapses mid-transfer times the transfer out and the gateway fails over to "
+          "local prefill") {
   sim_fixture f{yaml};
   f.start("p0");
   f.start("d0");
@@ -234,7 +237,8 @@ TEST_CASE("a link that collapses mid-transfer times the transfer out and the gat
   CHECK(u->out.tokens == reference_tokens(prompt, 8));
 }
 
-TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens and bytes in fewer messages") {
+TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens and bytes in "
+          "fewer messages") {
   struct outcome {
     std::vector<sv::token> tokens;
     double bytes = 0, ttft_s = 0;
@@ -252,8 +256,8 @@ TEST_CASE("KV chunks sent eight layers per message arrive whole: the same tokens
     CHECK(u.finished->prfaas["route"] == "prfaas");
     auto t = f.net().data_fabric()->totals("prfaas", "pd");
     CHECK(t.open == 0);
-    return outcome{u.out.tokens, t.bytes_delivered, u.finished->prfaas["ttft_ms"].get<double>() / 1e3,
-                   t.messages};
+    return outcome{u.out.tokens, t.bytes_delivered,
+                   u.finished->prfaas["ttft_ms"].get<double>() / 1e3, t.messages};
   };
   auto grouped_yaml = yaml;
   const std::string pf = "name: pf, cache_blocks: 0,";

@@ -46,7 +46,8 @@ std::pair<uint64_t, size_t> seeds_from_env(std::pair<uint64_t, size_t> dflt) {
 
 } // namespace
 
-TEST_CASE("a seeded slice of the chaos sweep loses nothing, breaks no invariant and fires every probe") {
+TEST_CASE(
+    "a seeded slice of the chaos sweep loses nothing, breaks no invariant and fires every probe") {
   // Seeds 19-22 together schedule every fault kind (24 faults over 13 kinds), two
   // bursts among them, and fire every probe (decode.order_expired is the rarest).
   auto out = prfaas::sim::chaos_sweep(options(19, 4));
@@ -108,7 +109,8 @@ TEST_CASE("the chaos checker reports what it is built to catch") {
   }
 }
 
-TEST_CASE("regression: seed 2, where orders held by crashed prefill workers waited for their deadline") {
+TEST_CASE(
+    "regression: seed 2, where orders held by crashed prefill workers waited for their deadline") {
   // A prefill worker that crashes (prefill.crash) takes the orders it holds with it;
   // nothing answered their requests, and the gateway waited for each one's 60 s
   // deadline: with that fix undone, 53 requests of this seed end 504. Now the

@@ -14,12 +14,15 @@ namespace {
 
 std::string one_node(const std::string& supervision, const std::string& actors) {
   return "deployment: sup\n"
-         "supervision: " + supervision + "\n"
+         "supervision: " +
+         supervision +
+         "\n"
          "nodes:\n"
          "  - name: n0\n"
          "    control: tcp://127.0.0.1:7100\n"
          "    data: tcp://127.0.0.1:7200\n"
-         "    actors:\n" + actors;
+         "    actors:\n" +
+         actors;
 }
 
 std::vector<prfaas::child_status> children(sim_fixture& f, const std::string& node) {
@@ -57,8 +60,7 @@ TEST_CASE("a crashing actor is restarted and keeps its address") {
   auto second = n.context().msgr().lookup("c");
   REQUIRE(second);
   CHECK(second != first);
-  CHECK(n.node_metrics()->counter_value("prfaas_supervisor_restarts_total", {{"actor", "c"}})
-        == 1);
+  CHECK(n.node_metrics()->counter_value("prfaas_supervisor_restarts_total", {{"actor", "c"}}) == 1);
   CHECK_FALSE(n.escalated());
 }
 
@@ -84,18 +86,20 @@ TEST_CASE("exceeding the restart intensity escalates") {
   CHECK_FALSE(n.escalated()); // three restarts so far
   f.advance(1s);              // the fourth crash within 10 s
   REQUIRE(n.escalated());
-  CHECK_THAT(n.escalation_reason(), Catch::Matchers::Contains("escalated")
-                                      && Catch::Matchers::Contains("child c crashed more than 3 times"));
+  CHECK_THAT(n.escalation_reason(),
+             Catch::Matchers::Contains("escalated") &&
+                 Catch::Matchers::Contains("child c crashed more than 3 times"));
   // Escalation stops every child, including the one with a re-arming timer.
   CHECK_FALSE(n.context().msgr().lookup("ticker"));
   CHECK(n.node_metrics()->counter_value("prfaas_supervisor_escalations_total") == 1);
 }
 
 TEST_CASE("restart policies follow OTP") {
-  sim_fixture f{one_node("{ intensity: 10, period: 10s }",
-                         "      - { type: crashy, name: perm, crash_after: 1s }\n"
-                         "      - { type: crashy, name: trans, restart: transient, crash_after: 1s }\n"
-                         "      - { type: crashy, name: temp, restart: temporary, crash_after: 1s }\n")};
+  sim_fixture f{
+      one_node("{ intensity: 10, period: 10s }",
+               "      - { type: crashy, name: perm, crash_after: 1s }\n"
+               "      - { type: crashy, name: trans, restart: transient, crash_after: 1s }\n"
+               "      - { type: crashy, name: temp, restart: temporary, crash_after: 1s }\n")};
   f.start("n0");
   f.advance(1500ms);
   auto kids = children(f, "n0");

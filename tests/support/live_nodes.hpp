@@ -25,9 +25,13 @@ namespace prfaas::test {
 /// (already indented, e.g. "    actors: [ ... ]\n").
 inline std::string node_entry(const std::string& name, uint16_t control, uint16_t data,
                               const std::string& extra = "") {
-  return "  - name: " + name + "\n"
-         "    control: tcp://127.0.0.1:" + std::to_string(control) + "\n"
-         "    data: tcp://127.0.0.1:" + std::to_string(data) + "\n" + extra;
+  return "  - name: " + name +
+         "\n"
+         "    control: tcp://127.0.0.1:" +
+         std::to_string(control) +
+         "\n"
+         "    data: tcp://127.0.0.1:" +
+         std::to_string(data) + "\n" + extra;
 }
 
 class live_nodes {

@@ -41,7 +41,7 @@ public:
 
   explicit sim_fixture(const std::string& yaml,
                        actor_registry registry = actor_registry::with_builtins())
-    : registry_(std::move(registry)) {
+      : registry_(std::move(registry)) {
     cfg_.set("scheduler.policy", caf::atom("testing"));
     cfg_.add_message_types<caf::id_block::prfaas>();
     sys_ = std::make_unique<caf::actor_system>(cfg_);
@@ -134,17 +134,17 @@ public:
     auto* ctx = &at(from).context();
     auto client = sys_->spawn([out, ctx, msg, timeout](caf::event_based_actor* self) mutable {
       request_remote(self, *ctx, std::move(msg), timeout)
-        .then(
-          [out, self](remote_message& r) {
-            out->done = true;
-            out->reply = std::move(r);
-            self->quit();
-          },
-          [out, self](caf::error& e) {
-            out->done = true;
-            out->error = std::move(e);
-            self->quit();
-          });
+          .then(
+              [out, self](remote_message& r) {
+                out->done = true;
+                out->reply = std::move(r);
+                self->quit();
+              },
+              [out, self](caf::error& e) {
+                out->done = true;
+                out->error = std::move(e);
+                self->quit();
+              });
     });
     run();
     return out;
@@ -170,9 +170,8 @@ private:
 /// Peeks at a stateful actor's state (test coordinator only: nothing runs concurrently).
 template <class State, class Base = caf::event_based_actor, class Handle>
 State& state_of(const Handle& h) {
-  return dynamic_cast<caf::stateful_actor<State, Base>&>(
-           *caf::actor_cast<caf::abstract_actor*>(h))
-    .state;
+  return dynamic_cast<caf::stateful_actor<State, Base>&>(*caf::actor_cast<caf::abstract_actor*>(h))
+      .state;
 }
 
 } // namespace prfaas::test

@@ -45,9 +45,9 @@ public:
 private:
   struct sequence : sequence_base {
     seq_id id = 0;
-    int32_t slot = -1;              ///< llama seq id while resident
-    std::vector<std::byte> parked;  ///< its whole state while not resident
-    uint64_t last_used = 0;         ///< for the choice of whom to park
+    int32_t slot = -1;             ///< llama seq id while resident
+    std::vector<std::byte> parked; ///< its whole state while not resident
+    uint64_t last_used = 0;        ///< for the choice of whom to park
     /// Linear-layer payloads (state_codec) at recorded lengths.
     std::map<uint32_t, std::vector<std::vector<std::byte>>> checkpoints;
     /// A parsed copy of the state, valid while `snap_version == version`.
@@ -84,7 +84,8 @@ private:
   void free_slot(sequence& s);
   /// The parsed snapshot of `s` (refreshed when the sequence changed since).
   const codec::parsed_state& snapshot(const sequence& s) const;
-  result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0, bool logits);
+  result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0,
+                            bool logits);
   /// llama_decode(batch_), in turn, on the process's compute thread (cpu_gate).
   int32_t run_batch();
   /// Loads validated chunks (state_codec build) into `s`'s slot.

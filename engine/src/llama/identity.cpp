@@ -57,8 +57,8 @@ result<std::string> file_identity(const std::string& path, const std::string& ar
 
   // Vocabulary and quantisation: from the GGUF's metadata.
   gguf_init_params params{.no_alloc = true, .ctx = nullptr};
-  std::unique_ptr<gguf_context, void (*)(gguf_context*)> g(gguf_init_from_file(path.c_str(), params),
-                                                          &gguf_free);
+  std::unique_ptr<gguf_context, void (*)(gguf_context*)> g(
+      gguf_init_from_file(path.c_str(), params), &gguf_free);
   if (!g)
     return make_error(path + ": not a GGUF file");
   std::string vocab = "none";
@@ -82,11 +82,11 @@ result<std::string> file_identity(const std::string& path, const std::string& ar
   for (auto& [t, n] : types)
     quant += " " + t + "x" + std::to_string(n);
 
-  return "state_format: llama.cpp " + std::string{llama_release()} + " sequence state, prfaas codec " +
-         std::to_string(codec_version) + "\n" + "architecture: " + architecture + ", " +
-         std::to_string(n_layer) + " layers\n" + "vocabulary: " + vocab + "\n" +
-         "quantisation: " + quant + "\n" + "weights: xxh3 " + hex(weights) + " of " +
-         std::to_string(size) + " bytes\n";
+  return "state_format: llama.cpp " + std::string{llama_release()} +
+         " sequence state, prfaas codec " + std::to_string(codec_version) + "\n" +
+         "architecture: " + architecture + ", " + std::to_string(n_layer) + " layers\n" +
+         "vocabulary: " + vocab + "\n" + "quantisation: " + quant + "\n" + "weights: xxh3 " +
+         hex(weights) + " of " + std::to_string(size) + " bytes\n";
 }
 
 std::vector<std::byte> full_identity(const std::string& file_lines, const std::string& layout) {
@@ -94,7 +94,8 @@ std::vector<std::byte> full_identity(const std::string& file_lines, const std::s
   // the context's settings (flash attention, cache types) make of the state.
   auto lines = lines_of(file_lines);
   std::string text;
-  for (const char* key : {"state_format", "architecture", "vocabulary", "quantisation", "weights"}) {
+  for (const char* key :
+       {"state_format", "architecture", "vocabulary", "quantisation", "weights"}) {
     text += std::string{key} + ": " + lines[key];
     if (std::string_view{key} == "architecture")
       text += "; state " + layout;

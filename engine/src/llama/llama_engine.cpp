@@ -36,7 +36,9 @@
 
 namespace prfaas::engine {
 
-const char* llama_release() { return PRFAAS_LLAMA_RELEASE; }
+const char* llama_release() {
+  return PRFAAS_LLAMA_RELEASE;
+}
 
 namespace llama_detail {
 
@@ -103,7 +105,8 @@ result<void> llama_engine::init() {
   const bool hybrid = model_->facts.hybrid;
   const bool rec_only = model_->facts.recurrent && !hybrid;
   auto full = read_state(0, 0);
-  auto partial = hybrid ? read_state(0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) : std::vector<std::byte>{};
+  auto partial =
+      hybrid ? read_state(0, LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY) : std::vector<std::byte>{};
   llama_memory_seq_rm(mem(), 0, -1, -1);
   llama_perf_context_reset(ctx_.get()); // the probe is not work anyone asked for
   auto lay = codec::discover(full, partial, hybrid, rec_only);
@@ -149,16 +152,16 @@ result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tok
 int32_t llama_engine::run_batch() {
   double waited = 0;
   const int32_t rc = cpu_gate::instance().run(
-    [&] {
-      const int32_t r = llama_decode(ctx_.get(), batch_);
-      // Without OpenMP, ggml's own idle compute threads poll for the next graph for a
-      // while (ggml's default poll level): the time between graphs belongs to the node's other threads
-      // (sampling, the data plane, the gateway, another engine), so they sleep
-      // instead and the next graph wakes them. (No effect on the OpenMP build.)
-      ggml_threadpool_pause(threadpool_);
-      return r;
-    },
-    waited);
+      [&] {
+        const int32_t r = llama_decode(ctx_.get(), batch_);
+        // Without OpenMP, ggml's own idle compute threads poll for the next graph for a
+        // while (ggml's default poll level): the time between graphs belongs to the node's other
+        // threads (sampling, the data plane, the gateway, another engine), so they sleep instead
+        // and the next graph wakes them. (No effect on the OpenMP build.)
+        ggml_threadpool_pause(threadpool_);
+        return r;
+      },
+      waited);
   cpu_wait_s_ += waited;
   return rc;
 }
@@ -184,9 +187,10 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
     return make_error(who + ": no slot");
   const uint32_t r = req.reuse_tokens;
   if (r > 0) { // check_reuse: the chunks tile [0, r) and hold every linear state at r
-    auto checked = check_chunks(info_, req.reuse, r, false, [this](uint32_t l, uint32_t b, uint32_t e) {
-      return expected_payload(l, b, e);
-    });
+    auto checked =
+        check_chunks(info_, req.reuse, r, false, [this](uint32_t l, uint32_t b, uint32_t e) {
+          return expected_payload(l, b, e);
+        });
     if (!checked)
       return make_error(who + ": reuse rejected: " + checked.message());
     if (auto ok = load_chunks(s, req.reuse, *checked, slot); !ok)
@@ -256,7 +260,8 @@ result<std::vector<token>> llama_engine::decode_step(std::span<const seq_id> bat
     return ok.err();
   if (batch.size() > config_.slots)
     return make_error("decode: a step of " + std::to_string(batch.size()) +
-                      " sequences exceeds the context's " + std::to_string(config_.slots) + " slots");
+                      " sequences exceeds the context's " + std::to_string(config_.slots) +
+                      " slots");
   for (seq_id id : batch) {
     auto& s = seq(id);
     if (s.rec.tokens.size() + 1 >= config_.context)
@@ -289,7 +294,7 @@ result<std::vector<token>> llama_engine::decode_step(std::span<const seq_id> bat
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double per_token = secs / static_cast<double>(batch.size());
   decode_s_per_token_ =
-    decode_s_per_token_ > 0 ? 0.9 * decode_s_per_token_ + 0.1 * per_token : per_token;
+      decode_s_per_token_ > 0 ? 0.9 * decode_s_per_token_ + 0.1 * per_token : per_token;
   return out;
 }
 
@@ -334,15 +339,15 @@ void llama_engine::release(seq_id id) {
 double llama_engine::prefill_seconds(uint64_t tokens) const {
   // The measured pace once there is one; before, the weights' FLOPs at 20 GFLOP/s a
   // thread (a rough figure for an AVX2 core).
-  const double tps = prefill_tps_ > 0 ? prefill_tps_
-                                      : 20e9 * config_.threads / std::max(flops_per_token_, 1.0);
+  const double tps =
+      prefill_tps_ > 0 ? prefill_tps_ : 20e9 * config_.threads / std::max(flops_per_token_, 1.0);
   return static_cast<double>(tokens) / tps;
 }
 
 double llama_engine::decode_seconds(uint32_t batch, uint64_t) const {
   const double per_token = decode_s_per_token_ > 0
-                             ? decode_s_per_token_
-                             : std::max(flops_per_token_, 1.0) / (20e9 * config_.threads);
+                               ? decode_s_per_token_
+                               : std::max(flops_per_token_, 1.0) / (20e9 * config_.threads);
   return per_token * batch;
 }
 
@@ -356,22 +361,22 @@ std::vector<engine_counter> llama_engine::counters() const {
   const double n_p_eval = p.t_p_eval_ms > 0 ? p.n_p_eval : 0;
   const double n_eval = p.t_eval_ms > 0 ? p.n_eval : 0;
   return {
-    {"llama_n_p_eval", "tokens llama.cpp evaluated in batches of several (its prompt-eval count)",
-     n_p_eval},
-    {"llama_n_eval", "llama.cpp's single-token evaluations (its eval count)", n_eval},
-    {"llama_p_eval_seconds", "llama.cpp's time in batches of several tokens", p.t_p_eval_ms / 1e3},
-    {"llama_eval_seconds", "llama.cpp's time in single-token evaluations", p.t_eval_ms / 1e3},
-    {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
-     static_cast<double>(prompt_tokens_)},
-    {"llama_sequence_swaps", "sequences parked to host memory or loaded back", static_cast<double>(swaps_)},
-    {"llama_cpu_turn_wait_seconds",
-     "time this engine's graphs queued behind the process's other llama graphs",
-     cpu_wait_s_},
+      {"llama_n_p_eval", "tokens llama.cpp evaluated in batches of several (its prompt-eval count)",
+       n_p_eval},
+      {"llama_n_eval", "llama.cpp's single-token evaluations (its eval count)", n_eval},
+      {"llama_p_eval_seconds", "llama.cpp's time in batches of several tokens",
+       p.t_p_eval_ms / 1e3},
+      {"llama_eval_seconds", "llama.cpp's time in single-token evaluations", p.t_eval_ms / 1e3},
+      {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
+       static_cast<double>(prompt_tokens_)},
+      {"llama_sequence_swaps", "sequences parked to host memory or loaded back",
+       static_cast<double>(swaps_)},
+      {"llama_cpu_turn_wait_seconds",
+       "time this engine's graphs queued behind the process's other llama graphs", cpu_wait_s_},
   };
 }
 
 } // namespace llama_detail
-
 
 result<gguf_facts> inspect_gguf(const std::string& path) {
   auto m = llama_detail::load_model(path, true);

@@ -14,7 +14,8 @@ namespace prfaas::engine::llama_detail {
 std::string layout_text(const codec::layout& l) {
   std::string s = "kv " + std::to_string(l.n_full()) + " layers";
   if (l.n_full() > 0) {
-    s += " (cell ext " + std::to_string(l.cell_ext) + ", v_trans " + std::to_string(l.v_trans) + ":";
+    s +=
+        " (cell ext " + std::to_string(l.cell_ext) + ", v_trans " + std::to_string(l.v_trans) + ":";
     for (auto& k : l.kv)
       s += " k" + std::to_string(k.k_type) + "/" + std::to_string(k.k_row) + " v" +
            std::to_string(k.v_type) + "/" + std::to_string(k.v_token_bytes());
@@ -34,8 +35,8 @@ std::string layout_text(const codec::layout& l) {
 std::vector<std::byte> llama_engine::read_state(int32_t slot, uint32_t flags) const {
   const size_t n = llama_state_seq_get_size_ext(ctx_.get(), slot, flags);
   std::vector<std::byte> out(n);
-  const size_t got = llama_state_seq_get_data_ext(ctx_.get(), reinterpret_cast<uint8_t*>(out.data()),
-                                                  n, slot, flags);
+  const size_t got = llama_state_seq_get_data_ext(
+      ctx_.get(), reinterpret_cast<uint8_t*>(out.data()), n, slot, flags);
   out.resize(got);
   return out;
 }
@@ -83,9 +84,8 @@ result<void> llama_engine::make_resident(sequence& s, std::span<const seq_id> pi
   const int32_t slot = claim_slot(pinned);
   if (slot < 0)
     return make_error("all " + std::to_string(config_.slots) + " slots are in this step");
-  const size_t got = llama_state_seq_set_data_ext(ctx_.get(),
-                                                  reinterpret_cast<const uint8_t*>(s.parked.data()),
-                                                  s.parked.size(), slot, 0);
+  const size_t got = llama_state_seq_set_data_ext(
+      ctx_.get(), reinterpret_cast<const uint8_t*>(s.parked.data()), s.parked.size(), slot, 0);
   if (got == 0) {
     llama_memory_seq_rm(mem(), slot, -1, -1);
     return make_error("llama.cpp refused a parked state of " + std::to_string(s.parked.size()) +
@@ -157,7 +157,7 @@ result<void> llama_engine::load_chunks(sequence& s, std::span<const kv_chunk> ch
     return {};
   }
   const size_t got = llama_state_seq_set_data_ext(
-    ctx_.get(), reinterpret_cast<const uint8_t*>(blob->data()), blob->size(), slot, 0);
+      ctx_.get(), reinterpret_cast<const uint8_t*>(blob->data()), blob->size(), slot, 0);
   if (got == 0) {
     llama_memory_seq_rm(mem(), slot, -1, -1);
     return make_error("llama.cpp refused the state (" + std::to_string(blob->size()) + " bytes)");
@@ -181,7 +181,8 @@ kv_chunk llama_engine::kv_chunk_of(const sequence_base& base, uint32_t layer, ui
                     std::move(payload));
 }
 
-kv_chunk llama_engine::state_chunk_of(const sequence_base& base, uint32_t layer, uint32_t at) const {
+kv_chunk llama_engine::state_chunk_of(const sequence_base& base, uint32_t layer,
+                                      uint32_t at) const {
   const auto& s = static_cast<const sequence&>(base);
   const uint32_t l = layer - layout_.n_full();
   std::vector<std::byte> payload;

@@ -19,9 +19,10 @@ namespace {
 
 /// For a GGUF without a chat template: ChatML, llama-server's fallback too.
 constexpr const char* chatml =
-  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
-  "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' "
-  "}}{% endif %}";
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' "
+    "}}{% endif %}";
 
 std::string token_text(const llama_vocab* v, llama_token t) {
   const char* s = t >= 0 ? llama_vocab_get_text(v, t) : nullptr;
@@ -94,7 +95,8 @@ public:
       jinja::context ctx(source_);
       jinja::global_from_json(ctx, in, false);
       jinja::runtime runtime(ctx);
-      std::string out = jinja::runtime::gather_string_parts(runtime.execute(program_))->as_string().str();
+      std::string out =
+          jinja::runtime::gather_string_parts(runtime.execute(program_))->as_string().str();
       // The tokenizer adds the BOS the vocabulary asks for; one the template wrote too
       // would be a second (llama-server strips it the same way).
       if (llama_vocab_get_add_bos(vocab_) && !bos_.empty() && out.rfind(bos_, 0) == 0)

@@ -28,7 +28,8 @@ void log_hook(ggml_log_level level, const char* text, void*) {
 std::string meta_str(const llama_model* m, const char* key) {
   char buf[256];
   const int32_t n = llama_model_meta_val_str(m, key, buf, sizeof buf);
-  return n < 0 ? std::string{} : std::string{buf, static_cast<size_t>(std::min<int32_t>(n, sizeof buf - 1))};
+  return n < 0 ? std::string{}
+               : std::string{buf, static_cast<size_t>(std::min<int32_t>(n, sizeof buf - 1))};
 }
 
 uint32_t meta_u32(const llama_model* m, const std::string& key) {
@@ -54,8 +55,8 @@ gguf_facts facts_of(const llama_model* m, bool vocab_only) {
                          : static_cast<uint32_t>(std::max(0, llama_model_n_layer(m)));
   f.hybrid = llama_model_is_hybrid(m);
   f.recurrent = llama_model_is_recurrent(m);
-  const uint32_t n_swa =
-    vocab_only ? meta_u32(m, a + ".attention.sliding_window") : static_cast<uint32_t>(llama_model_n_swa(m));
+  const uint32_t n_swa = vocab_only ? meta_u32(m, a + ".attention.sliding_window")
+                                    : static_cast<uint32_t>(llama_model_n_swa(m));
   if (n_swa > 0)
     f.unsupported = "it uses sliding-window attention (window " + std::to_string(n_swa) +
                     "), whose KV prfaas cannot cut into reusable blocks";
@@ -109,8 +110,10 @@ result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool v
   m->vocab_only = vocab_only;
   m->model = llama_model_load_from_file(path.c_str(), params);
   if (!m->model)
-    return make_error(path + ": llama.cpp could not load it (not a GGUF, an architecture this "
-                             "llama.cpp " + std::string{llama_release()} +
+    return make_error(path +
+                      ": llama.cpp could not load it (not a GGUF, an architecture this "
+                      "llama.cpp " +
+                      std::string{llama_release()} +
                       " does not know, or damaged; see its message above)");
   m->facts = facts_of(m->model, vocab_only);
   if (!vocab_only) {

@@ -18,8 +18,7 @@ struct reader {
   size_t at = 0;
   bool ok = true;
 
-  template <class T>
-  T get() {
+  template <class T> T get() {
     T v{};
     if (!ok || b.size() - at < sizeof(T)) {
       ok = false;
@@ -41,8 +40,7 @@ struct reader {
   size_t left() const { return b.size() - at; }
 };
 
-template <class T>
-void put(std::vector<std::byte>& out, T v) {
+template <class T> void put(std::vector<std::byte>& out, T v) {
   const size_t at = out.size();
   out.resize(at + sizeof(T));
   std::memcpy(out.data() + at, &v, sizeof(T));
@@ -52,7 +50,9 @@ void append(std::vector<std::byte>& out, const std::byte* p, size_t n) {
   out.insert(out.end(), p, p + n);
 }
 
-error fail(const std::string& what) { return make_error("llama state: " + what); }
+error fail(const std::string& what) {
+  return make_error("llama state: " + what);
+}
 
 /// The attention KV section of one sequence, read against `lay` (discover passes a
 /// layout whose layers it is still learning: `learn`).
@@ -144,7 +144,8 @@ result<void> read_kv(reader& rd, layout& lay, parsed_state& st, bool learn) {
           kl.v_type = type;
           kl.v_row = row;
         } else if (kl.v_type != type || kl.v_row != row)
-          return fail("KV layer " + std::to_string(l) + ": V type/row size differ from the model's");
+          return fail("KV layer " + std::to_string(l) +
+                      ": V type/row size differ from the model's");
         st.v[l] = rd.take(row * cells);
       } else {
         const auto el = rd.get<uint32_t>();
@@ -219,7 +220,8 @@ result<void> read_rec(reader& rd, layout& lay, parsed_state& st, bool learn) {
     st.r.assign(n, nullptr);
     st.s.assign(n, nullptr);
     for (size_t l = 0; l < n; ++l) {
-      lay.rec[l] = {entries[l].first, entries[l].second, entries[n + l].first, entries[n + l].second};
+      lay.rec[l] = {entries[l].first, entries[l].second, entries[n + l].first,
+                    entries[n + l].second};
       st.r[l] = data[l];
       st.s[l] = data[n + l];
     }
@@ -250,7 +252,8 @@ result<parsed_state> parse_with(layout& lay, bytes blob, bool learn) {
   const auto magic = rd.get<uint32_t>();
   rd.get<int32_t>(); // the sequence it was read from
   if (!rd.ok || magic != lay.magic)
-    return fail("not a sequence state of this llama.cpp (magic word " + std::to_string(magic) + ")");
+    return fail("not a sequence state of this llama.cpp (magic word " + std::to_string(magic) +
+                ")");
   if (lay.has_kv) {
     if (auto r = read_kv(rd, lay, st, learn); !r)
       return r.err();
@@ -277,7 +280,9 @@ uint64_t layout::kv_payload(uint32_t l, uint64_t tokens) const {
   return tokens * ((l == 0 ? cell_ext : 0) + kl.k_row + kl.v_token_bytes());
 }
 
-uint64_t layout::rec_payload(uint32_t l) const { return rec[l].r_row + rec[l].s_row; }
+uint64_t layout::rec_payload(uint32_t l) const {
+  return rec[l].r_row + rec[l].s_row;
+}
 
 uint64_t layout::kv_bytes_per_token() const {
   uint64_t n = 0;
@@ -335,7 +340,8 @@ void export_kv(const layout& lay, const parsed_state& st, uint32_t l, uint32_t b
     rows(st.v[l] + uint64_t{d} * st.n_cells * kl.v_el, kl.v_el);
 }
 
-void export_rec(const layout& lay, const parsed_state& st, uint32_t l, std::vector<std::byte>& out) {
+void export_rec(const layout& lay, const parsed_state& st, uint32_t l,
+                std::vector<std::byte>& out) {
   append(out, st.r[l], lay.rec[l].r_row);
   append(out, st.s[l], lay.rec[l].s_row);
 }
@@ -419,7 +425,7 @@ result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts
           for (auto& pc : parts.kv[l])
             append(out,
                    pc.payload.data() + (l == 0 ? ext * pc.tokens : 0) + kl.k_row * pc.tokens +
-                     uint64_t{d} * pc.tokens * kl.v_el,
+                       uint64_t{d} * pc.tokens * kl.v_el,
                    static_cast<size_t>(uint64_t{kl.v_el} * pc.tokens));
       }
     }
@@ -451,9 +457,10 @@ result<layout> discover(bytes full, bytes partial, bool hybrid, bool recurrent_o
   uint32_t magic = 0;
   std::memcpy(&magic, full.data(), 4);
   const bytes tail = hybrid ? partial.subspan(header) : bytes{};
-  if (hybrid && (std::memcmp(partial.data(), full.data(), header) != 0 || tail.empty() ||
-                 tail.size() >= full.size() - header ||
-                 std::memcmp(full.data() + full.size() - tail.size(), tail.data(), tail.size()) != 0))
+  if (hybrid &&
+      (std::memcmp(partial.data(), full.data(), header) != 0 || tail.empty() ||
+       tail.size() >= full.size() - header ||
+       std::memcmp(full.data() + full.size() - tail.size(), tail.data(), tail.size()) != 0))
     return fail("a hybrid model's state does not end with its recurrent part");
   result<layout> last = fail("no cell layout fits the probe state");
   for (uint32_t ext : ext_candidates) {
@@ -471,7 +478,8 @@ result<layout> discover(bytes full, bytes partial, bool hybrid, bool recurrent_o
       kv_rd.at = header;
       auto r = read_kv(kv_rd, lay, st, true);
       if (!r || kv_rd.left() != 0) {
-        last = r ? fail("KV section: " + std::to_string(kv_rd.left()) + " bytes left over") : r.err();
+        last =
+            r ? fail("KV section: " + std::to_string(kv_rd.left()) + " bytes left over") : r.err();
         continue;
       }
       if (st.n_cells < 2) {

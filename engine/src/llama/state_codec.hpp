@@ -47,13 +47,15 @@ using bytes = std::span<const std::byte>;
 struct layout {
   struct kv_layer {
     int32_t k_type = 0;
-    uint64_t k_row = 0;  ///< K bytes per token
+    uint64_t k_row = 0; ///< K bytes per token
     bool has_v = false;
     int32_t v_type = 0;
     uint64_t v_row = 0;  ///< V bytes per token (v_trans 0)
     uint32_t v_el = 0;   ///< element size (v_trans 1)
     uint32_t v_dims = 0; ///< n_embd_v (v_trans 1)
-    uint64_t v_token_bytes() const { return has_v ? (v_row != 0 ? v_row : uint64_t{v_el} * v_dims) : 0; }
+    uint64_t v_token_bytes() const {
+      return has_v ? (v_row != 0 ? v_row : uint64_t{v_el} * v_dims) : 0;
+    }
   };
   struct rec_layer {
     int32_t r_type = 0;
@@ -88,13 +90,13 @@ struct layout {
 /// One sequence's state, parsed: pointers into the blob it was parsed from (which
 /// must outlive it).
 struct parsed_state {
-  uint32_t length = 0;                 ///< tokens: KV positions [0, length) (or rec_pos + 1)
-  std::vector<uint32_t> cell_of_pos;   ///< KV: the cell holding each position
+  uint32_t length = 0;               ///< tokens: KV positions [0, length) (or rec_pos + 1)
+  std::vector<uint32_t> cell_of_pos; ///< KV: the cell holding each position
   uint32_t n_cells = 0;
-  const std::byte* ext = nullptr;      ///< KV: cell extensions, in cell order (cell_ext each)
-  std::vector<const std::byte*> k, v;  ///< per full layer: rows (or the transposed block)
-  int32_t rec_pos = -1;                ///< recurrent: the position the state is after
-  std::vector<const std::byte*> r, s;  ///< per linear layer
+  const std::byte* ext = nullptr;     ///< KV: cell extensions, in cell order (cell_ext each)
+  std::vector<const std::byte*> k, v; ///< per full layer: rows (or the transposed block)
+  int32_t rec_pos = -1;               ///< recurrent: the position the state is after
+  std::vector<const std::byte*> r, s; ///< per linear layer
 };
 
 /// Learns the layout from a probe: `full` is the state of a sequence with at least two

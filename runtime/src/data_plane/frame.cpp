@@ -12,13 +12,11 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-template <class T>
-void put(std::string& out, size_t at, T v) {
+template <class T> void put(std::string& out, size_t at, T v) {
   std::memcpy(out.data() + at, &v, sizeof(T));
 }
 
-template <class T>
-T get(const std::byte* in, size_t at) {
+template <class T> T get(const std::byte* in, size_t at) {
   T v;
   std::memcpy(&v, in + at, sizeof(T));
   return v;
@@ -28,12 +26,18 @@ T get(const std::byte* in, size_t at) {
 
 const char* to_string(decode_error e) {
   switch (e) {
-    case decode_error::none: return "none";
-    case decode_error::short_header: return "short_header";
-    case decode_error::bad_magic: return "bad_magic";
-    case decode_error::bad_version: return "bad_version";
-    case decode_error::bad_kind: return "bad_kind";
-    case decode_error::bad_names: return "bad_names";
+  case decode_error::none:
+    return "none";
+  case decode_error::short_header:
+    return "short_header";
+  case decode_error::bad_magic:
+    return "bad_magic";
+  case decode_error::bad_version:
+    return "bad_version";
+  case decode_error::bad_kind:
+    return "bad_kind";
+  case decode_error::bad_names:
+    return "bad_names";
   }
   return "?";
 }
@@ -77,8 +81,8 @@ std::optional<header> decode(const std::byte* in, size_t size, decode_error& err
     return std::nullopt;
   }
   size_t source_len = get<uint16_t>(in, 40), sink_len = get<uint16_t>(in, 42);
-  if (source_len > max_name_bytes || sink_len > max_name_bytes
-      || fixed_header_bytes + source_len + sink_len != size) {
+  if (source_len > max_name_bytes || sink_len > max_name_bytes ||
+      fixed_header_bytes + source_len + sink_len != size) {
     err = decode_error::bad_names;
     return std::nullopt;
   }

@@ -53,7 +53,8 @@ void zmq_data_plane_impl::drain_inbound() {
       continue;
     }
     data_wire::decode_error err;
-    auto h = data_wire::decode(static_cast<const std::byte*>(parts[0].data()), parts[0].size(), err);
+    auto h =
+        data_wire::decode(static_cast<const std::byte*>(parts[0].data()), parts[0].size(), err);
     if (!h || h->source.empty()) {
       drop_frame("malformed");
       continue;
@@ -71,8 +72,8 @@ void zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const dat
       drop_frame("reply_overflow"); // the sender re-sends what stays unanswered
       return;
     }
-    router_.send(zmq::buffer(head), payload != nullptr ? zmq::send_flags::sndmore
-                                                       : zmq::send_flags::none);
+    router_.send(zmq::buffer(head),
+                 payload != nullptr ? zmq::send_flags::sndmore : zmq::send_flags::none);
     if (payload != nullptr)
       router_.send(zmq::buffer(*payload), zmq::send_flags::none);
   } catch (const zmq::error_t&) {
@@ -115,127 +116,128 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
   };
 
   switch (h.k) {
-    case kind::open: {
-      bool known_sink = false;
-      {
-        std::lock_guard<std::mutex> guard{sinks_mtx_};
-        known_sink = sinks_.count(h.sink) != 0;
-      }
-      if (!known_sink) {
-        inbound_.erase(key);
-        refuse("no sink '" + h.sink + "' on node '" + cfg_.node + "'");
-        return;
-      }
-      auto [it, fresh] = inbound_.try_emplace(key);
-      auto& in = it->second;
-      in.last_activity = now;
-      if (in.delivered) {
-        answer(kind::done); // an earlier attempt already delivered it
-        return;
-      }
-      if (fresh) {
-        in.source = h.source;
-        in.id = h.id;
-        in.stats.opened = now;
-      } else if (in.sink != h.sink) {
-        in.chunks.clear(); // the same id for another sink: not a resume
-        in.total.reset();
-        in.stats = {};
-        in.stats.opened = now;
-      }
-      in.sink = h.sink;
-      in.meta = payload != nullptr ? payload->to_string() : std::string{};
-      std::vector<data_wire::held_chunk> held;
-      held.reserve(in.chunks.size());
-      for (auto& [index, c] : in.chunks)
-        held.push_back({index, c.second});
-      auto body = data_wire::encode_held(held);
-      if (!held.empty())
-        log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
-      answer(kind::ack, data_wire::flag_open, &body);
+  case kind::open: {
+    bool known_sink = false;
+    {
+      std::lock_guard<std::mutex> guard{sinks_mtx_};
+      known_sink = sinks_.count(h.sink) != 0;
+    }
+    if (!known_sink) {
+      inbound_.erase(key);
+      refuse("no sink '" + h.sink + "' on node '" + cfg_.node + "'");
       return;
     }
-    case kind::chunk: {
-      if (payload == nullptr) {
-        drop_frame("malformed");
-        return;
-      }
-      if (payload->size() > cfg_.max_chunk_bytes) {
-        drop_frame("oversized");
-        inbound_.erase(key);
-        refuse("chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size())
-               + " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes));
-        return;
-      }
-      auto it = inbound_.find(key);
-      if (it == inbound_.end())
-        return refuse_unknown();
-      auto& in = it->second;
-      in.last_activity = now;
-      if (in.delivered) {
-        answer(kind::done);
-        return;
-      }
-      if ((in.total && h.index >= *in.total) || (h.has_total() && h.index >= h.total)) {
-        drop_frame("malformed");
-        return;
-      }
-      if (in.chunks.count(h.index) != 0) {
-        ++in.stats.retransmits; // a re-send of what we have: answer again
-        answer(kind::ack);
-        return;
-      }
-      auto data = static_cast<const std::byte*>(payload->data());
-      if (data_wire::checksum(data, payload->size()) != h.checksum) {
-        ++in.stats.corrupted;
-        peer_counter(corrupt_, "prfaas_data_corrupt_chunks_total",
-                     "Data-plane chunks that failed their checksum")
-          .Increment();
-        log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
-        answer(kind::nack);
-        return;
-      }
-      auto size = payload->size();
-      peer_counter(received_bytes_, "prfaas_data_bytes_received_total",
-                   "Data-plane payload bytes received intact")
-        .Increment(static_cast<double>(size));
-      in.stats.bytes += size;
-      ++in.stats.chunks;
-      in.chunks.emplace(h.index, std::make_pair(bulk_ptr{std::make_shared<zmq_chunk>(std::move(*payload))},
-                                                h.checksum));
-      if (h.has_total() && !in.total)
-        in.total = h.total;
+    auto [it, fresh] = inbound_.try_emplace(key);
+    auto& in = it->second;
+    in.last_activity = now;
+    if (in.delivered) {
+      answer(kind::done); // an earlier attempt already delivered it
+      return;
+    }
+    if (fresh) {
+      in.source = h.source;
+      in.id = h.id;
+      in.stats.opened = now;
+    } else if (in.sink != h.sink) {
+      in.chunks.clear(); // the same id for another sink: not a resume
+      in.total.reset();
+      in.stats = {};
+      in.stats.opened = now;
+    }
+    in.sink = h.sink;
+    in.meta = payload != nullptr ? payload->to_string() : std::string{};
+    std::vector<data_wire::held_chunk> held;
+    held.reserve(in.chunks.size());
+    for (auto& [index, c] : in.chunks)
+      held.push_back({index, c.second});
+    auto body = data_wire::encode_held(held);
+    if (!held.empty())
+      log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
+    answer(kind::ack, data_wire::flag_open, &body);
+    return;
+  }
+  case kind::chunk: {
+    if (payload == nullptr) {
+      drop_frame("malformed");
+      return;
+    }
+    if (payload->size() > cfg_.max_chunk_bytes) {
+      drop_frame("oversized");
+      inbound_.erase(key);
+      refuse("chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
+             " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes));
+      return;
+    }
+    auto it = inbound_.find(key);
+    if (it == inbound_.end())
+      return refuse_unknown();
+    auto& in = it->second;
+    in.last_activity = now;
+    if (in.delivered) {
+      answer(kind::done);
+      return;
+    }
+    if ((in.total && h.index >= *in.total) || (h.has_total() && h.index >= h.total)) {
+      drop_frame("malformed");
+      return;
+    }
+    if (in.chunks.count(h.index) != 0) {
+      ++in.stats.retransmits; // a re-send of what we have: answer again
       answer(kind::ack);
-      maybe_deliver(key, identity);
       return;
     }
-    case kind::done: {
-      auto it = inbound_.find(key);
-      if (it == inbound_.end())
-        return refuse_unknown();
-      auto& in = it->second;
-      in.last_activity = now;
-      if (in.delivered) {
-        answer(kind::done);
-        return;
-      }
-      if (!h.has_total() || (!in.chunks.empty() && in.chunks.rbegin()->first >= h.total)) {
-        drop_frame("malformed");
-        return;
-      }
+    auto data = static_cast<const std::byte*>(payload->data());
+    if (data_wire::checksum(data, payload->size()) != h.checksum) {
+      ++in.stats.corrupted;
+      peer_counter(corrupt_, "prfaas_data_corrupt_chunks_total",
+                   "Data-plane chunks that failed their checksum")
+          .Increment();
+      log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
+      answer(kind::nack);
+      return;
+    }
+    auto size = payload->size();
+    peer_counter(received_bytes_, "prfaas_data_bytes_received_total",
+                 "Data-plane payload bytes received intact")
+        .Increment(static_cast<double>(size));
+    in.stats.bytes += size;
+    ++in.stats.chunks;
+    in.chunks.emplace(
+        h.index,
+        std::make_pair(bulk_ptr{std::make_shared<zmq_chunk>(std::move(*payload))}, h.checksum));
+    if (h.has_total() && !in.total)
       in.total = h.total;
-      if (in.stats.finished == dp_clock::time_point{})
-        in.stats.finished = now;
-      maybe_deliver(key, identity);
+    answer(kind::ack);
+    maybe_deliver(key, identity);
+    return;
+  }
+  case kind::done: {
+    auto it = inbound_.find(key);
+    if (it == inbound_.end())
+      return refuse_unknown();
+    auto& in = it->second;
+    in.last_activity = now;
+    if (in.delivered) {
+      answer(kind::done);
       return;
     }
-    case kind::cancel:
-      if (inbound_.erase(key) != 0)
-        log_->info("data_transfer_cancelled id={} source={}", h.id, h.source);
+    if (!h.has_total() || (!in.chunks.empty() && in.chunks.rbegin()->first >= h.total)) {
+      drop_frame("malformed");
       return;
-    default:
-      drop_frame("unexpected_kind");
-      return;
+    }
+    in.total = h.total;
+    if (in.stats.finished == dp_clock::time_point{})
+      in.stats.finished = now;
+    maybe_deliver(key, identity);
+    return;
+  }
+  case kind::cancel:
+    if (inbound_.erase(key) != 0)
+      log_->info("data_transfer_cancelled id={} source={}", h.id, h.source);
+    return;
+  default:
+    drop_frame("unexpected_kind");
+    return;
   }
 }
 
@@ -284,11 +286,12 @@ void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& 
   in.last_activity = now;
   a.k = data_wire::kind::done;
   reply_header(identity, a, nullptr);
-  metrics_.counter("prfaas_data_received_transfers_total", "Data-plane transfers delivered to a sink",
-                   {{"peer", rt.source}})
-    .Increment();
-  log_->debug("data_transfer_received id={} source={} sink={} bytes={} chunks={}", rt.id,
-              rt.source, rt.sink, rt.stats.bytes, rt.stats.chunks);
+  metrics_
+      .counter("prfaas_data_received_transfers_total", "Data-plane transfers delivered to a sink",
+               {{"peer", rt.source}})
+      .Increment();
+  log_->debug("data_transfer_received id={} source={} sink={} bytes={} chunks={}", rt.id, rt.source,
+              rt.sink, rt.stats.bytes, rt.stats.chunks);
   auto sink = rt.sink;
   try {
     handler(std::move(rt));
@@ -307,9 +310,10 @@ void zmq_data_plane_impl::expire_inbound(dp_clock::time_point now) {
     if (!in.delivered) {
       log_->info("data_inbound_expired id={} source={} sink={} chunks={}", in.id, in.source,
                  in.sink, in.chunks.size());
-      metrics_.counter("prfaas_data_inbound_expired_total",
-                       "Partial inbound transfers forgotten after receive_timeout")
-        .Increment();
+      metrics_
+          .counter("prfaas_data_inbound_expired_total",
+                   "Partial inbound transfers forgotten after receive_timeout")
+          .Increment();
     }
     it = inbound_.erase(it);
   }

@@ -55,8 +55,8 @@ dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
                                      "Data-plane chunks sent again (timeout, loss or nack)", lbl);
   p->in_flight_gauge = &metrics_.gauge("prfaas_data_bytes_in_flight",
                                        "Data-plane bytes sent and not yet acknowledged", lbl);
-  p->queued_gauge = &metrics_.gauge("prfaas_data_bytes_queued",
-                                    "Data-plane bytes pushed and waiting for credit or pacing", lbl);
+  p->queued_gauge = &metrics_.gauge(
+      "prfaas_data_bytes_queued", "Data-plane bytes pushed and waiting for credit or pacing", lbl);
   return peers_.emplace(name, std::move(p)).first->second.get();
 }
 
@@ -67,7 +67,8 @@ void zmq_data_plane_impl::connect(dp_peer& p) {
     configure(c.socket);
     // Unique per connection and per instance: a restarted node never hands over
     // (steals) the live connections of another instance of the same name.
-    c.socket.set(zmq::sockopt::routing_id, cfg_.node + "/" + std::to_string(k) + "/" + identity_nonce_);
+    c.socket.set(zmq::sockopt::routing_id,
+                 cfg_.node + "/" + std::to_string(k) + "/" + identity_nonce_);
     c.socket.set(zmq::sockopt::immediate, 1); // no queueing into a connection not yet up
     c.socket.set(zmq::sockopt::reconnect_ivl, 100);
     c.socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
@@ -84,9 +85,10 @@ void zmq_data_plane_impl::connect(dp_peer& p) {
 
 void zmq_data_plane_impl::on_open(dp_command& c) {
   auto fail_now = [&](std::string error, const char* outcome) {
-    metrics_.counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
-                     {{"peer", c.peer}, {"outcome", outcome}})
-      .Increment();
+    metrics_
+        .counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
+                 {{"peer", c.peer}, {"outcome", outcome}})
+        .Increment();
     log_->warn("data_transfer_failed id={} peer={} error=\"{}\"", c.id, c.peer, error);
     transfer_outcome out{c.id, false, std::move(error), {}};
     out.stats.opened = c.at;
@@ -138,9 +140,9 @@ void zmq_data_plane_impl::on_push(dp_command& c) {
   auto index = static_cast<uint32_t>(t.chunks.size());
   if (size > cfg_.max_chunk_bytes || t.chunks.size() >= UINT32_MAX - 1) {
     complete(t.id, false,
-             "chunk " + std::to_string(index) + " of transfer " + std::to_string(t.id) + " has "
-               + std::to_string(size) + " bytes, above max_chunk_bytes "
-               + std::to_string(cfg_.max_chunk_bytes),
+             "chunk " + std::to_string(index) + " of transfer " + std::to_string(t.id) + " has " +
+                 std::to_string(size) + " bytes, above max_chunk_bytes " +
+                 std::to_string(cfg_.max_chunk_bytes),
              "rejected");
     return;
   }
@@ -208,8 +210,8 @@ bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::h
   auto head = data_wire::encode(h);
   bool more = small != nullptr || bulk != nullptr;
   try {
-    if (!s.send(zmq::buffer(head), zmq::send_flags::dontwait
-                                      | (more ? zmq::send_flags::sndmore : zmq::send_flags::none)))
+    if (!s.send(zmq::buffer(head), zmq::send_flags::dontwait |
+                                       (more ? zmq::send_flags::sndmore : zmq::send_flags::none)))
       return false;
     // Once the first part is in, ZeroMQ takes the rest of the message too.
     if (small != nullptr) {
@@ -395,8 +397,8 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
       bool lost = c.resend;
       if (!lost && c.seq != 0) {
         auto& conn = p.conns[c.conn];
-        lost = conn.acked_seq > c.seq
-               || now - std::max(c.sent_at, conn.last_ack) >= cfg_.chunk_timeout;
+        lost = conn.acked_seq > c.seq ||
+               now - std::max(c.sent_at, conn.last_ack) >= cfg_.chunk_timeout;
       } else if (!lost) {
         lost = now - c.sent_at >= cfg_.chunk_timeout + cfg_.faults.delay_for;
       }
@@ -417,13 +419,14 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
         break;
       if (p.report.bytes_in_flight > 0 && p.report.bytes_in_flight + c.size > cfg_.window_bytes)
         return true; // the peer's window is full: later transfers wait too (FIFO)
-      if (auto r = send_chunk(p, t, static_cast<uint32_t>(t.next), false, now); r != chunk_send::sent)
+      if (auto r = send_chunk(p, t, static_cast<uint32_t>(t.next), false, now);
+          r != chunk_send::sent)
         return r != chunk_send::blocked;
       ++t.next;
     }
     // DONE tells the receiver the count, and is repeated until it answers.
-    if (t.finished && t.next == t.chunks.size()
-        && (!t.done_sent || now - t.done_sent_at >= cfg_.chunk_timeout)) {
+    if (t.finished && t.next == t.chunks.size() &&
+        (!t.done_sent || now - t.done_sent_at >= cfg_.chunk_timeout)) {
       data_wire::header h;
       h.k = data_wire::kind::done;
       h.id = t.id;
@@ -503,77 +506,77 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
   auto now = dp_clock::now();
   auto& cn = p.conns[conn];
   switch (h.k) {
-    case kind::ack:
-      if (h.flags & data_wire::flag_open) {
-        if (t.accepted)
-          return;
-        t.accepted = true;
-        t.credit = std::max<uint32_t>(h.credit, 1);
-        std::vector<data_wire::held_chunk> held;
-        if (payload != nullptr
-            && data_wire::decode_held(static_cast<const std::byte*>(payload->data()),
-                                      payload->size(), held)) {
-          for (auto& hc : held) {
-            if (hc.index < t.chunks.size()) {
-              auto& c = t.chunks[hc.index];
-              if (c.st == out_chunk::state::queued && c.checksum == hc.checksum) {
-                c.st = out_chunk::state::acked;
-                c.data.reset();
-                ++t.acked;
-                t.queued_bytes -= c.size;
-                p.report.bytes_queued -= c.size;
-              }
-            } else {
-              t.held[hc.index] = hc.checksum;
-            }
-          }
-          if (!held.empty())
-            log_->info("data_transfer_resumed id={} peer={} held={}", t.id, p.name, held.size());
-        }
+  case kind::ack:
+    if (h.flags & data_wire::flag_open) {
+      if (t.accepted)
         return;
-      }
-      cn.last_ack = now;
-      cn.acked_seq = std::max(cn.acked_seq, h.seq);
+      t.accepted = true;
       t.credit = std::max<uint32_t>(h.credit, 1);
-      mark_acked(p, t, h.index, now);
-      return;
-    case kind::nack:
-      cn.last_ack = now;
-      cn.acked_seq = std::max(cn.acked_seq, h.seq);
-      if (h.index < t.chunks.size() && t.chunks[h.index].st == out_chunk::state::in_flight) {
-        t.chunks[h.index].resend = true;
-        ++t.stats.corrupted;
-        ++p.report.corrupted;
-        log_->info("data_chunk_nacked id={} chunk={} peer={}", t.id, h.index, p.name);
+      std::vector<data_wire::held_chunk> held;
+      if (payload != nullptr &&
+          data_wire::decode_held(static_cast<const std::byte*>(payload->data()), payload->size(),
+                                 held)) {
+        for (auto& hc : held) {
+          if (hc.index < t.chunks.size()) {
+            auto& c = t.chunks[hc.index];
+            if (c.st == out_chunk::state::queued && c.checksum == hc.checksum) {
+              c.st = out_chunk::state::acked;
+              c.data.reset();
+              ++t.acked;
+              t.queued_bytes -= c.size;
+              p.report.bytes_queued -= c.size;
+            }
+          } else {
+            t.held[hc.index] = hc.checksum;
+          }
+        }
+        if (!held.empty())
+          log_->info("data_transfer_resumed id={} peer={} held={}", t.id, p.name, held.size());
       }
       return;
-    case kind::done: {
-      // The receiver holds everything: acks still on their way on other
-      // connections would arrive after the transfer ended.
-      std::vector<uint32_t> pending{t.in_flight.begin(), t.in_flight.end()};
-      for (auto index : pending)
-        mark_acked(p, t, index, now);
-      t.stats.completed = now;
-      complete(t.id, true, {}, "ok");
-      return;
     }
-    case kind::refuse: {
-      std::string reason = payload != nullptr ? payload->to_string() : "no reason given";
-      complete(t.id, false, "refused by peer '" + p.name + "': " + reason, "refused");
-      return;
+    cn.last_ack = now;
+    cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    t.credit = std::max<uint32_t>(h.credit, 1);
+    mark_acked(p, t, h.index, now);
+    return;
+  case kind::nack:
+    cn.last_ack = now;
+    cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    if (h.index < t.chunks.size() && t.chunks[h.index].st == out_chunk::state::in_flight) {
+      t.chunks[h.index].resend = true;
+      ++t.stats.corrupted;
+      ++p.report.corrupted;
+      log_->info("data_chunk_nacked id={} chunk={} peer={}", t.id, h.index, p.name);
     }
-    default:
-      drop_frame("unexpected_kind");
-      return;
+    return;
+  case kind::done: {
+    // The receiver holds everything: acks still on their way on other
+    // connections would arrive after the transfer ended.
+    std::vector<uint32_t> pending{t.in_flight.begin(), t.in_flight.end()};
+    for (auto index : pending)
+      mark_acked(p, t, index, now);
+    t.stats.completed = now;
+    complete(t.id, true, {}, "ok");
+    return;
+  }
+  case kind::refuse: {
+    std::string reason = payload != nullptr ? payload->to_string() : "no reason given";
+    complete(t.id, false, "refused by peer '" + p.name + "': " + reason, "refused");
+    return;
+  }
+  default:
+    drop_frame("unexpected_kind");
+    return;
   }
 }
 
 // -- endings -------------------------------------------------------------------------
 
 std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
-  std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink
-                  + " not confirmed within " + format_duration(cfg_.transfer_timeout)
-                  + " of its producer's last step: ";
+  std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink +
+                  " not confirmed within " + format_duration(cfg_.transfer_timeout) +
+                  " of its producer's last step: ";
   if (!t.accepted)
     return s + "the peer never answered OPEN";
   s += std::to_string(t.acked) + "/" + std::to_string(t.chunks.size()) + " chunks acknowledged";
@@ -612,9 +615,10 @@ void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, cons
     p.report.bytes_queued -= t.queued_bytes;
     std::erase(p.order, id);
   }
-  metrics_.counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
-                   {{"peer", t.peer}, {"outcome", outcome}})
-    .Increment();
+  metrics_
+      .counter("prfaas_data_transfers_total", "Data-plane transfers sent, by outcome",
+               {{"peer", t.peer}, {"outcome", outcome}})
+      .Increment();
   if (ok) {
     log_->debug("data_transfer_done id={} peer={} sink={} bytes={} chunks={} retransmits={} "
                 "corrupted={} exposed_ms={:.3f}",
@@ -623,8 +627,8 @@ void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, cons
                 std::chrono::duration<double, std::milli>(t.stats.exposed_wire_time()).count());
   } else {
     auto level = std::string_view{outcome} == "cancelled" || std::string_view{outcome} == "stopped"
-                   ? spdlog::level::info
-                   : spdlog::level::warn;
+                     ? spdlog::level::info
+                     : spdlog::level::warn;
     log_->log(level, "data_transfer_failed id={} peer={} sink={} outcome={} error=\"{}\"", id,
               t.peer, t.sink, outcome, error);
   }

@@ -50,13 +50,13 @@ struct dp_command {
 /// One chunk of an outbound transfer.
 struct out_chunk {
   enum class state : uint8_t { queued, in_flight, acked };
-  chunk_bytes data;      ///< released once acknowledged
+  chunk_bytes data; ///< released once acknowledged
   uint64_t size = 0;
   uint64_t checksum = 0;
   state st = state::queued;
-  bool resend = false;   ///< nacked: send again as soon as pacing allows
-  int conn = -1;         ///< connection of the latest transmission
-  uint32_t seq = 0;      ///< that connection's sequence number for it (0 = held back, not on the wire)
+  bool resend = false; ///< nacked: send again as soon as pacing allows
+  int conn = -1;       ///< connection of the latest transmission
+  uint32_t seq = 0; ///< that connection's sequence number for it (0 = held back, not on the wire)
   dp_clock::time_point sent_at{};
 };
 
@@ -67,20 +67,20 @@ struct outbound_transfer {
   std::string sink;
   std::string meta;
   data_plane::done_handler done;
-  bool accepted = false;               ///< the receiver acked the OPEN
+  bool accepted = false; ///< the receiver acked the OPEN
   bool open_sent = false;
   dp_clock::time_point open_sent_at{};
-  std::vector<out_chunk> chunks;       ///< in push order
-  size_t next = 0;                     ///< first chunk never sent (or skipped)
-  std::set<uint32_t> in_flight;        ///< indices sent and not acknowledged
+  std::vector<out_chunk> chunks; ///< in push order
+  size_t next = 0;               ///< first chunk never sent (or skipped)
+  std::set<uint32_t> in_flight;  ///< indices sent and not acknowledged
   uint32_t acked = 0;
-  uint32_t credit = 0;                 ///< receiver's grant; 0 until the OPEN ack
+  uint32_t credit = 0;                         ///< receiver's grant; 0 until the OPEN ack
   std::unordered_map<uint32_t, uint64_t> held; ///< receiver already holds (resume)
   bool finished = false;
   bool done_sent = false;
   dp_clock::time_point done_sent_at{};
   dp_clock::time_point deadline{};
-  uint64_t queued_bytes = 0;           ///< pushed, never sent (counted in the peer's backlog)
+  uint64_t queued_bytes = 0; ///< pushed, never sent (counted in the peer's backlog)
   transfer_stats stats;
 };
 
@@ -88,9 +88,9 @@ struct outbound_transfer {
 struct dp_connection {
   zmq::socket_t socket;
   uint64_t in_flight_bytes = 0;
-  uint32_t next_seq = 1;                ///< numbers chunk transmissions on this connection
-  uint32_t acked_seq = 0;               ///< highest sequence number acknowledged or nacked
-  dp_clock::time_point last_ack{};      ///< progress: re-send timers start no earlier
+  uint32_t next_seq = 1;           ///< numbers chunk transmissions on this connection
+  uint32_t acked_seq = 0;          ///< highest sequence number acknowledged or nacked
+  dp_clock::time_point last_ack{}; ///< progress: re-send timers start no earlier
 };
 
 /// Everything about one peer, sender side.
@@ -98,10 +98,10 @@ struct dp_peer {
   std::string name;
   std::string endpoint;
   data_link_config link;
-  std::vector<dp_connection> conns;     ///< empty until first used
+  std::vector<dp_connection> conns; ///< empty until first used
   token_bucket bucket;
-  bool blackhole = false;               ///< fault: every frame to this peer vanishes
-  std::vector<uint64_t> order;          ///< its transfers, open order
+  bool blackhole = false;      ///< fault: every frame to this peer vanishes
+  std::vector<uint64_t> order; ///< its transfers, open order
   data_link_report report;
   uint64_t acked_at_sample = 0;
   dp_clock::time_point sample_at{};
@@ -197,7 +197,8 @@ private:
 
   // -- data_plane/receiver.cpp -------------------------------------------------------
   void drain_inbound();
-  void on_inbound(const zmq::message_t& identity, const data_wire::header& h, zmq::message_t* payload);
+  void on_inbound(const zmq::message_t& identity, const data_wire::header& h,
+                  zmq::message_t* payload);
   void reply_header(const zmq::message_t& identity, const data_wire::header& h,
                     const std::string* payload);
   /// Delivers the transfer if every chunk is here; answers DONE on `identity`.
@@ -212,8 +213,8 @@ private:
   // Any thread.
   mutable std::mutex cmd_mtx_;
   std::deque<dp_command> commands_;
-  bool closed_ = false;               ///< the I/O thread took its last commands
-  int wake_fd_ = -1;                  ///< eventfd: commands waiting, or stop
+  bool closed_ = false; ///< the I/O thread took its last commands
+  int wake_fd_ = -1;    ///< eventfd: commands waiting, or stop
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
@@ -228,7 +229,7 @@ private:
 
   // I/O thread only.
   zmq::context_t ctx_;
-  zap_ptr zap_;                       ///< with security: the ZAP handler answers for router_
+  zap_ptr zap_; ///< with security: the ZAP handler answers for router_
   zmq::socket_t router_;
   /// With security: reports handshakes refused before ZAP (peers without CURVE).
   std::unique_ptr<handshake_monitor> monitor_;
@@ -238,7 +239,7 @@ private:
   std::deque<delayed_frame> delayed_;
   std::mt19937_64 rng_;
   bool faults_on_ = false;
-  bool blocked_ = false;              ///< a socket refused a frame: poll again soon
+  bool blocked_ = false; ///< a socket refused a frame: poll again soon
   std::optional<dp_clock::duration> pacing_wait_;
   dp_clock::time_point last_expiry_{};
   dp_clock::time_point last_publish_{};

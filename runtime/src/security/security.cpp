@@ -59,10 +59,12 @@ curve_keypair read_key_file(const std::string& file, const std::string& path) {
     throw bad(std::string{"not YAML: "} + e.what());
   }
   curve_keypair k;
-  for (auto [key, out] : {std::pair{"public_key", &k.public_key}, std::pair{"secret_key", &k.secret_key}}) {
+  for (auto [key, out] :
+       {std::pair{"public_key", &k.public_key}, std::pair{"secret_key", &k.secret_key}}) {
     auto n = doc.IsMap() ? doc[key] : YAML::Node{};
     if (!n || !n.IsScalar() || !valid_curve_key(n.Scalar()))
-      throw bad(std::string{key} + " is missing or not a Z85 CURVE key (write one with prfaas-node keygen)");
+      throw bad(std::string{key} +
+                " is missing or not a Z85 CURVE key (write one with prfaas-node keygen)");
     *out = n.Scalar();
   }
   if (curve_public_of(k.secret_key) != k.public_key)
@@ -70,15 +72,16 @@ curve_keypair read_key_file(const std::string& file, const std::string& path) {
   return k;
 }
 
-void write_key_file(const std::string& file, const curve_keypair& keys, const std::string& comment) {
+void write_key_file(const std::string& file, const curve_keypair& keys,
+                    const std::string& comment) {
   // O_EXCL: never overwrite a key (that would lock its node out of the deployment).
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0)
     throw std::runtime_error("cannot create " + file + ": " + std::strerror(errno));
-  std::string text = "# " + comment + "\n" +
-                     "# CURVE key pair (Z85). Keep it secret: whoever holds it can join the deployment.\n" +
-                     "public_key: \"" + keys.public_key + "\"\n" +
-                     "secret_key: \"" + keys.secret_key + "\"\n";
+  std::string text =
+      "# " + comment + "\n" +
+      "# CURVE key pair (Z85). Keep it secret: whoever holds it can join the deployment.\n" +
+      "public_key: \"" + keys.public_key + "\"\n" + "secret_key: \"" + keys.secret_key + "\"\n";
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ok = ::close(fd) == 0 && ok;
   if (!ok)
@@ -106,11 +109,12 @@ security_ptr make_node_security(const deployment_config& dep, const std::string&
     if (k.public_key != keys.public_key)
       throw config_error(dep.source, path,
                          "the key file holds public key " + k.public_key + ", not the listed " +
-                           keys.public_key);
+                             keys.public_key);
     sec->keys.secret_key = k.secret_key;
   } else {
     throw config_error(dep.source, keys.path,
-                       "node " + node + " runs here but has neither secret_key nor secret_key_file");
+                       "node " + node +
+                           " runs here but has neither secret_key nor secret_key_file");
   }
   for (const auto& [name, k] : dep.security.nodes) {
     sec->peer_keys[name] = k.public_key;
@@ -156,13 +160,16 @@ void curve_client(zmq::socket_t& s, const node_security& sec, const std::string&
 
 handshake_monitor::handshake_monitor(zmq::context_t& ctx, zmq::socket_t& server, security_ptr sec,
                                      std::string plane)
-  : server_(server), pair_(ctx, zmq::socket_type::pair), sec_(std::move(sec)), plane_(std::move(plane)) {
+    : server_(server), pair_(ctx, zmq::socket_type::pair), sec_(std::move(sec)),
+      plane_(std::move(plane)) {
   static std::atomic<uint64_t> next{0};
   endpoint_ = "inproc://prfaas-handshake-" + std::to_string(next++);
   // AUTH failures are ZAP's refusals, reported by the handler already.
   if (zmq_socket_monitor(server_.handle(), endpoint_.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
-    throw std::runtime_error(std::string{"cannot monitor the "} + plane_ + " socket: " + zmq_strerror(zmq_errno()));
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
+    throw std::runtime_error(std::string{"cannot monitor the "} + plane_ +
+                             " socket: " + zmq_strerror(zmq_errno()));
   pair_.set(zmq::sockopt::linger, 0);
   pair_.connect(endpoint_);
 }
@@ -192,9 +199,9 @@ void handshake_monitor::drain() {
     r.plane = plane_;
     r.address = address.to_string(); // the server's endpoint: libzmq names no peer here
     r.reason = id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
-                   value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                 ? "handshake_failed_mechanism_mismatch"
-                 : "handshake_failed";
+                       value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                   ? "handshake_failed_mechanism_mismatch"
+                   : "handshake_failed";
     if (sec_ && sec_->on_refused)
       sec_->on_refused(r);
   }

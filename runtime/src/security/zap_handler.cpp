@@ -121,7 +121,8 @@ std::vector<std::string> zap_handler::decide(const std::vector<zmq::message_t>& 
     r.reason = "mechanism";
   } else {
     r.key = request.size() > 6 ? z85_of(request[6]) : std::string{};
-    if (auto who = entry.sec->allowed.find(r.key); !r.key.empty() && who != entry.sec->allowed.end())
+    if (auto who = entry.sec->allowed.find(r.key);
+        !r.key.empty() && who != entry.sec->allowed.end())
       return {"200", "OK", who->second}; // the user id names the peer's node
     r.reason = "unknown_key";
   }

@@ -67,7 +67,7 @@ namespace prfaas {
 class zap_registration {
 public:
   zap_registration(std::shared_ptr<detail::zap_handler> h, std::string domain, uint64_t token)
-    : handler_(std::move(h)), domain_(std::move(domain)), token_(token) {}
+      : handler_(std::move(h)), domain_(std::move(domain)), token_(token) {}
   ~zap_registration() { handler_->remove(domain_, token_); }
 
   zap_registration(const zap_registration&) = delete;

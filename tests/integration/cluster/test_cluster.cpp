@@ -38,25 +38,31 @@ struct cluster {
       for (auto& other : names)
         if (other != n)
           targets += (targets.empty() ? "" : ",") + other + "/echo";
-      yaml += "  - name: " + n + "\n"
-              "    control: tcp://127.0.0.1:" + std::to_string(control) + "\n"
-              "    data: tcp://127.0.0.1:" + std::to_string(data) + "\n"
-              "    admin: 127.0.0.1:" + std::to_string(admin[n]) + "\n"
+      yaml += "  - name: " + n +
+              "\n"
+              "    control: tcp://127.0.0.1:" +
+              std::to_string(control) +
+              "\n"
+              "    data: tcp://127.0.0.1:" +
+              std::to_string(data) +
+              "\n"
+              "    admin: 127.0.0.1:" +
+              std::to_string(admin[n]) +
+              "\n"
               "    actors:\n"
               "      - { type: echo, name: echo }\n"
-              "      - { type: pinger, name: probe, targets: \"" + targets + "\", period: 50ms, timeout: 800ms }\n";
+              "      - { type: pinger, name: probe, targets: \"" +
+              targets + "\", period: 50ms, timeout: 800ms }\n";
     }
     config = dir.file("three.yaml", yaml).string();
   }
 
   void start(const std::string& n) {
     procs[n] = std::make_unique<child_process>(
-      command{{PRFAAS_BIN_DIR "/prfaas-node", "--config", config, "--node", n}, {}, log(n)});
+        command{{PRFAAS_BIN_DIR "/prfaas-node", "--config", config, "--node", n}, {}, log(n)});
   }
 
-  std::string metrics(const std::string& n) {
-    return http_get(admin[n], "/metrics").value_or("");
-  }
+  std::string metrics(const std::string& n) { return http_get(admin[n], "/metrics").value_or(""); }
 
   /// Both streams of every run of node `n`.
   std::filesystem::path log(const std::string& n) const { return dir.path() / (n + ".log"); }
@@ -76,14 +82,18 @@ TEST_CASE("three node processes detect a kill and a restart") {
       if (n == p)
         continue;
       INFO(n << " should see " << p << " up; log:\n" << c.logs(n));
-      REQUIRE(eventually([&] {
-        auto s = peer_state(c.admin[n], p);
-        return s && s->state == "up";
-      }, 10s));
-      REQUIRE(eventually([&] {
-        return metric(c.metrics(n), "prfaas_pinger_replies_total",
-                      {"target=\"" + p + "/echo\""}) >= 3;
-      }, 10s));
+      REQUIRE(eventually(
+          [&] {
+            auto s = peer_state(c.admin[n], p);
+            return s && s->state == "up";
+          },
+          10s));
+      REQUIRE(eventually(
+          [&] {
+            return metric(c.metrics(n), "prfaas_pinger_replies_total",
+                          {"target=\"" + p + "/echo\""}) >= 3;
+          },
+          10s));
     }
   auto old_incarnation = peer_state(c.admin["n0"], "n2")->incarnation;
   REQUIRE(old_incarnation == own_incarnation(c.admin["n2"]));
@@ -94,12 +104,14 @@ TEST_CASE("three node processes detect a kill and a restart") {
   REQUIRE(c.procs["n2"]->wait(5s) == 128 + SIGKILL);
   std::map<std::string, std::chrono::milliseconds> detection;
   for (auto n : {"n0", "n1"}) {
-    REQUIRE(eventually([&] {
-      auto s = peer_state(c.admin[n], "n2");
-      return s && s->state == "down";
-    }, 10s, 5ms));
+    REQUIRE(eventually(
+        [&] {
+          auto s = peer_state(c.admin[n], "n2");
+          return s && s->state == "down";
+        },
+        10s, 5ms));
     detection[n] = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - killed);
+        std::chrono::steady_clock::now() - killed);
   }
   // The bound: five missed 100 ms intervals, judged on 100 ms ticks, plus generous
   // slack for a loaded 2-core machine and the 5 ms polling of /health. No floor on
@@ -111,10 +123,12 @@ TEST_CASE("three node processes detect a kill and a restart") {
     INFO(n << " detected the kill after " << d.count() << " ms");
     CHECK(d <= bound);
     std::string logs;
-    REQUIRE(eventually([&] {
-      logs = c.logs(n);
-      return logs.find("peer_down peer=n2 ") != std::string::npos;
-    }, 5s));
+    REQUIRE(eventually(
+        [&] {
+          logs = c.logs(n);
+          return logs.find("peer_down peer=n2 ") != std::string::npos;
+        },
+        5s));
     auto at = logs.find("peer_down peer=n2 ");
     auto silent = logs.find("silent_ms=", at);
     REQUIRE(silent != std::string::npos);
@@ -122,10 +136,9 @@ TEST_CASE("three node processes detect a kill and a restart") {
     INFO(n << " logged the peer down after " << silent_ms << " ms of silence");
     CHECK(std::chrono::milliseconds{silent_ms} >= interval * misses);
   }
-  WARN("kill -9 detection: n0 " << detection["n0"].count() << " ms, n1 "
-                                << detection["n1"].count() << " ms (bound "
-                                << std::chrono::duration_cast<std::chrono::milliseconds>(bound).count()
-                                << " ms)");
+  WARN("kill -9 detection: n0 "
+       << detection["n0"].count() << " ms, n1 " << detection["n1"].count() << " ms (bound "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(bound).count() << " ms)");
 
   // No request hangs: every ping to n2 ended, with an error, and the books balance.
   std::this_thread::sleep_for(1s); // longer than the pingers' 800 ms deadline
@@ -135,39 +148,45 @@ TEST_CASE("three node processes detect a kill and a restart") {
     double requests = 0, replies = 0, errors = 0, in_flight = 0;
     // The pinger's counters move outside the registry's lock and a scrape reads the
     // counters before the gauge, so one scrape may catch a round half-counted.
-    auto balanced = eventually([&] {
-      m = c.metrics(n);
-      requests = metric(m, "prfaas_pinger_requests_total", {t});
-      replies = metric(m, "prfaas_pinger_replies_total", {t});
-      errors = metric(m, "prfaas_pinger_errors_total", {t});
-      in_flight = metric(m, "prfaas_pinger_in_flight", {t});
-      return requests == replies + errors + in_flight;
-    }, 5s);
+    auto balanced = eventually(
+        [&] {
+          m = c.metrics(n);
+          requests = metric(m, "prfaas_pinger_requests_total", {t});
+          replies = metric(m, "prfaas_pinger_replies_total", {t});
+          errors = metric(m, "prfaas_pinger_errors_total", {t});
+          in_flight = metric(m, "prfaas_pinger_in_flight", {t});
+          return requests == replies + errors + in_flight;
+        },
+        5s);
     INFO(n << ": requests " << requests << " replies " << replies << " errors " << errors
            << " in flight " << in_flight);
     CHECK(errors > 0);
     CHECK(balanced);
     CHECK(in_flight <= 1); // at most the one started in the current round
-    CHECK(metric(m, "prfaas_pinger_errors_total", {t, "code=\"peer_down\""})
-            + metric(m, "prfaas_pinger_errors_total", {t, "code=\"request_timeout\""})
-            + metric(m, "prfaas_pinger_errors_total", {t, "code=\"unreachable\""})
-          == errors);
+    CHECK(metric(m, "prfaas_pinger_errors_total", {t, "code=\"peer_down\""}) +
+              metric(m, "prfaas_pinger_errors_total", {t, "code=\"request_timeout\""}) +
+              metric(m, "prfaas_pinger_errors_total", {t, "code=\"unreachable\""}) ==
+          errors);
   }
 
   // Restart n2: it comes back as a new incarnation and answers again.
   c.start("n2");
   for (auto n : {"n0", "n1"}) {
-    REQUIRE(eventually([&] {
-      auto s = peer_state(c.admin[n], "n2");
-      return s && s->state == "up" && s->incarnation > old_incarnation;
-    }, 10s));
+    REQUIRE(eventually(
+        [&] {
+          auto s = peer_state(c.admin[n], "n2");
+          return s && s->state == "up" && s->incarnation > old_incarnation;
+        },
+        10s));
   }
-  auto replies_before = metric(c.metrics("n0"), "prfaas_pinger_replies_total",
-                               {"target=\"n2/echo\""});
-  CHECK(eventually([&] {
-    return metric(c.metrics("n0"), "prfaas_pinger_replies_total", {"target=\"n2/echo\""})
-           > replies_before + 3;
-  }, 10s));
+  auto replies_before =
+      metric(c.metrics("n0"), "prfaas_pinger_replies_total", {"target=\"n2/echo\""});
+  CHECK(eventually(
+      [&] {
+        return metric(c.metrics("n0"), "prfaas_pinger_replies_total", {"target=\"n2/echo\""}) >
+               replies_before + 3;
+      },
+      10s));
 
   // A clean SIGTERM shutdown of every node exits 0.
   for (auto& n : c.names)

@@ -25,29 +25,32 @@ using namespace prfaas::test;
 namespace {
 
 /// Answers a Ping with a Pong whose `responder` is the name of the thread it ran on.
-prfaas::remote_actor::behavior_type where(prfaas::remote_actor::pointer, prfaas::node_context* ctx) {
+prfaas::remote_actor::behavior_type where(prfaas::remote_actor::pointer,
+                                          prfaas::node_context* ctx) {
   return {
-    [ctx](prfaas::remote_message& m) -> caf::result<prfaas::remote_message> {
-      prfaas::examples::Ping ping;
-      if (!prfaas::parse_remote(m, ping))
-        return prfaas::unknown_type(*ctx, m);
-      char name[32] = {};
-      pthread_getname_np(pthread_self(), name, sizeof name);
-      prfaas::examples::Pong pong;
-      pong.set_sequence(ping.sequence());
-      pong.set_responder(name);
-      return prfaas::make_reply(m, pong);
-    },
+      [ctx](prfaas::remote_message& m) -> caf::result<prfaas::remote_message> {
+        prfaas::examples::Ping ping;
+        if (!prfaas::parse_remote(m, ping))
+          return prfaas::unknown_type(*ctx, m);
+        char name[32] = {};
+        pthread_getname_np(pthread_self(), name, sizeof name);
+        prfaas::examples::Pong pong;
+        pong.set_sequence(ping.sequence());
+        pong.set_responder(name);
+        return prfaas::make_reply(m, pong);
+      },
   };
 }
 
 std::string deployment(const std::vector<uint16_t>& ports, bool inline_delivery) {
   return "deployment: inline\n"
          "failure_detector: { interval: 100ms, misses: 30, suspect_misses: 10 }\n"
-         "transport: { inline_delivery: " + std::string{inline_delivery ? "true" : "false"} +
+         "transport: { inline_delivery: " +
+         std::string{inline_delivery ? "true" : "false"} +
          " }\n"
          "nodes:\n" +
-         node_entry("target", ports[0], ports[1], "    actors: [ { type: where, name: where } ]\n") +
+         node_entry("target", ports[0], ports[1],
+                    "    actors: [ { type: where, name: where } ]\n") +
          node_entry("client", ports[2], ports[3]);
 }
 
@@ -59,11 +62,12 @@ TEST_CASE("inline delivery runs an idle actor on the wire thread and only when e
   auto dep = prfaas::parse_deployment(deployment(free_ports(4), inline_delivery), "<inline>");
   REQUIRE(dep.transport.inline_delivery == inline_delivery);
   auto registry = prfaas::actor_registry::with_builtins();
-  registry.add({.name = "where",
-                .doc = "answers a Ping with the name of the thread it ran on",
-                .factory = [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
-                  return caf::actor_cast<caf::actor>(ctx.system().spawn(where, &ctx));
-                }});
+  registry.add(
+      {.name = "where",
+       .doc = "answers a Ping with the name of the thread it ran on",
+       .factory = [](prfaas::node_context& ctx, const std::string&, const prfaas::actor_params&) {
+         return caf::actor_cast<caf::actor>(ctx.system().spawn(where, &ctx));
+       }});
   live_nodes live{std::move(registry)};
   auto& target = live.start(dep, "target");
   auto& client = live.start(dep, "client");
@@ -76,12 +80,13 @@ TEST_CASE("inline delivery runs an idle actor on the wire thread and only when e
     auto msg = prfaas::make_remote(prfaas::address{"client", "test"},
                                    prfaas::address{"target", "where"}, ping);
     prfaas::request_remote(self.ptr(), client.context(), msg, budget)
-      .receive([&](prfaas::remote_message& r) {
-                 prfaas::examples::Pong p;
-                 if (prfaas::parse_remote(r, p))
-                   out = p;
-               },
-               [](caf::error&) {});
+        .receive(
+            [&](prfaas::remote_message& r) {
+              prfaas::examples::Pong p;
+              if (prfaas::parse_remote(r, p))
+                out = p;
+            },
+            [](caf::error&) {});
     return out;
   };
   REQUIRE(eventually([&] { return ask(0, 500ms).has_value(); }, 20s, 100ms));

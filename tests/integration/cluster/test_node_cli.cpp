@@ -18,9 +18,14 @@ std::string node_yaml(const std::string& actors, const std::string& extra = "") 
   return "deployment: cli\n" + extra +
          "nodes:\n"
          "  - name: n0\n"
-         "    control: tcp://127.0.0.1:" + std::to_string(ports[0]) + "\n"
-         "    data: tcp://127.0.0.1:" + std::to_string(ports[1]) + "\n"
-         "    actors:\n" + actors;
+         "    control: tcp://127.0.0.1:" +
+         std::to_string(ports[0]) +
+         "\n"
+         "    data: tcp://127.0.0.1:" +
+         std::to_string(ports[1]) +
+         "\n"
+         "    actors:\n" +
+         actors;
 }
 
 struct node_run {
@@ -50,17 +55,17 @@ TEST_CASE("prfaas-node rejects bad deployments with exit code 2 and the key path
     std::string expect;
   };
   std::vector<row> rows{
-    {node_yaml("      - { type: echo, name: e }\n", "failure_detector: { interval_ms: 5 }\n"),
-     "failure_detector.interval_ms: unknown key"},
-    {node_yaml("      - { type: nonesuch, name: e }\n"),
-     "nodes[0].actors[0].type: unknown actor type \"nonesuch\""},
-    {node_yaml("      - { type: crashy, name: e, tick: often }\n"),
-     "nodes[0].actors[0].tick: expected a duration"},
-    {node_yaml("      - { type: pinger, name: p, targets: \"not-an-address\" }\n"),
-     "nodes[0].actors[0].targets: not a node/actor address"},
-    {node_yaml("      - { type: echo, name: e }\n      - { type: echo, name: e }\n"),
-     "nodes[0].actors[1].name: duplicate actor name"},
-    {"deployment: [oops\n", "cfg.yaml"},
+      {node_yaml("      - { type: echo, name: e }\n", "failure_detector: { interval_ms: 5 }\n"),
+       "failure_detector.interval_ms: unknown key"},
+      {node_yaml("      - { type: nonesuch, name: e }\n"),
+       "nodes[0].actors[0].type: unknown actor type \"nonesuch\""},
+      {node_yaml("      - { type: crashy, name: e, tick: often }\n"),
+       "nodes[0].actors[0].tick: expected a duration"},
+      {node_yaml("      - { type: pinger, name: p, targets: \"not-an-address\" }\n"),
+       "nodes[0].actors[0].targets: not a node/actor address"},
+      {node_yaml("      - { type: echo, name: e }\n      - { type: echo, name: e }\n"),
+       "nodes[0].actors[1].name: duplicate actor name"},
+      {"deployment: [oops\n", "cfg.yaml"},
   };
   for (auto& r : rows) {
     INFO(r.yaml);
@@ -88,7 +93,8 @@ TEST_CASE("prfaas-node stops cleanly on SIGINT and SIGTERM") {
     INFO("signal " << sig);
     auto log = dir.path() / ("sig" + std::to_string(sig) + ".log");
     child_process p{{{PRFAAS_BIN_DIR "/prfaas-node", "--config", cfg.string(), "--all"}, {}, log}};
-    REQUIRE(eventually([&] { return read_file(log).find("actor_started child=e") != std::string::npos; }, 10s));
+    REQUIRE(eventually(
+        [&] { return read_file(log).find("actor_started child=e") != std::string::npos; }, 10s));
     p.signal(sig);
     auto code = p.wait(10s);
     INFO(read_file(log));
@@ -100,10 +106,9 @@ TEST_CASE("prfaas-node stops cleanly on SIGINT and SIGTERM") {
 
 TEST_CASE("prfaas-node exits non-zero when a crash loop escalates") {
   temp_dir dir;
-  auto res = run_node(dir,
-                      node_yaml("      - { type: crashy, name: c, crash_after: 20ms }\n",
-                                "supervision: { intensity: 3, period: 10s }\n"));
+  auto res = run_node(dir, node_yaml("      - { type: crashy, name: c, crash_after: 20ms }\n",
+                                     "supervision: { intensity: 3, period: 10s }\n"));
   CHECK(res.code == 3);
-  CHECK_THAT(res.output, Contains("supervisor_escalate child=c")
-                           && Contains("crashed more than 3 times"));
+  CHECK_THAT(res.output,
+             Contains("supervisor_escalate child=c") && Contains("crashed more than 3 times"));
 }

@@ -45,9 +45,12 @@ std::string deployment(const std::string& model, uint64_t threshold, std::map<in
   text = t::with_free_ports(text, ports);
   text = std::regex_replace(text, std::regex{" *- \\{ type: link_monitor.*\n"}, "");
   REQUIRE(text.find("link_monitor") == std::string::npos);
-  text = std::regex_replace(text, std::regex{"gguf: .*"}, "gguf: " + models + "/" + model + ".gguf");
-  text = std::regex_replace(text, std::regex{"context: [0-9]+"}, "context: " + std::to_string(context));
-  return std::regex_replace(text, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
+  text =
+      std::regex_replace(text, std::regex{"gguf: .*"}, "gguf: " + models + "/" + model + ".gguf");
+  text = std::regex_replace(text, std::regex{"context: [0-9]+"},
+                            "context: " + std::to_string(context));
+  return std::regex_replace(text, std::regex{"threshold: [0-9]+"},
+                            "threshold: " + std::to_string(threshold));
 }
 
 /// The two node processes of a deployment, up and seeing each other.
@@ -60,28 +63,28 @@ struct two_nodes {
     auto cfg = dir.file("deployment.yaml", deployment(model, threshold, ports));
     auto start = [&](const char* node) {
       return std::make_unique<t::child_process>(
-        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", node},
-                   .out_file = dir.path() / (std::string{node} + ".log")});
+          t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", node},
+                     .out_file = dir.path() / (std::string{node} + ".log")});
     };
     prfaas = start("prfaas-0");
     pd = start("pd-0");
     INFO(pd->output() << prfaas->output());
     REQUIRE(t::eventually([&] { return t::http_get(http(), "/health").has_value(); }, 60s, 50ms));
     REQUIRE(t::eventually(
-      [&] {
-        auto s = t::peer_state(ports.at(9101), "prfaas-0");
-        return s && s->state == "up";
-      },
-      30s, 50ms));
+        [&] {
+          auto s = t::peer_state(ports.at(9101), "prfaas-0");
+          return s && s->state == "up";
+        },
+        30s, 50ms));
     // Workers take work once their engines are built (a model load, on their threads),
     // and the scheduler has heard so.
     REQUIRE(t::eventually(
-      [&] {
-        const auto m = metrics();
-        return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 2 &&
-               t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 1;
-      },
-      60s, 50ms));
+        [&] {
+          const auto m = metrics();
+          return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 2 &&
+                 t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 1;
+        },
+        60s, 50ms));
   }
   int http() const { return ports.at(8000); }
   std::string metrics() const { return t::http_get(ports.at(9101), "/metrics").value_or(""); }
@@ -146,15 +149,19 @@ struct reference {
 };
 
 json body_of(const std::string& model, const json& prompt, float temperature, uint64_t seed) {
-  return {{"model", "prfaas-tiny-" + model.substr(5)}, {"prompt", prompt},
-          {"max_tokens", new_tokens},                  {"temperature", temperature},
-          {"seed", seed},                              {"ignore_eos", true},
+  return {{"model", "prfaas-tiny-" + model.substr(5)},
+          {"prompt", prompt},
+          {"max_tokens", new_tokens},
+          {"temperature", temperature},
+          {"seed", seed},
+          {"ignore_eos", true},
           {"return_token_ids", true}};
 }
 
 } // namespace
 
-TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the data plane, decode elsewhere",
+TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the data plane, "
+          "decode elsewhere",
           "[llama][e2e]") {
   for (const std::string model : {"tiny-qwen35", "tiny-kimi-linear", "tiny-qwen2"}) {
     INFO("model " << model);
@@ -168,7 +175,7 @@ TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the
     // it) and random token ids; each greedy and seeded.
     for (int i = 0; i < 30; ++i) {
       const auto n = std::max<size_t>(
-        1, static_cast<size_t>(std::exp(rng.uniform_double() * std::log(context / 4.0))));
+          1, static_cast<size_t>(std::exp(rng.uniform_double() * std::log(context / 4.0))));
       json prompt;
       std::vector<int> tokens;
       if (i % 2 == 0) {
@@ -218,7 +225,8 @@ TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the
     // The decode node imported every state: its llama.cpp evaluated single tokens only.
     const auto m = nodes.metrics();
     CHECK(t::metric(m, "prfaas_engine_llama_n_p_eval_total", {"worker=\"d0\""}) == 0);
-    CHECK(t::metric(m, "prfaas_engine_llama_n_eval_total", {"worker=\"d0\""}) >= 60 * (new_tokens - 1));
+    CHECK(t::metric(m, "prfaas_engine_llama_n_eval_total", {"worker=\"d0\""}) >=
+          60 * (new_tokens - 1));
   }
 }
 
@@ -260,27 +268,35 @@ deployment: llama-resume
 model:
   engine: llama
   block_tokens: 64
-  llama: { gguf: )" + models + R"(/tiny-qwen35.gguf, context: 4096, threads: 1 }
+  llama: { gguf: )" +
+                  models + R"(/tiny-qwen35.gguf, context: 4096, threads: 1 }
 clusters:
   pd: { kind: pd }
 failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }
 nodes:
   - name: gw
     cluster: pd
-    control: tcp://127.0.0.1:)" + port(0) + R"(
-    data: tcp://127.0.0.1:)" + port(1) + R"(
-    admin: 127.0.0.1:)" + port(2) + R"(
+    control: tcp://127.0.0.1:)" +
+                  port(0) + R"(
+    data: tcp://127.0.0.1:)" +
+                  port(1) + R"(
+    admin: 127.0.0.1:)" +
+                  port(2) + R"(
     actors:
       - { type: scheduler, name: sched, policy: threshold, threshold: 1000000 }
-      - { type: gateway, name: gw, listen: 127.0.0.1:)" + port(3) + R"( }
+      - { type: gateway, name: gw, listen: 127.0.0.1:)" +
+                  port(3) + R"( }
       - { type: prefill_worker, name: pdp }
 )";
   for (int d = 0; d < 2; ++d)
     y += "  - name: d" + std::to_string(d) + R"(
     cluster: pd
-    control: tcp://127.0.0.1:)" + port(4 + 3 * d) + R"(
-    data: tcp://127.0.0.1:)" + port(5 + 3 * d) + R"(
-    admin: 127.0.0.1:)" + port(6 + 3 * d) + R"(
+    control: tcp://127.0.0.1:)" +
+         port(4 + 3 * d) + R"(
+    data: tcp://127.0.0.1:)" +
+         port(5 + 3 * d) + R"(
+    admin: 127.0.0.1:)" +
+         port(6 + 3 * d) + R"(
     actors:
       - { type: decode_worker, name: dec, max_batch: 4 }
 )";
@@ -296,7 +312,8 @@ nodes:
 // repeated, none missing, exactly max_tokens) and its delivered prefix, and continues
 // exactly as one context prefilling prompt + delivered and sampling from that index
 // would — not necessarily as the lost worker would have.
-TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with no index repeated or missing",
+TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with no index repeated "
+          "or missing",
           "[llama][e2e][faults]") {
   t::temp_dir dir;
   const auto p = t::free_ports(10);
@@ -304,8 +321,8 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
   std::map<std::string, std::unique_ptr<t::child_process>> nodes;
   for (const char* n : {"d0", "d1", "gw"})
     nodes[n] = std::make_unique<t::child_process>(
-      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
-                 .out_file = dir.path() / (std::string{n} + ".log")});
+        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                   .out_file = dir.path() / (std::string{n} + ".log")});
   auto logs = [&] {
     std::string s;
     for (auto& [_, n] : nodes)
@@ -314,12 +331,12 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
   };
   const int http = p[3];
   REQUIRE(t::eventually(
-    [&] {
-      const auto m = t::http_get(p[2], "/metrics").value_or("");
-      return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 2 &&
-             t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 1;
-    },
-    60s, 50ms));
+      [&] {
+        const auto m = t::http_get(p[2], "/metrics").value_or("");
+        return t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"decode\""}) == 2 &&
+               t::metric(m, "prfaas_scheduler_routable_workers", {"role=\"prefill\""}) == 1;
+      },
+      60s, 50ms));
 
   eng::xoshiro256 rng(31);
   std::vector<int> prompt;
@@ -336,15 +353,16 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
   }};
   std::string victim;
   const bool busy = t::eventually(
-    [&] {
-      for (int d = 0; d < 2; ++d)
-        if (t::metric(t::http_get(p[6 + 3 * d], "/metrics").value_or(""), "prfaas_worker_tokens_total") >= 20) {
-          victim = "d" + std::to_string(d);
-          return true;
-        }
-      return false;
-    },
-    60s, 10ms);
+      [&] {
+        for (int d = 0; d < 2; ++d)
+          if (t::metric(t::http_get(p[6 + 3 * d], "/metrics").value_or(""),
+                        "prfaas_worker_tokens_total") >= 20) {
+            victim = "d" + std::to_string(d);
+            return true;
+          }
+        return false;
+      },
+      60s, 10ms);
   if (busy)
     nodes.at(victim)->signal(SIGKILL);
   client.join();
@@ -354,7 +372,8 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
   CHECK(streamed.body["choices"][0]["finish_reason"] == "length");
   CHECK(streamed.body["usage"]["completion_tokens"] == n);
   REQUIRE(streamed.tokens.size() == n); // every index once
-  CHECK(t::metric(t::http_get(p[2], "/metrics").value_or(""), "prfaas_gateway_decode_resumes_total") == 1);
+  CHECK(t::metric(t::http_get(p[2], "/metrics").value_or(""),
+                  "prfaas_gateway_decode_resumes_total") == 1);
 
   // Where it resumed: the gateway logs how many tokens had been delivered.
   std::smatch m;
@@ -383,7 +402,8 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
     incremental.push_back((*step)[0]);
   }
   ref.e->release(1);
-  CHECK(std::vector<int>(streamed.tokens.begin(), streamed.tokens.begin() + static_cast<long>(k)) == incremental);
+  CHECK(std::vector<int>(streamed.tokens.begin(), streamed.tokens.begin() + static_cast<long>(k)) ==
+        incremental);
   // After it: one context prefilling prompt + delivered, sampling from index k.
   auto resumed_prompt = prompt;
   resumed_prompt.insert(resumed_prompt.end(), incremental.begin(), incremental.end());
@@ -401,7 +421,8 @@ TEST_CASE("llama.cpp: a decode node killed mid-stream, the stream continues with
     REQUIRE(step.ok());
     continued.push_back((*step)[0]);
   }
-  CHECK(std::vector<int>(streamed.tokens.begin() + static_cast<long>(k), streamed.tokens.end()) == continued);
+  CHECK(std::vector<int>(streamed.tokens.begin() + static_cast<long>(k), streamed.tokens.end()) ==
+        continued);
   for (auto& [name, node] : nodes)
     if (name != victim)
       node->signal(SIGTERM);

@@ -66,7 +66,7 @@ bool sh(const std::vector<std::string>& argv) {
 struct response {
   clk::time_point sent, done;
   bool long_prompt = false;
-  int status = 0;       ///< 0: no HTTP answer at all
+  int status = 0; ///< 0: no HTTP answer at all
   std::string route;
   int attempts = 0;
   size_t tokens = 0;
@@ -118,8 +118,10 @@ private:
       while (prompt.size() < len)
         prompt += "the KVCache crosses the link between datacenters. ";
       prompt.resize(len);
-      json body = {{"model", "prfaas-ref-hybrid"}, {"prompt", prompt},
-                   {"max_tokens", max_tokens},    {"temperature", 0},
+      json body = {{"model", "prfaas-ref-hybrid"},
+                   {"prompt", prompt},
+                   {"max_tokens", max_tokens},
+                   {"temperature", 0},
                    {"ignore_eos", true}};
       r.sent = clk::now();
       ++in_flight_;
@@ -153,13 +155,13 @@ template <class Pred>
 std::optional<double> seconds_until(const std::string& ip, Pred pred, std::chrono::seconds limit) {
   auto start = clk::now();
   bool ok = t::eventually(
-    [&] {
-      httplib::Client cli{ip, 9301};
-      cli.set_read_timeout(2, 0);
-      auto res = cli.Get("/metrics");
-      return res && res->status == 200 && pred(res->body);
-    },
-    limit, 100ms);
+      [&] {
+        httplib::Client cli{ip, 9301};
+        cli.set_read_timeout(2, 0);
+        auto res = cli.Get("/metrics");
+        return res && res->status == 200 && pred(res->body);
+      },
+      limit, 100ms);
   if (!ok)
     return std::nullopt;
   return std::chrono::duration<double>(clk::now() - start).count();
@@ -218,17 +220,29 @@ int main() {
     check(load.in_flight() > 0, "requests are in flight when the link goes down");
     const auto down_at = clk::now();
     check(link_cmd({"ip", "link", "set", veth_a, "down"}), "veth down");
-    auto detected = seconds_until(ip_b, [](const std::string& m) {
-      return metric(m, "prfaas_scheduler_link_up") == 0;
-    }, 20s);
+    auto detected = seconds_until(
+        ip_b, [](const std::string& m) { return metric(m, "prfaas_scheduler_link_up") == 0; }, 20s);
     std::cout << "link down detected by the scheduler after " << fmt(detected) << std::endl;
     check(detected.has_value(), "the scheduler learns the link is down within 20 s");
     std::string m1;
-    seconds_until(ip_b, [&](const std::string& m) { m1 = m; return true; }, 2s);
-    const double offloads_at_down = metric(m1, "prfaas_scheduler_routes_total", {"route=\"prfaas\""});
+    seconds_until(
+        ip_b,
+        [&](const std::string& m) {
+          m1 = m;
+          return true;
+        },
+        2s);
+    const double offloads_at_down =
+        metric(m1, "prfaas_scheduler_routes_total", {"route=\"prfaas\""});
     std::this_thread::sleep_for(5s);
     std::string m2;
-    seconds_until(ip_b, [&](const std::string& m) { m2 = m; return true; }, 2s);
+    seconds_until(
+        ip_b,
+        [&](const std::string& m) {
+          m2 = m;
+          return true;
+        },
+        2s);
     check(metric(m2, "prfaas_scheduler_routes_total", {"route=\"prfaas\""}) == offloads_at_down,
           "no new offloads while the link is down");
     const auto mid_down = clk::now();
@@ -237,14 +251,14 @@ int main() {
     size_t failed_over = 0;
     for (auto& r : load.snapshot())
       failed_over += r.sent < down_at + 1s && r.done > down_at && r.attempts > 1 ? 1 : 0;
-    std::cout << "requests in flight at link-down that were re-routed: " << failed_over << std::endl;
+    std::cout << "requests in flight at link-down that were re-routed: " << failed_over
+              << std::endl;
 
     // 2. Link up: offload resumes.
     const auto up_at = clk::now();
     check(link_cmd({"ip", "link", "set", veth_a, "up"}), "veth up");
-    auto recovered = seconds_until(ip_b, [](const std::string& m) {
-      return metric(m, "prfaas_scheduler_link_up") == 1;
-    }, 30s);
+    auto recovered = seconds_until(
+        ip_b, [](const std::string& m) { return metric(m, "prfaas_scheduler_link_up") == 1; }, 30s);
     std::cout << "link up seen by the scheduler after " << fmt(recovered) << std::endl;
     check(recovered.has_value(), "the scheduler learns the link is back within 30 s");
     check(t::eventually([&] { return load.long_since(up_at, "prfaas") >= 2; }, 30s, 100ms),
@@ -253,10 +267,13 @@ int main() {
     // 3. Rate cut: scarce bandwidth, t raised within its bound.
     check(tbf("8mbit"), "tbf rate cut to 8 Mbit/s");
     double t_raised = 0;
-    auto scarce = seconds_until(ip_b, [&](const std::string& m) {
-      t_raised = metric(m, "prfaas_scheduler_threshold_tokens");
-      return metric(m, "prfaas_scheduler_bandwidth_scarce") == 1 && t_raised > 256;
-    }, 30s);
+    auto scarce = seconds_until(
+        ip_b,
+        [&](const std::string& m) {
+          t_raised = metric(m, "prfaas_scheduler_threshold_tokens");
+          return metric(m, "prfaas_scheduler_bandwidth_scarce") == 1 && t_raised > 256;
+        },
+        30s);
     std::cout << "scarce mode and t = " << t_raised << " after " << fmt(scarce) << std::endl;
     check(scarce.has_value(), "the rate cut makes bandwidth scarce and raises t within 30 s");
     check(t_raised <= 4096, "the raised t stays within max_threshold (4096)");
@@ -266,10 +283,13 @@ int main() {
 
     // 4. Rate restored: abundant again, the planned t.
     check(tbf("1gbit"), "tbf rate back to 1 Gbit/s");
-    auto abundant = seconds_until(ip_b, [](const std::string& m) {
-      return metric(m, "prfaas_scheduler_bandwidth_scarce") == 0 &&
-             metric(m, "prfaas_scheduler_threshold_tokens") == 256;
-    }, 60s);
+    auto abundant = seconds_until(
+        ip_b,
+        [](const std::string& m) {
+          return metric(m, "prfaas_scheduler_bandwidth_scarce") == 0 &&
+                 metric(m, "prfaas_scheduler_threshold_tokens") == 256;
+        },
+        60s);
     std::cout << "abundant again (t = 256) after " << fmt(abundant) << std::endl;
     check(abundant.has_value(), "bandwidth abundant again and t back to 256 within 60 s");
     load.stop();

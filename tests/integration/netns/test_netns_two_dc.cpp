@@ -44,9 +44,10 @@ int main() {
     long_prompt += "KVCache crosses the link. ";
   prfaas::test::temp_dir dir{"prfaas-netns-test"};
   auto out_file = dir.path() / "probe.out";
-  auto res = prfaas::test::run({.argv = {"tools/netns-two-dc.sh", "--probe", short_prompt, long_prompt,
-                                         "--max-tokens", "12"},
-                                .out_file = out_file, .err_file = dir.path() / "probe.err"},
+  auto res = prfaas::test::run({.argv = {"tools/netns-two-dc.sh", "--probe", short_prompt,
+                                         long_prompt, "--max-tokens", "12"},
+                                .out_file = out_file,
+                                .err_file = dir.path() / "probe.err"},
                                std::chrono::seconds(120));
   if (res.code == 77) {
     std::cout << res.output << "\n";
@@ -68,7 +69,8 @@ int main() {
     return 1;
   }
   int failures = 0;
-  const std::pair<std::string, std::string> want[] = {{short_prompt, "pd"}, {long_prompt, "prfaas"}};
+  const std::pair<std::string, std::string> want[] = {{short_prompt, "pd"},
+                                                      {long_prompt, "prfaas"}};
   for (size_t i = 0; i < 2; ++i) {
     auto tokens = answers[i]["choices"][0]["token_ids"].get<std::vector<int>>();
     auto route = answers[i]["prfaas"]["route"].get<std::string>();

@@ -29,36 +29,46 @@ struct secured_gateway {
     auto p = [&](size_t i) { return std::to_string(ports[i]); };
     auto keys_file = dir.file("more-keys", "# one per line\nsk-file\n");
     std::string yaml =
-      "deployment: api-keys\n"
-      "model:\n"
-      "  name: " + model + "\n"
-      "  engine: reference\n"
-      "  block_tokens: 64\n"
-      "  max_context: 8192\n"
-      "  reference: { weight_seed: 1, layer_pattern: LLLFLLLF }\n"
-      "clusters:\n"
-      "  pd: { kind: pd }\n"
-      "nodes:\n"
-      "  - name: pd-0\n"
-      "    cluster: pd\n"
-      "    control: tcp://127.0.0.1:" + p(0) + "\n"
-      "    data: tcp://127.0.0.1:" + p(1) + "\n"
-      "    actors:\n"
-      "      - { type: scheduler, name: sched, policy: threshold, threshold: 100000 }\n"
-      "      - { type: prefill_worker, name: pdp0 }\n"
-      "      - { type: decode_worker, name: d0, max_batch: 4 }\n"
-      "      - type: gateway\n"
-      "        name: gw\n"
-      "        listen: 127.0.0.1:" + p(2) + "\n"
-      "        api_keys: [sk-alpha, sk-beta]\n"
-      "        api_keys_file: " + keys_file.string() + "\n"
-      "        max_concurrent_per_key: 1\n"
-      "        max_prompt_tokens: 100\n"
-      "        max_output_tokens: 8000\n"
-      "        max_body: 4KiB\n";
+        "deployment: api-keys\n"
+        "model:\n"
+        "  name: " +
+        model +
+        "\n"
+        "  engine: reference\n"
+        "  block_tokens: 64\n"
+        "  max_context: 8192\n"
+        "  reference: { weight_seed: 1, layer_pattern: LLLFLLLF }\n"
+        "clusters:\n"
+        "  pd: { kind: pd }\n"
+        "nodes:\n"
+        "  - name: pd-0\n"
+        "    cluster: pd\n"
+        "    control: tcp://127.0.0.1:" +
+        p(0) +
+        "\n"
+        "    data: tcp://127.0.0.1:" +
+        p(1) +
+        "\n"
+        "    actors:\n"
+        "      - { type: scheduler, name: sched, policy: threshold, threshold: 100000 }\n"
+        "      - { type: prefill_worker, name: pdp0 }\n"
+        "      - { type: decode_worker, name: d0, max_batch: 4 }\n"
+        "      - type: gateway\n"
+        "        name: gw\n"
+        "        listen: 127.0.0.1:" +
+        p(2) +
+        "\n"
+        "        api_keys: [sk-alpha, sk-beta]\n"
+        "        api_keys_file: " +
+        keys_file.string() +
+        "\n"
+        "        max_concurrent_per_key: 1\n"
+        "        max_prompt_tokens: 100\n"
+        "        max_output_tokens: 8000\n"
+        "        max_body: 4KiB\n";
     auto config = dir.file("deployment.yaml", yaml);
-    proc = std::make_unique<child_process>(
-      command{{PRFAAS_BIN_DIR "/prfaas-node", "--config", config.string(), "--node", "pd-0"}, {}, log});
+    proc = std::make_unique<child_process>(command{
+        {PRFAAS_BIN_DIR "/prfaas-node", "--config", config.string(), "--node", "pd-0"}, {}, log});
   }
 
   httplib::Client client(const std::string& key = {}) const {
@@ -72,9 +82,9 @@ struct secured_gateway {
 };
 
 std::string completion(const std::string& prompt, int max_tokens, bool stream = false) {
-  return json{{"model", model}, {"prompt", prompt}, {"max_tokens", max_tokens},
+  return json{{"model", model},   {"prompt", prompt},   {"max_tokens", max_tokens},
               {"temperature", 0}, {"ignore_eos", true}, {"stream", stream}}
-    .dump();
+      .dump();
 }
 
 /// Status and error.code of a POST /v1/completions.
@@ -85,8 +95,8 @@ std::pair<int, std::string> post(const secured_gateway& g, const std::string& ke
     return {-1, httplib::to_string(res.error())};
   auto j = json::parse(res->body, nullptr, false);
   std::string code = j.is_object() && j.contains("error") && j["error"]["code"].is_string()
-                       ? j["error"]["code"].get<std::string>()
-                       : std::string{};
+                         ? j["error"]["code"].get<std::string>()
+                         : std::string{};
   return {res->status, code};
 }
 
@@ -95,11 +105,13 @@ std::pair<int, std::string> post(const secured_gateway& g, const std::string& ke
 TEST_CASE("the gateway wants a configured API key on /v1 and enforces its limits") {
   secured_gateway g;
   std::string last;
-  bool ready = eventually([&] {
-    auto [status, code] = post(g, "sk-alpha", completion("hello", 4));
-    last = std::to_string(status) + " " + code;
-    return status == 200;
-  }, 60s, 200ms);
+  bool ready = eventually(
+      [&] {
+        auto [status, code] = post(g, "sk-alpha", completion("hello", 4));
+        last = std::to_string(status) + " " + code;
+        return status == 200;
+      },
+      60s, 200ms);
   INFO("last attempt: " << last << "\nnode log:\n" << read_file(g.log));
   REQUIRE(ready);
 
@@ -111,7 +123,8 @@ TEST_CASE("the gateway wants a configured API key on /v1 and enforces its limits
     auto body = json::parse(res->body);
     CHECK(body["error"]["code"] == "invalid_api_key");
     CHECK(body["error"]["type"] == "invalid_request_error");
-    CHECK(post(g, "", completion("hello", 4)) == std::pair<int, std::string>{401, "invalid_api_key"});
+    CHECK(post(g, "", completion("hello", 4)) ==
+          std::pair<int, std::string>{401, "invalid_api_key"});
     CHECK(post(g, "sk-gamma", completion("hello", 4)).first == 401);
     httplib::Headers basic{{"Authorization", "Basic c2stYWxwaGE6"}};
     auto r = g.client().Post("/v1/completions", basic, completion("hello", 4), "application/json");
@@ -139,7 +152,9 @@ TEST_CASE("the gateway wants a configured API key on /v1 and enforces its limits
           std::pair<int, std::string>{413, "context_length_exceeded"});
     CHECK(post(g, "sk-alpha", completion(std::string(100, 'x'), 4)).first == 200);
     CHECK(post(g, "sk-alpha", completion("hello", 8001)).first == 400);
-    CHECK(post(g, "sk-alpha", completion(std::string(3000, 'x') + std::string(2000, 'y'), 4)).first == 413);
+    CHECK(
+        post(g, "sk-alpha", completion(std::string(3000, 'x') + std::string(2000, 'y'), 4)).first ==
+        413);
   }
 
   SECTION("one request in flight per key: the second gets 429, another key does not") {
@@ -156,8 +171,8 @@ TEST_CASE("the gateway wants a configured API key on /v1 and enforces its limits
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       if (!checked) {
         checked = true;
-        auto second = g.client("sk-alpha").Post("/v1/completions", completion("hi", 4),
-                                                "application/json");
+        auto second =
+            g.client("sk-alpha").Post("/v1/completions", completion("hi", 4), "application/json");
         if (second) {
           same_key = {second->status, ""};
           retry_after = second->get_header_value("Retry-After");

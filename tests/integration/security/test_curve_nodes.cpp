@@ -62,7 +62,8 @@ std::string deployment(const std::vector<uint16_t>& ports, const std::string& se
          "nodes:\n" +
          node_entry("target", ports[0], ports[1], "    actors: [ { type: echo, name: echo } ]\n") +
          node_entry("client", ports[2], ports[3]) +
-         node_entry("bystander", ports[4], ports[5]) + // listed, never started: a name to impersonate
+         node_entry("bystander", ports[4],
+                    ports[5]) + // listed, never started: a name to impersonate
          security;
 }
 
@@ -78,12 +79,13 @@ std::optional<uint64_t> ping(caf::actor_system& sys, prfaas::node& from, uint64_
   auto msg = prfaas::make_remote(prfaas::address{from.name(), "test"},
                                  prfaas::address{"target", "echo"}, ping);
   prfaas::request_remote(self.ptr(), from.context(), msg, budget)
-    .receive([&](prfaas::remote_message& r) {
-               prfaas::examples::Pong p;
-               if (prfaas::parse_remote(r, p))
-                 out = p.sequence();
-             },
-             [](caf::error&) {});
+      .receive(
+          [&](prfaas::remote_message& r) {
+            prfaas::examples::Pong p;
+            if (prfaas::parse_remote(r, p))
+              out = p.sequence();
+          },
+          [](caf::error&) {});
   return out;
 }
 
@@ -121,10 +123,11 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
   const auto client_keys = prfaas::generate_curve_keypair();
   const auto bystander = keys_of("bystander", prfaas::generate_curve_keypair().public_key, "");
   auto dep = prfaas::parse_deployment(
-    deployment(ports, "security:\n  nodes:\n" +
-                        keys_of("target", target_keys.public_key, target_keys.secret_key) +
-                        keys_of("client", client_keys.public_key, client_keys.secret_key) + bystander),
-    "<secured>");
+      deployment(ports, "security:\n  nodes:\n" +
+                            keys_of("target", target_keys.public_key, target_keys.secret_key) +
+                            keys_of("client", client_keys.public_key, client_keys.secret_key) +
+                            bystander),
+      "<secured>");
   auto registry = prfaas::actor_registry::with_builtins();
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", size_t{2});
@@ -164,9 +167,11 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     // It knows the deployment and target's public key, and calls itself client, but
     // holds a key pair of its own.
     auto intruder_dep = prfaas::parse_deployment(
-      deployment(ports, "security:\n  nodes:\n" + keys_of("target", target_keys.public_key, "") +
-                          keys_of("client", intruder_keys.public_key, intruder_keys.secret_key) + bystander),
-      "<intruder>");
+        deployment(ports,
+                   "security:\n  nodes:\n" + keys_of("target", target_keys.public_key, "") +
+                       keys_of("client", intruder_keys.public_key, intruder_keys.secret_key) +
+                       bystander),
+        "<intruder>");
     zmq::context_t intruder_ctx{1};
     prfaas::node intruder{sys, intruder_dep, "client", registry, outsider(intruder_ctx)};
     const auto delivered_before = delivered.load();
@@ -180,7 +185,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     CHECK(delivered == delivered_before);
     log->flush();
     CHECK_THAT(target_log->text(), Contains("auth_refused plane=control address=127.0.0.1 key=" +
-                                          intruder_keys.public_key + " reason=unknown_key"));
+                                            intruder_keys.public_key + " reason=unknown_key"));
     CHECK_THAT(target_log->text(), Contains("auth_refused plane=data"));
     intruder.stop();
   }
@@ -220,8 +225,8 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
                                                   {{"reason", "late"}, {"direction", "in"}});
     };
     auto impersonations = [&] {
-      return target.node_metrics()->counter_value("prfaas_transport_dropped_total",
-                                                  {{"reason", "impersonation"}, {"direction", "in"}});
+      return target.node_metrics()->counter_value(
+          "prfaas_transport_dropped_total", {{"reason", "impersonation"}, {"direction", "in"}});
     };
     const double late_before = late_at_client();
     send_as("client");
@@ -230,7 +235,8 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     send_as("bystander"); // the same connection, another name: dropped before any actor
     REQUIRE(eventually([&] { return impersonations() >= 1; }, 10s, 20ms));
     log->flush();
-    CHECK_THAT(target_log->text(), Contains("frame_impersonation claimed=bystander authenticated=client"));
+    CHECK_THAT(target_log->text(),
+               Contains("frame_impersonation claimed=bystander authenticated=client"));
   }
 
   SECTION("a node without CURVE") {

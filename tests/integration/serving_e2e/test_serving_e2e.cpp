@@ -36,7 +36,8 @@ std::string adapt(const std::string& file, uint64_t threshold, std::map<int, int
   auto text = t::read_file(src + "/" + file);
   REQUIRE(!text.empty());
   auto out = t::with_free_ports(text, ports);
-  return std::regex_replace(out, std::regex{"threshold: [0-9]+"}, "threshold: " + std::to_string(threshold));
+  return std::regex_replace(out, std::regex{"threshold: [0-9]+"},
+                            "threshold: " + std::to_string(threshold));
 }
 
 /// What engine `e` alone produces for `prompt`: prefill's first token, then decode steps.
@@ -60,7 +61,8 @@ std::vector<int> generate(eng::engine& e, const std::string& prompt, size_t n, f
 }
 
 /// What one reference engine in one process produces.
-std::vector<int> single_engine(const std::string& prompt, size_t n, float temperature, uint64_t seed) {
+std::vector<int> single_engine(const std::string& prompt, size_t n, float temperature,
+                               uint64_t seed) {
   eng::reference_config rc;
   rc.weight_seed = 1;
   rc.layer_pattern = "LLLFLLLF";
@@ -80,9 +82,9 @@ struct completion {
 
 json request_body(const std::string& prompt, size_t max_tokens, float temperature, uint64_t seed,
                   bool stream) {
-  json b = {{"model", "prfaas-ref-hybrid"}, {"prompt", prompt},   {"max_tokens", max_tokens},
-            {"temperature", temperature},    {"seed", seed},      {"ignore_eos", true},
-            {"return_token_ids", true},      {"stream", stream}};
+  json b = {{"model", "prfaas-ref-hybrid"}, {"prompt", prompt}, {"max_tokens", max_tokens},
+            {"temperature", temperature},   {"seed", seed},     {"ignore_eos", true},
+            {"return_token_ids", true},     {"stream", stream}};
   if (stream)
     b["stream_options"] = {{"include_usage", true}};
   return b;
@@ -150,15 +152,15 @@ completion stream(int port, const json& body, std::vector<json>& events) {
 /// Waits until the node behind `admin_port` sees every peer up.
 bool peers_up(int admin_port, const std::vector<std::string>& peers) {
   return t::eventually(
-    [&] {
-      for (auto& p : peers) {
-        auto s = t::peer_state(admin_port, p);
-        if (!s || s->state != "up")
-          return false;
-      }
-      return true;
-    },
-    20s, 50ms);
+      [&] {
+        for (auto& p : peers) {
+          auto s = t::peer_state(admin_port, p);
+          if (!s || s->state != "up")
+            return false;
+        }
+        return true;
+      },
+      20s, 50ms);
 }
 
 bool serving(int port) {
@@ -194,8 +196,8 @@ struct local_deployment {
       yaml = with_data_plane(yaml, data_plane);
     auto cfg = dir.file("local.yaml", yaml);
     node = std::make_unique<t::child_process>(
-      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
-                 .out_file = dir.path() / "node.log"});
+        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--all"},
+                   .out_file = dir.path() / "node.log"});
     REQUIRE(serving(http()));
     REQUIRE(peers_up(ports.at(9101), {"prfaas-0"}));
     REQUIRE(t::workers_ready(ports.at(9101), 2, 1));
@@ -216,24 +218,25 @@ std::string long_prompt() {
 
 TEST_CASE("every committed deployment passes --check (actor types, parameters, model)",
           "[serving][config]") {
-  for (const char* file : {"configs/local.yaml", "configs/sample.yaml", "configs/two-dc/deployment.yaml",
-                           "configs/bench-profile.yaml"}) {
+  for (const char* file : {"configs/local.yaml", "configs/sample.yaml",
+                           "configs/two-dc/deployment.yaml", "configs/bench-profile.yaml"}) {
     auto r = t::run({.argv = {bin + "/prfaas-node", "--config", src + "/" + file, "--check"}}, 30s);
     INFO(file << "\n" << r.output);
     CHECK(r.code == 0);
   }
 }
 
-TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill and a single engine",
-          "[serving][e2e]") {
+TEST_CASE(
+    "local deployment: the same tokens from PrfaaS prefill, local prefill and a single engine",
+    "[serving][e2e]") {
   const auto lp = long_prompt();
   struct probe {
     std::string prompt;
     float temperature;
     uint64_t seed;
   };
-  const std::vector<probe> probes = {{short_prompt, 0.0f, 0}, {lp, 0.0f, 0}, {short_prompt, 0.8f, 7},
-                                     {lp, 0.8f, 42}};
+  const std::vector<probe> probes = {
+      {short_prompt, 0.0f, 0}, {lp, 0.0f, 0}, {short_prompt, 0.8f, 7}, {lp, 0.8f, 42}};
   const size_t n = 24;
   std::vector<std::vector<int>> expected;
   for (auto& p : probes)
@@ -268,7 +271,8 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
       }
       // A new prompt sharing the long one's first blocks: the shared prefix is reused,
       // the tail computed, and the tokens are still exactly a single engine's.
-      const auto shared = lp.substr(0, 300) + " and then something else entirely, " + lp.substr(0, 50);
+      const auto shared =
+          lp.substr(0, 300) + " and then something else entirely, " + lp.substr(0, 50);
       auto expect_shared = single_engine(shared, n, 0.0f, 0);
       auto cs = complete(http, request_body(shared, n, 0.0f, 0, false));
       INFO(cs.body.dump());
@@ -301,7 +305,8 @@ TEST_CASE("local deployment: the same tokens from PrfaaS prefill, local prefill 
   }
 }
 
-TEST_CASE("local deployment: a stop sequence ends the output before it, end to end", "[serving][e2e]") {
+TEST_CASE("local deployment: a stop sequence ends the output before it, end to end",
+          "[serving][e2e]") {
   const auto expected = single_engine(short_prompt, 40, 0.0f, 0);
   // Pick a stop string from the middle of the expected output: two consecutive ASCII
   // bytes (the byte tokenizer's tokens are the output's bytes) whose first occurrence
@@ -336,8 +341,8 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
   std::vector<std::unique_ptr<t::child_process>> nodes;
   for (const char* n : {"prfaas-0", "pd-p0", "pd-d0", "pd-gw"})
     nodes.push_back(std::make_unique<t::child_process>(
-      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
-                 .out_file = dir.path() / (std::string{n} + ".log")}));
+        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                   .out_file = dir.path() / (std::string{n} + ".log")}));
   auto logs = [&] {
     std::string s;
     for (auto& n : nodes)
@@ -366,7 +371,7 @@ TEST_CASE("two-dc deployment: one process per role serves the same tokens", "[se
 TEST_CASE("data-plane faults: corrupted, dropped and delayed chunks are repaired, tokens unchanged",
           "[serving][e2e][faults]") {
   local_deployment d{0, "{ chunk_timeout: 100ms, transfer_timeout: 20s, faults: { seed: 7, "
-                       "corrupt: 0.2, drop: 0.1, delay: 0.2, delay_for: 20ms } }"};
+                        "corrupt: 0.2, drop: 0.1, delay: 0.2, delay_for: 20ms } }"};
   const int http = d.http();
   auto& ports = d.ports;
   auto& node = *d.node;
@@ -444,7 +449,8 @@ log_level: info
 model:
   name: kimi-linear-1t
   engine: profile
-  profile: )" + src + R"(/configs/profiles/kimi-linear-1t-h20.yaml
+  profile: )" + src +
+                  R"(/configs/profiles/kimi-linear-1t-h20.yaml
   kv_scale: 0.0009765625
   block_tokens: 512
   max_context: 131072
@@ -456,20 +462,27 @@ failure_detector: { interval: 200ms, misses: 5, suspect_misses: 2 }
 nodes:
   - name: gw
     cluster: pd
-    control: tcp://127.0.0.1:)" + port(0) + R"(
-    data: tcp://127.0.0.1:)" + port(1) + R"(
-    admin: 127.0.0.1:)" + port(2) + R"(
+    control: tcp://127.0.0.1:)" +
+                  port(0) + R"(
+    data: tcp://127.0.0.1:)" +
+                  port(1) + R"(
+    admin: 127.0.0.1:)" +
+                  port(2) + R"(
     actors:
       - { type: scheduler, name: sched, policy: threshold, threshold: 1000000 }
-      - { type: gateway, name: gw, listen: 127.0.0.1:)" + port(3) + R"( }
+      - { type: gateway, name: gw, listen: 127.0.0.1:)" +
+                  port(3) + R"( }
       - { type: prefill_worker, name: pdp, cache_blocks: 0 }
 )";
   for (int d = 0; d < 2; ++d)
     y += "  - name: d" + std::to_string(d) + R"(
     cluster: pd
-    control: tcp://127.0.0.1:)" + port(4 + 3 * d) + R"(
-    data: tcp://127.0.0.1:)" + port(5 + 3 * d) + R"(
-    admin: 127.0.0.1:)" + port(6 + 3 * d) + R"(
+    control: tcp://127.0.0.1:)" +
+         port(4 + 3 * d) + R"(
+    data: tcp://127.0.0.1:)" +
+         port(5 + 3 * d) + R"(
+    admin: 127.0.0.1:)" +
+         port(6 + 3 * d) + R"(
     actors:
       - { type: decode_worker, name: dec, max_batch: 8 }
 )";
@@ -479,15 +492,16 @@ nodes:
 } // namespace
 
 TEST_CASE("a decode node killed mid-stream: the stream continues on the other decode node, "
-          "no token repeated or missing", "[serving][e2e][faults]") {
+          "no token repeated or missing",
+          "[serving][e2e][faults]") {
   t::temp_dir dir;
   const auto p = t::free_ports(10);
   auto cfg = dir.file("resume.yaml", resume_deployment(p));
   std::map<std::string, std::unique_ptr<t::child_process>> nodes;
   for (const char* n : {"d0", "d1", "gw"})
     nodes[n] = std::make_unique<t::child_process>(
-      t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
-                 .out_file = dir.path() / (std::string{n} + ".log")});
+        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                   .out_file = dir.path() / (std::string{n} + ".log")});
   auto logs = [&] {
     std::string s;
     for (auto& [_, n] : nodes)
@@ -510,17 +524,17 @@ TEST_CASE("a decode node killed mid-stream: the stream continues on the other de
   std::thread client{[&] { s = stream(http, body, events); }};
   std::string victim;
   const bool busy = t::eventually(
-    [&] {
-      for (int d = 0; d < 2; ++d) {
-        auto m = t::http_get(p[6 + 3 * d], "/metrics");
-        if (m && metric_sum(*m, "prfaas_worker_tokens_total") >= 20) {
-          victim = "d" + std::to_string(d);
-          return true;
+      [&] {
+        for (int d = 0; d < 2; ++d) {
+          auto m = t::http_get(p[6 + 3 * d], "/metrics");
+          if (m && metric_sum(*m, "prfaas_worker_tokens_total") >= 20) {
+            victim = "d" + std::to_string(d);
+            return true;
+          }
         }
-      }
-      return false;
-    },
-    30s, 20ms);
+        return false;
+      },
+      30s, 20ms);
   if (busy)
     nodes.at(victim)->signal(SIGKILL);
   client.join();
@@ -549,7 +563,8 @@ TEST_CASE("a decode node killed mid-stream: the stream continues on the other de
 }
 
 TEST_CASE("cache move: a prompt whose cached prefix sits in the PrfaaS cluster prefills locally "
-          "after pulling that prefix, with a single engine's tokens", "[serving][e2e]") {
+          "after pulling that prefix, with a single engine's tokens",
+          "[serving][e2e]") {
   local_deployment d{256};
   const int http = d.http();
   const auto lp = long_prompt();
@@ -560,11 +575,11 @@ TEST_CASE("cache move: a prompt whose cached prefix sits in the PrfaaS cluster p
   REQUIRE(first.status == 200);
   REQUIRE(first.route == "prfaas");
   REQUIRE(t::eventually(
-    [&] {
-      auto m = t::http_get(d.ports.at(9101), "/metrics");
-      return m && metric_sum(*m, "prfaas_kv_directory_entries") > 0;
-    },
-    10s, 20ms));
+      [&] {
+        auto m = t::http_get(d.ports.at(9101), "/metrics");
+        return m && metric_sum(*m, "prfaas_kv_directory_entries") > 0;
+      },
+      10s, 20ms));
   // The same prompt and a short question: uncached in the PD cluster it is far above the
   // threshold, but with the PrfaaS cluster's cache only the question is left — within
   // the threshold. Bandwidth is abundant (an idle link), so the cache comes to the PD

@@ -30,7 +30,7 @@ loadgen::request_spec turn(int s, int k, double at_s) {
   r.arrival_s = at_s;
   r.input_tokens = full * B + 5;
   r.block_tokens = B;
-  r.hash_ids.push_back(0); // the shared system prompt
+  r.hash_ids.push_back(0);             // the shared system prompt
   for (uint32_t j = 1; j <= full; ++j) // the last one names the 5-token tail
     r.hash_ids.push_back(uint64_t(s) * 100 + j);
   return r;
@@ -45,15 +45,20 @@ std::vector<loadgen::request_spec> sessions() {
 }
 
 replay_deployment pd_only(uint32_t workers, uint64_t cache_blocks) {
-  return {.clusters = {{.name = "pd", .prefill_workers = workers, .cache_blocks = cache_blocks,
+  return {.clusters = {{.name = "pd",
+                        .prefill_workers = workers,
+                        .cache_blocks = cache_blocks,
                         .profile = h20()}},
           .decode_workers = 1};
 }
 
 replay_deployment prfaas_pd(uint64_t cache_blocks) {
   auto d = pd_only(2, cache_blocks);
-  d.clusters.push_back({.name = "prfaas", .prfaas = true, .prefill_workers = 2,
-                        .cache_blocks = cache_blocks, .profile = h20()});
+  d.clusters.push_back({.name = "prfaas",
+                        .prfaas = true,
+                        .prefill_workers = 2,
+                        .cache_blocks = cache_blocks,
+                        .profile = h20()});
   return d;
 }
 

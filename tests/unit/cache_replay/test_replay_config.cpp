@@ -20,9 +20,12 @@ std::string config(const std::string& cluster_extra, const std::string& run) {
          "deployments:\n"
          "  d:\n"
          "    clusters:\n"
-         "      - { name: pd, kind: pd, prefill_workers: 2, profile: " + profile + cluster_extra + " }\n"
+         "      - { name: pd, kind: pd, prefill_workers: 2, profile: " +
+         profile + cluster_extra +
+         " }\n"
          "runs:\n"
-         "  - " + run + "\n";
+         "  - " +
+         run + "\n";
 }
 
 /// The key path of the config_error loading `text` raises ("" if none).
@@ -68,12 +71,14 @@ TEST_CASE("replay config: errors name the key") {
   auto gpu = config("", ok_run);
   gpu.replace(gpu.find("kind: pd"), 8, "kind: gpu");
   CHECK(error_path(gpu) == "deployments.d.clusters[0].kind");
-  CHECK(error_path(config(", cache_blocks: -1", ok_run)) == "deployments.d.clusters[0].cache_blocks");
+  CHECK(error_path(config(", cache_blocks: -1", ok_run)) ==
+        "deployments.d.clusters[0].cache_blocks");
   CHECK(error_path(config("", "{ policy: nope, deployment: d }")) == "runs[0].policy");
   CHECK(error_path(config("", "{ policy: prfaas, deployment: e }")) == "runs[0].deployment");
   CHECK(error_path(config("", "{ policy: prfaas, deployment: d, params: { threshold: abc } }")) ==
         "runs[0].params");
-  CHECK(error_path(config("", "{ policy: threshold, deployment: d }")) == "runs[0].params.threshold");
+  CHECK(error_path(config("", "{ policy: threshold, deployment: d }")) ==
+        "runs[0].params.threshold");
   CHECK(error_path("trace: t\nruns: []\n") == "deployments");
   CHECK(error_path(config("", ok_run) + "speed: 2\n") == "speed");
 }

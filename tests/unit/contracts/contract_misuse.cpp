@@ -19,11 +19,13 @@ using serving::WorkerLoad;
 
 void sends(caf::event_based_actor* self, const remote_ref<decode_role>& d) {
   d.send(Cancel{});
-  d.request(self, DecodeOrder{}, std::chrono::seconds(1)).then([](DecodeAccepted&) {}, [](caf::error&) {});
+  d.request(self, DecodeOrder{}, std::chrono::seconds(1))
+      .then([](DecodeAccepted&) {}, [](caf::error&) {});
 #if PRFAAS_MISUSE == 1
   d.send(PrefillOrder{}); // the decode worker takes no prefill orders
 #elif PRFAAS_MISUSE == 2
-  d.request(self, Cancel{}, std::chrono::seconds(1)).then([](auto&) {}, [](caf::error&) {}); // one-way only
+  d.request(self, Cancel{}, std::chrono::seconds(1))
+      .then([](auto&) {}, [](caf::error&) {}); // one-way only
 #elif PRFAAS_MISUSE == 3
   d.send(DecodeOrder{}); // a request, not a one-way message
 #endif
@@ -31,20 +33,20 @@ void sends(caf::event_based_actor* self, const remote_ref<decode_role>& d) {
 
 caf::result<remote_message> answers(node_context& ctx, remote_message& msg) {
   return dispatch<decode_role>(
-    ctx, msg, [](DecodeOrder&) { return DecodeAccepted{}; },
-    [](DecodeStatusQuery&) { return DecodeStatus{}; },
+      ctx, msg, [](DecodeOrder&) { return DecodeAccepted{}; },
+      [](DecodeStatusQuery&) { return DecodeStatus{}; },
 #if PRFAAS_MISUSE == 4
   // no handler for Cancel
 #else
-    [](Cancel&) {},
+      [](Cancel&) {},
 #endif
 #if PRFAAS_MISUSE == 5
-    [](PrefillOrder&) {}, // a handler of a message decode_role does not declare
+      [](PrefillOrder&) {}, // a handler of a message decode_role does not declare
 #endif
 #if PRFAAS_MISUSE == 6
-    [](LoadQuery&) { return DecodeStatus{}; } // answers with another type than WorkerLoad
+      [](LoadQuery&) { return DecodeStatus{}; } // answers with another type than WorkerLoad
 #else
-    [](LoadQuery&) { return WorkerLoad{}; }
+      [](LoadQuery&) { return WorkerLoad{}; }
 #endif
   );
 }

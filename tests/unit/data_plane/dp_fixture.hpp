@@ -35,7 +35,8 @@ inline std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
 }
 
 inline bool same_bytes(const bulk_ptr& b, const std::vector<std::byte>& v) {
-  return b && b->size() == v.size() && (v.empty() || std::memcmp(b->data(), v.data(), v.size()) == 0);
+  return b && b->size() == v.size() &&
+         (v.empty() || std::memcmp(b->data(), v.data(), v.size()) == 0);
 }
 
 /// Every `done` call, by transfer id (so "exactly once" can be checked).
@@ -178,7 +179,8 @@ inline std::vector<std::vector<std::byte>> make_chunks(size_t n, size_t size, ui
   return out;
 }
 
-inline void require_identical(const received_transfer& t, const std::vector<std::vector<std::byte>>& chunks) {
+inline void require_identical(const received_transfer& t,
+                              const std::vector<std::vector<std::byte>>& chunks) {
   REQUIRE(t.chunks.size() == chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
     INFO("chunk " << i);

@@ -53,8 +53,8 @@ TEST_CASE("data plane: many transfers of random sizes arrive byte-identical and 
   CHECK(r.bytes_sent >= total_bytes);
   CHECK(r.bytes_in_flight == 0);
   CHECK(r.bytes_queued == 0);
-  CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "ok"}})
-        == transfers);
+  CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "ok"}}) ==
+        transfers);
   CHECK(p.ma.counter_value("prfaas_data_bytes_sent_total", {{"peer", "b"}}) >= total_bytes);
   CHECK(p.mb.counter_value("prfaas_data_bytes_received_total", {{"peer", "a"}}) == total_bytes);
 }
@@ -96,7 +96,7 @@ struct fake_receiver {
   std::atomic<bool> stop{false};
   std::mutex mtx;
   std::map<std::string, int> chunks_by_identity;
-  std::set<std::pair<uint64_t, uint32_t>> held;                 // (transfer, index)
+  std::set<std::pair<uint64_t, uint32_t>> held;                    // (transfer, index)
   std::map<uint64_t, std::pair<zmq::message_t, uint32_t>> waiting; // DONE before all chunks
   std::thread io;
 
@@ -230,7 +230,8 @@ TEST_CASE("data plane: an unknown peer fails at once, an unknown sink is refused
   CHECK(o.error.find("refused by peer 'b'") != std::string::npos);
   CHECK(o.error.find("no sink 'no-such-sink'") != std::string::npos);
   CHECK(p.got.size() == 0);
-  CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "refused"}}) == 1);
+  CHECK(p.ma.counter_value("prfaas_data_transfers_total",
+                           {{"peer", "b"}, {"outcome", "refused"}}) == 1);
 
   // The plane still works afterwards.
   auto chunks = make_chunks(3, 5000, 3);
@@ -266,7 +267,8 @@ TEST_CASE("data plane: cancel fails the transfer once and the receiver drops it"
   CHECK(p.got.find(6).id == 6);
   p.a->stop();
   CHECK(p.done.calls(5) == 1);
-  CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "cancelled"}}) == 1);
+  CHECK(p.ma.counter_value("prfaas_data_transfers_total",
+                           {{"peer", "b"}, {"outcome", "cancelled"}}) == 1);
 }
 
 TEST_CASE("data plane: pacing holds throughput near the configured rate") {

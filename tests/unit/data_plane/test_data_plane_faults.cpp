@@ -32,8 +32,10 @@ TEST_CASE("data plane faults: corrupted chunks are detected, nacked and re-sent"
   auto t = p.got.find(1);
   require_identical(t, chunks);
   CHECK(t.stats.corrupted == o.stats.corrupted);
-  CHECK(p.mb.counter_value("prfaas_data_corrupt_chunks_total", {{"peer", "a"}}) == o.stats.corrupted);
-  CHECK(p.ma.counter_value("prfaas_data_retransmits_total", {{"peer", "b"}}) == o.stats.retransmits);
+  CHECK(p.mb.counter_value("prfaas_data_corrupt_chunks_total", {{"peer", "a"}}) ==
+        o.stats.corrupted);
+  CHECK(p.ma.counter_value("prfaas_data_retransmits_total", {{"peer", "b"}}) ==
+        o.stats.retransmits);
   CHECK(p.link_a().corrupted == o.stats.corrupted);
 }
 
@@ -91,7 +93,8 @@ TEST_CASE("data plane faults: a blackholed peer fails the transfer by timeout, o
   CHECK(p.done.calls(1) == 1);
   CHECK(p.done.total() == 1);
   CHECK(p.got.size() == 0);
-  CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "timeout"}}) == 1);
+  CHECK(p.ma.counter_value("prfaas_data_transfers_total",
+                           {{"peer", "b"}, {"outcome", "timeout"}}) == 1);
 }
 
 TEST_CASE("data plane faults: a chunk above max_chunk_bytes fails the transfer on the sender") {
@@ -151,7 +154,8 @@ TEST_CASE("data plane faults: malformed and oversized frames are counted, droppe
   raw.send(zmq::str_buffer("small"), zmq::send_flags::none);
 
   REQUIRE(eventually([&] {
-    return dropped("malformed") >= 6 && dropped("oversized") >= 1 && dropped("unknown_transfer") >= 1;
+    return dropped("malformed") >= 6 && dropped("oversized") >= 1 &&
+           dropped("unknown_transfer") >= 1;
   }));
   CHECK(dropped("malformed") == 6); // frames 1-6
   CHECK(dropped("oversized") == 1);

@@ -35,7 +35,8 @@ TEST_CASE("beyond its count or its bytes, the oldest transfers go first") {
   p.park("a", "1", 10, t0);
   p.park("b", "2", 10, t0 + 1s);
   CHECK(p.park("c", "3", 10, t0 + 2s) == strings{"a"});
-  CHECK(p.park("d", "4", 95, t0 + 3s) == strings{"b", "c"}); // 3 > 2 transfers, then 10 + 95 > 100 bytes
+  CHECK(p.park("d", "4", 95, t0 + 3s) ==
+        strings{"b", "c"}); // 3 > 2 transfers, then 10 + 95 > 100 bytes
   CHECK(p.size() == 1);
   CHECK(p.bytes() == 95);
   SECTION("one larger than the byte bound is not kept at all") {
@@ -72,26 +73,26 @@ TEST_CASE("random parks, takes and expiries stay within the bounds and lose noth
       now += std::chrono::milliseconds(pick(1500));
       const std::string id = "r" + std::to_string(pick(12));
       switch (pick(4)) {
-        case 0:
-        case 1: {
-          const uint64_t bytes = pick(30);
-          parked.erase(id);
-          parked[id] = bytes;
-          for (auto& d : p.park(id, id, bytes, now))
-            REQUIRE(parked.erase(d) == 1); // every drop is reported, once
-          break;
-        }
-        case 2: {
-          auto t = p.take(id);
-          REQUIRE(t.has_value() == (parked.count(id) == 1));
-          if (t)
-            REQUIRE(*t == id);
-          parked.erase(id);
-          break;
-        }
-        default:
-          for (auto& d : p.expire(now))
-            REQUIRE(parked.erase(d) == 1);
+      case 0:
+      case 1: {
+        const uint64_t bytes = pick(30);
+        parked.erase(id);
+        parked[id] = bytes;
+        for (auto& d : p.park(id, id, bytes, now))
+          REQUIRE(parked.erase(d) == 1); // every drop is reported, once
+        break;
+      }
+      case 2: {
+        auto t = p.take(id);
+        REQUIRE(t.has_value() == (parked.count(id) == 1));
+        if (t)
+          REQUIRE(*t == id);
+        parked.erase(id);
+        break;
+      }
+      default:
+        for (auto& d : p.expire(now))
+          REQUIRE(parked.erase(d) == 1);
       }
       uint64_t bytes = 0;
       for (auto& [_, b] : parked)

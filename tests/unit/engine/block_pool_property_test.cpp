@@ -17,7 +17,7 @@ struct model {
   std::map<pool_key, std::optional<block_id>> contents; ///< rebuilt from events only
   std::map<pool_key, int> refs;                         ///< acquires minus releases
   std::set<pool_key> pinned;
-  std::map<uint64_t, uint64_t> transfers;               ///< id → blocks
+  std::map<uint64_t, uint64_t> transfers; ///< id → blocks
 };
 
 bool has_dependants(const model& m, const pool_key& k) {
@@ -67,81 +67,84 @@ void run(uint64_t seed, int ops) {
     const pool_key key{id_of(doc, i), rng.below(4) == 0 ? entry_kind::checkpoint : entry_kind::kv};
     const uint64_t before_used = pool.used_blocks();
     switch (rng.below(10)) {
-      case 0: case 1: case 2: { // insert (kv with its parent, or checkpoint)
-        const bool dep_cached = key.kind == entry_kind::kv
-                                    ? i == 0 || pool.contains({id_of(doc, i - 1), entry_kind::kv})
-                                    : pool.contains({key.id, entry_kind::kv});
-        const bool existed = pool.contains(key);
-        auto r = key.kind == entry_kind::kv
-                     ? pool.insert_kv(key.id, i == 0 ? std::nullopt
-                                                     : std::optional<block_id>(id_of(doc, i - 1)))
-                     : pool.insert_checkpoint(key.id);
-        if (!dep_cached && !existed)
-          REQUIRE_FALSE(r.ok());
-        if (r.ok())
-          REQUIRE(pool.contains(key));
-        break;
+    case 0:
+    case 1:
+    case 2: { // insert (kv with its parent, or checkpoint)
+      const bool dep_cached = key.kind == entry_kind::kv
+                                  ? i == 0 || pool.contains({id_of(doc, i - 1), entry_kind::kv})
+                                  : pool.contains({key.id, entry_kind::kv});
+      const bool existed = pool.contains(key);
+      auto r = key.kind == entry_kind::kv
+                   ? pool.insert_kv(key.id, i == 0 ? std::nullopt
+                                                   : std::optional<block_id>(id_of(doc, i - 1)))
+                   : pool.insert_checkpoint(key.id);
+      if (!dep_cached && !existed)
+        REQUIRE_FALSE(r.ok());
+      if (r.ok())
+        REQUIRE(pool.contains(key));
+      break;
+    }
+    case 3: { // match a document prefix
+      std::vector<block_id> ids;
+      for (uint64_t j = 0; j < 10; ++j)
+        ids.push_back(id_of(doc, j));
+      const auto mt = pool.match(ids);
+      for (uint32_t j = 0; j < mt.kv_blocks; ++j)
+        REQUIRE(m.contents.count({ids[j], entry_kind::kv}));
+      if (mt.kv_blocks < 10)
+        REQUIRE_FALSE(m.contents.count({ids[mt.kv_blocks], entry_kind::kv}));
+      if (mt.reuse_blocks > 0)
+        REQUIRE(m.contents.count({ids[mt.reuse_blocks - 1], entry_kind::checkpoint}));
+      break;
+    }
+    case 4: // acquire
+      if (pool.acquire(key).ok())
+        ++m.refs[key];
+      else
+        REQUIRE_FALSE(m.contents.count(key));
+      break;
+    case 5: // release one reference (of anything referenced, to keep refs moving)
+      if (!m.refs.empty()) {
+        auto it = m.refs.begin();
+        std::advance(it, static_cast<long>(rng.below(m.refs.size())));
+        pool.release(it->first);
+        if (--it->second == 0)
+          m.refs.erase(it);
       }
-      case 3: { // match a document prefix
-        std::vector<block_id> ids;
-        for (uint64_t j = 0; j < 10; ++j)
-          ids.push_back(id_of(doc, j));
-        const auto mt = pool.match(ids);
-        for (uint32_t j = 0; j < mt.kv_blocks; ++j)
-          REQUIRE(m.contents.count({ids[j], entry_kind::kv}));
-        if (mt.kv_blocks < 10)
-          REQUIRE_FALSE(m.contents.count({ids[mt.kv_blocks], entry_kind::kv}));
-        if (mt.reuse_blocks > 0)
-          REQUIRE(m.contents.count({ids[mt.reuse_blocks - 1], entry_kind::checkpoint}));
-        break;
+      break;
+    case 6: // pin / unpin
+      if (m.pinned.count(key)) {
+        pool.unpin(key);
+        m.pinned.erase(key);
+      } else if (pool.pin(key).ok()) {
+        m.pinned.insert(key);
       }
-      case 4: // acquire
-        if (pool.acquire(key).ok())
-          ++m.refs[key];
-        else
-          REQUIRE_FALSE(m.contents.count(key));
-        break;
-      case 5: // release one reference (of anything referenced, to keep refs moving)
-        if (!m.refs.empty()) {
-          auto it = m.refs.begin();
-          std::advance(it, static_cast<long>(rng.below(m.refs.size())));
-          pool.release(it->first);
-          if (--it->second == 0)
-            m.refs.erase(it);
-        }
-        break;
-      case 6: // pin / unpin
-        if (m.pinned.count(key)) {
-          pool.unpin(key);
-          m.pinned.erase(key);
-        } else if (pool.pin(key).ok()) {
-          m.pinned.insert(key);
-        }
-        break;
-      case 7: { // transfer allocation with a lease
-        const uint64_t blocks = 1 + rng.below(12);
-        const uint64_t id = next_transfer++;
-        if (pool.allocate_transfer(id, blocks, nanos{now + 1 + static_cast<int64_t>(rng.below(50))}).ok())
-          m.transfers[id] = blocks;
-        break;
+      break;
+    case 7: { // transfer allocation with a lease
+      const uint64_t blocks = 1 + rng.below(12);
+      const uint64_t id = next_transfer++;
+      if (pool.allocate_transfer(id, blocks, nanos{now + 1 + static_cast<int64_t>(rng.below(50))})
+              .ok())
+        m.transfers[id] = blocks;
+      break;
+    }
+    case 8: // ack a transfer: frees exactly its blocks
+      if (!m.transfers.empty()) {
+        auto it = m.transfers.begin();
+        std::advance(it, static_cast<long>(rng.below(m.transfers.size())));
+        REQUIRE(pool.ack_transfer(it->first));
+        REQUIRE(pool.used_blocks() == before_used - it->second);
+        REQUIRE_FALSE(pool.has_transfer(it->first));
+        m.transfers.erase(it);
       }
-      case 8: // ack a transfer: frees exactly its blocks
-        if (!m.transfers.empty()) {
-          auto it = m.transfers.begin();
-          std::advance(it, static_cast<long>(rng.below(m.transfers.size())));
-          REQUIRE(pool.ack_transfer(it->first));
-          REQUIRE(pool.used_blocks() == before_used - it->second);
-          REQUIRE_FALSE(pool.has_transfer(it->first));
-          m.transfers.erase(it);
-        }
-        break;
-      default: { // time passes; expired leases are freed
-        now += static_cast<int64_t>(rng.below(20));
-        pool.expire_transfers(nanos{now});
-        for (auto it = m.transfers.begin(); it != m.transfers.end();)
-          it = pool.has_transfer(it->first) ? std::next(it) : m.transfers.erase(it);
-        break;
-      }
+      break;
+    default: { // time passes; expired leases are freed
+      now += static_cast<int64_t>(rng.below(20));
+      pool.expire_transfers(nanos{now});
+      for (auto it = m.transfers.begin(); it != m.transfers.end();)
+        it = pool.has_transfer(it->first) ? std::next(it) : m.transfers.erase(it);
+      break;
+    }
     }
     INFO("seed " << seed << " op " << op);
     REQUIRE(violation.empty());
@@ -192,6 +195,12 @@ void run(uint64_t seed, int ops) {
 
 } // namespace
 
-TEST_CASE("pool property test seed 1") { run(1, 12000); }
-TEST_CASE("pool property test seed 2") { run(2, 12000); }
-TEST_CASE("pool property test seed 3") { run(3, 12000); }
+TEST_CASE("pool property test seed 1") {
+  run(1, 12000);
+}
+TEST_CASE("pool property test seed 2") {
+  run(2, 12000);
+}
+TEST_CASE("pool property test seed 3") {
+  run(3, 12000);
+}

@@ -15,7 +15,9 @@ struct recorder {
   }
 };
 
-pool_key kv(block_id id) { return {id, entry_kind::kv}; }
+pool_key kv(block_id id) {
+  return {id, entry_kind::kv};
+}
 
 } // namespace
 
@@ -49,7 +51,7 @@ TEST_CASE("pool reuse needs a checkpoint at the exact block") {
   const block_id ids[3] = {1, 2, 3};
   auto m = pool.match(ids);
   CHECK(m.kv_blocks == 3);
-  CHECK(m.reuse_blocks == 1); // only the state after block 1 exists
+  CHECK(m.reuse_blocks == 1);     // only the state after block 1 exists
   CHECK(pool.used_blocks() == 5); // checkpoints cost 2 blocks here
   CHECK_FALSE(pool.acquire_prefix(ids, 2).ok());
   CHECK(pool.acquire_prefix(ids, 1).ok());
@@ -104,7 +106,7 @@ TEST_CASE("pool inserting a child never evicts its parent") {
   REQUIRE(pool.insert_kv(1, std::nullopt).ok());
   REQUIRE(pool.insert_kv(7, std::nullopt).ok());
   const block_id a[1] = {7};
-  (void)pool.match(a); // 1 is the LRU leaf...
+  (void)pool.match(a);                // 1 is the LRU leaf...
   REQUIRE(pool.insert_kv(2, 1).ok()); // ...but it is the parent: 7 goes instead
   CHECK(pool.contains(kv(1)));
   CHECK_FALSE(pool.contains(kv(7)));

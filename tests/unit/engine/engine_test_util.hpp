@@ -22,8 +22,8 @@ inline std::unique_ptr<reference_engine> make_reference(reference_config c = {})
 /// A random prompt of `len` bytes: alternately random bytes and UTF-8 text-like
 /// runs (multi-byte sequences included), so any byte value occurs.
 inline std::vector<token> random_prompt(xoshiro256& rng, size_t len) {
-  static const std::string words[] = {"the ", "KVCache ", "préfill ", "数据中心 ", "λ=0.5 ",
-                                      "\n", "🙂 ", "decode "};
+  static const std::string words[] = {"the ",   "KVCache ", "préfill ", "数据中心 ",
+                                      "λ=0.5 ", "\n",       "🙂 ",    "decode "};
   std::string s;
   while (s.size() < len) {
     if (rng.below(3) == 0)

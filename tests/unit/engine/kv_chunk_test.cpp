@@ -86,7 +86,8 @@ TEST_CASE("kv chunk truncation at every length is rejected") {
     auto p = parse_chunk(std::span(bytes.data(), n));
     INFO("length " << n);
     REQUIRE_FALSE(p.ok());
-    CHECK((contains(p.message(), "truncated header") || contains(p.message(), "truncated payload")));
+    CHECK(
+        (contains(p.message(), "truncated header") || contains(p.message(), "truncated payload")));
   }
 }
 

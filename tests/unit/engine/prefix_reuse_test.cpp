@@ -20,13 +20,14 @@ void publish(block_pool& pool, const engine& e, seq_id id, const std::vector<blo
     std::optional<block_id> parent;
     if (i > 0)
       parent = ids[i - 1];
-    REQUIRE(pool.insert_kv(ids[i], parent,
-                           std::make_shared<const block_payload>(std::move(kv).value()))
-                .ok());
+    REQUIRE(
+        pool.insert_kv(ids[i], parent, std::make_shared<const block_payload>(std::move(kv).value()))
+            .ok());
     auto cp = e.export_checkpoint(id, (i + 1) * block);
     REQUIRE(cp.ok());
-    REQUIRE(pool.insert_checkpoint(ids[i], std::make_shared<const block_payload>(std::move(cp).value()))
-                .ok());
+    REQUIRE(
+        pool.insert_checkpoint(ids[i], std::make_shared<const block_payload>(std::move(cp).value()))
+            .ok());
   }
 }
 

@@ -13,7 +13,8 @@ profile load(const std::string& file) {
   return std::move(p).value();
 }
 
-std::unique_ptr<profile_engine> make(const std::string& file, prfaas::engine::clock& clk, double scale = 1.0 / 1024) {
+std::unique_ptr<profile_engine> make(const std::string& file, prfaas::engine::clock& clk,
+                                     double scale = 1.0 / 1024) {
   profile_engine_config c;
   c.kv_scale = scale;
   c.seed = 3;
@@ -75,8 +76,8 @@ TEST_CASE("profile engine spends modeled time on the injected clock") {
   const nanos before = clk.now();
   const seq_id batch[1] = {1};
   REQUIRE(e->decode_step(batch).ok());
-  CHECK(clk.now() - before == std::chrono::duration_cast<nanos>(std::chrono::duration<double>(
-                                  e->decode_seconds(1, 32768))));
+  CHECK(clk.now() - before == std::chrono::duration_cast<nanos>(
+                                  std::chrono::duration<double>(e->decode_seconds(1, 32768))));
   // Report-only mode leaves the clock alone.
   profile_engine_config quiet;
   quiet.kv_scale = 1.0 / 4096;
@@ -151,8 +152,7 @@ TEST_CASE("profile engine prefix reuse matches prefill from scratch") {
   auto ra = f->prefill(a, {});
   REQUIRE(ra.ok());
   CHECK(ra->computed_tokens == 976);
-  CHECK(std::chrono::duration<double>(ra->modeled_time).count() ==
-        Approx(f->prefill_seconds(976)));
+  CHECK(std::chrono::duration<double>(ra->modeled_time).count() == Approx(f->prefill_seconds(976)));
   CHECK(to_wire(f->export_sequence(2).value()) == to_wire(e->export_sequence(1).value()));
   // Reusing the wrong prompt's prefix is caught by content verification.
   const auto other = synthetic_prompt(2000, 6);

@@ -23,12 +23,16 @@ profile load(const std::string& file) {
 /// Case-study workload: log-normal(9.90, 1.00) truncated to [128, 128K].
 struct lognormal {
   double mu = 9.90, sigma = 1.00, lo = 128, hi = 131072;
-  double cdf(double x) const { return 0.5 * (1 + std::erf((std::log(x) - mu) / (sigma * std::sqrt(2.0)))); }
+  double cdf(double x) const {
+    return 0.5 * (1 + std::erf((std::log(x) - mu) / (sigma * std::sqrt(2.0))));
+  }
   double partial(double x) const { // ∫ L f(L) dL from 0 to x
     return std::exp(mu + sigma * sigma / 2) * 0.5 *
            (1 + std::erf((std::log(x) - mu - sigma * sigma) / (sigma * std::sqrt(2.0))));
   }
-  double mean_between(double a, double b) const { return (partial(b) - partial(a)) / (cdf(b) - cdf(a)); }
+  double mean_between(double a, double b) const {
+    return (partial(b) - partial(a)) / (cdf(b) - cdf(a));
+  }
 };
 
 } // namespace
@@ -53,9 +57,13 @@ TEST_CASE("every shipped profile loads") {
 TEST_CASE("H200 profile reproduces Table 5 exactly") {
   const profile p = load("kimi-linear-1t-h200.yaml");
   REQUIRE(p.has_timing());
-  const struct { uint64_t tokens; double kv_mib, prefill_s, phi; } table5[] = {
-      {1024, 190.8, 0.44, 3.61}, {8192, 308.9, 0.72, 3.59},
-      {32768, 701.3, 1.84, 3.19}, {131072, 2316.3, 7.40, 2.62}};
+  const struct {
+    uint64_t tokens;
+    double kv_mib, prefill_s, phi;
+  } table5[] = {{1024, 190.8, 0.44, 3.61},
+                {8192, 308.9, 0.72, 3.59},
+                {32768, 701.3, 1.84, 3.19},
+                {131072, 2316.3, 7.40, 2.62}};
   for (const auto& row : table5) {
     INFO("tokens " << row.tokens);
     CHECK(p.kv_bytes(row.tokens) == row.kv_mib * mib);
@@ -123,13 +131,15 @@ TEST_CASE("H20 profile reproduces the Table 6 throughputs it is derived from") {
 }
 
 TEST_CASE("Table 3 phi-only profiles") {
-  const struct { const char* file; double phi[4]; } table3[] = {
-      {"kimi-linear-48b-h200.yaml", {1.19, 2.29, 3.87, 4.88}},
-      {"mimo-v2-flash-h200.yaml", {0.82, 2.85, 4.66, 4.71}},
-      {"qwen3.5-397b-h200.yaml", {4.13, 6.28, 8.25, 7.47}},
-      {"ring-2.5-1t-h200.yaml", {7.27, 4.47, 2.59, 1.46}},
-      {"minimax-m2.5-h200.yaml", {4.94, 32.87, 59.93, 47.82}},
-      {"qwen3-235b-h200.yaml", {4.12, 22.42, 33.35, 21.50}}};
+  const struct {
+    const char* file;
+    double phi[4];
+  } table3[] = {{"kimi-linear-48b-h200.yaml", {1.19, 2.29, 3.87, 4.88}},
+                {"mimo-v2-flash-h200.yaml", {0.82, 2.85, 4.66, 4.71}},
+                {"qwen3.5-397b-h200.yaml", {4.13, 6.28, 8.25, 7.47}},
+                {"ring-2.5-1t-h200.yaml", {7.27, 4.47, 2.59, 1.46}},
+                {"minimax-m2.5-h200.yaml", {4.94, 32.87, 59.93, 47.82}},
+                {"qwen3-235b-h200.yaml", {4.12, 22.42, 33.35, 21.50}}};
   const uint64_t lengths[4] = {1024, 8192, 32768, 131072};
   for (const auto& row : table3) {
     const profile p = load(row.file);
@@ -147,11 +157,13 @@ TEST_CASE("profile errors name the key") {
   const std::string head = "name: x\nmodel: m\nhardware: h\ngpus: 8\n";
   auto r = parse_profile(head + "layers: 8\nlinear_per_full: 3\nprefill_points:\n"
                                 "  - {tokens: 10, kv_mib: 1, prefill_s: 1}\n"
-                                "  - {tokens: 20, kv_mib: 2}\n", "t.yaml");
+                                "  - {tokens: 20, kv_mib: 2}\n",
+                         "t.yaml");
   CHECK(contains(r.message(), "profile t.yaml: missing key 'prefill_points[1].prefill_s'"));
   r = parse_profile(head + "layers: 8\nlinear_per_full: 3\nprefill_points:\n"
                            "  - {tokens: 10, kv_mib: 1, prefill_s: 1}\n"
-                           "  - {tokens: 20, kv_mib: 2, prefill_s: 0.5}\n", "t.yaml");
+                           "  - {tokens: 20, kv_mib: 2, prefill_s: 0.5}\n",
+                    "t.yaml");
   CHECK(contains(r.message(), "prefill_points[1].' must increase"));
   r = parse_profile("name: [1, 2]\n", "t.yaml");
   CHECK(contains(r.message(), "'name' has the wrong type"));

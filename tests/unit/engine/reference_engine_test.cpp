@@ -20,7 +20,9 @@ std::vector<kv_chunk> prefilled_export(reference_engine& e, seq_id id, size_t le
 }
 
 /// Re-seal a tampered chunk so only the intended inconsistency remains.
-void reseal(kv_chunk& c) { c = make_chunk(c.header, c.payload); }
+void reseal(kv_chunk& c) {
+  c = make_chunk(c.header, c.payload);
+}
 
 } // namespace
 
@@ -173,7 +175,8 @@ TEST_CASE("reference import rejects mismatched layers and lengths") {
     auto bad = chunks;
     bad[3].header.layer = 2; // full-attention KV claimed for a linear layer
     reseal(bad[3]);
-    CHECK(contains(dst->import_sequence(1, bad).message(), "kv chunk 3 (layer 2): layer kind mismatch"));
+    CHECK(contains(dst->import_sequence(1, bad).message(),
+                   "kv chunk 3 (layer 2): layer kind mismatch"));
   }
   SECTION("layer count mismatch") {
     auto bad = chunks;
@@ -214,7 +217,8 @@ TEST_CASE("reference import rejects mismatched layers and lengths") {
   SECTION("corrupted payload") {
     auto bad = chunks;
     bad[4].payload[17] ^= std::byte{4};
-    CHECK(contains(dst->import_sequence(1, bad).message(), "kv chunk 4 (layer 4): checksum mismatch"));
+    CHECK(contains(dst->import_sequence(1, bad).message(),
+                   "kv chunk 4 (layer 4): checksum mismatch"));
   }
   SECTION("missing layer") {
     auto bad = chunks;
@@ -250,13 +254,17 @@ TEST_CASE("reference import survives random wire corruption") {
   for (int trial = 0; trial < 300; ++trial) {
     auto bad = wire;
     switch (rng.below(3)) {
-      case 0: bad[rng.below(bad.size())] ^= static_cast<std::byte>(1 + rng.below(255)); break;
-      case 1: bad.resize(rng.below(bad.size())); break;
-      default: { // splice: duplicate a random range into a random place
-        const size_t a = rng.below(bad.size()), n = 1 + rng.below(64);
-        std::vector<std::byte> piece(bad.begin() + a, bad.begin() + std::min(bad.size(), a + n));
-        bad.insert(bad.begin() + rng.below(bad.size()), piece.begin(), piece.end());
-      }
+    case 0:
+      bad[rng.below(bad.size())] ^= static_cast<std::byte>(1 + rng.below(255));
+      break;
+    case 1:
+      bad.resize(rng.below(bad.size()));
+      break;
+    default: { // splice: duplicate a random range into a random place
+      const size_t a = rng.below(bad.size()), n = 1 + rng.below(64);
+      std::vector<std::byte> piece(bad.begin() + a, bad.begin() + std::min(bad.size(), a + n));
+      bad.insert(bad.begin() + rng.below(bad.size()), piece.begin(), piece.end());
+    }
     }
     auto parsed = parse_stream(bad);
     auto dst = make_reference();

@@ -38,8 +38,8 @@ void run_transfer_cases(uint64_t seed, int count, std::vector<uint32_t> blocks) 
     const size_t len = i == 0 ? 4096 : i == 1 ? 1 : random_length(rng, 4096);
     const auto prompt = random_prompt(rng, len);
     const uint32_t block = blocks[i % blocks.size()];
-    const sampling_params sp = i % 2 == 0 ? sampling_params{0.0f, 0}
-                                          : sampling_params{0.9f, rng.next()};
+    const sampling_params sp =
+        i % 2 == 0 ? sampling_params{0.0f, 0} : sampling_params{0.9f, rng.next()};
     INFO("case " << i << " length " << len << " block " << block << " temperature "
                  << sp.temperature);
     const seq_id id = 100 + i;
@@ -76,8 +76,18 @@ void run_transfer_cases(uint64_t seed, int count, std::vector<uint32_t> blocks) 
 } // namespace
 
 // 5 × 10 = 50 prompts of 1..4,096 bytes over block sizes 16, 32, 64, 256, 512.
-TEST_CASE("transfer exact block 16 and 512") { run_transfer_cases(1, 10, {16, 512}); }
-TEST_CASE("transfer exact block 32") { run_transfer_cases(2, 10, {32}); }
-TEST_CASE("transfer exact block 64") { run_transfer_cases(3, 10, {64}); }
-TEST_CASE("transfer exact block 256") { run_transfer_cases(4, 10, {256}); }
-TEST_CASE("transfer exact mixed blocks") { run_transfer_cases(5, 10, {16, 64, 256, 7}); }
+TEST_CASE("transfer exact block 16 and 512") {
+  run_transfer_cases(1, 10, {16, 512});
+}
+TEST_CASE("transfer exact block 32") {
+  run_transfer_cases(2, 10, {32});
+}
+TEST_CASE("transfer exact block 64") {
+  run_transfer_cases(3, 10, {64});
+}
+TEST_CASE("transfer exact block 256") {
+  run_transfer_cases(4, 10, {256});
+}
+TEST_CASE("transfer exact mixed blocks") {
+  run_transfer_cases(5, 10, {16, 64, 256, 7});
+}

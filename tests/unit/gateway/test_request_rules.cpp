@@ -41,7 +41,8 @@ TEST_CASE("a failed prefill is retried locally until max_attempts, and resumes a
   CHECK_FALSE(rules::may_resume(0, 0));
 }
 
-TEST_CASE("a node's death: its decode work resumes, its prefill work not yet delivered fails over") {
+TEST_CASE(
+    "a node's death: its decode work resumes, its prefill work not yet delivered fails over") {
   using s = request_state;
   using l = rules::node_loss;
   CHECK(rules::on_node_down(s::decoding, "n1", "n2", "n1") == l::resume);
@@ -132,21 +133,21 @@ TEST_CASE("random event orders: the assembled stream has every index once, in or
       in_flight.erase(in_flight.begin() + static_cast<long>(pick));
       const auto received = static_cast<uint32_t>(taken.size());
       switch (rules::classify_tokens(worker, received, ev.node, ev.index, false)) {
-        case rules::token_verdict::take:
-          for (uint32_t i = 0; i < ev.n; ++i)
-            taken.push_back(ev.index + i);
-          break;
-        case rules::token_verdict::gap: // resume on a new worker from what was taken
-          REQUIRE(rules::may_resume(static_cast<uint32_t>(resumes), 1000));
-          ++resumes;
-          worker = "d" + std::to_string(workers++);
-          next_sent = received;
-          break;
-        case rules::token_verdict::duplicate:
-        case rules::token_verdict::stale_worker:
-          break;
-        case rules::token_verdict::failed:
-          FAIL("no event carries an error here");
+      case rules::token_verdict::take:
+        for (uint32_t i = 0; i < ev.n; ++i)
+          taken.push_back(ev.index + i);
+        break;
+      case rules::token_verdict::gap: // resume on a new worker from what was taken
+        REQUIRE(rules::may_resume(static_cast<uint32_t>(resumes), 1000));
+        ++resumes;
+        worker = "d" + std::to_string(workers++);
+        next_sent = received;
+        break;
+      case rules::token_verdict::duplicate:
+      case rules::token_verdict::stale_worker:
+        break;
+      case rules::token_verdict::failed:
+        FAIL("no event carries an error here");
       }
     }
     REQUIRE(taken.size() == total);

@@ -15,7 +15,8 @@ using namespace prfaas::directory;
 
 namespace {
 
-holder_ref holder(const std::string& node, const std::string& cluster, const std::string& actor = "w") {
+holder_ref holder(const std::string& node, const std::string& cluster,
+                  const std::string& actor = "w") {
   return {node, actor, cluster};
 }
 
@@ -225,7 +226,7 @@ TEST_CASE("capacity evicts least recently used leaves and never a parent before 
   CHECK(ix.contains(2));
   std::vector<block_id> q{1, 2, 3};
   CHECK(ix.match(q).longest == 2); // and touches 1 and 2
-  put(ix, a, {20}); // the least recently used leaf is now 12
+  put(ix, a, {20});                // the least recently used leaf is now 12
   CHECK(ix.size() == 5);
   CHECK_FALSE(ix.contains(12));
   CHECK(ix.contains(11));
@@ -292,31 +293,31 @@ TEST_CASE("random reports: matches agree with a naive model and never exceed it 
     int p = static_cast<int>(rng() % 6);
     auto ids = prompt(p, 1 + static_cast<int>(rng() % 8));
     switch (rng() % 10) {
-      case 0: // re-announce at a new epoch with one prompt
-        epochs[node] += 1;
-        model[node].clear();
-        put(ix, h, ids, epochs[node], t);
-        model[node][static_cast<int>(t)].insert(ids.begin(), ids.end());
-        break;
-      case 1: // node down
-        if (rng() % 3 == 0) {
-          ix.drop_node(node);
-          model.erase(node);
-          epochs.erase(node);
-        }
-        break;
-      case 2:
-      case 3: { // evict a tail
-        size_t keep = rng() % ids.size();
-        std::vector<block_id> gone(ids.begin() + static_cast<long>(keep), ids.end());
-        ix.evict(h, epochs[node], t, gone);
-        for (auto id : gone)
-          model[node][static_cast<int>(t)].erase(id);
-        break;
+    case 0: // re-announce at a new epoch with one prompt
+      epochs[node] += 1;
+      model[node].clear();
+      put(ix, h, ids, epochs[node], t);
+      model[node][static_cast<int>(t)].insert(ids.begin(), ids.end());
+      break;
+    case 1: // node down
+      if (rng() % 3 == 0) {
+        ix.drop_node(node);
+        model.erase(node);
+        epochs.erase(node);
       }
-      default: // store a prefix
-        put(ix, h, ids, epochs[node], t);
-        model[node][static_cast<int>(t)].insert(ids.begin(), ids.end());
+      break;
+    case 2:
+    case 3: { // evict a tail
+      size_t keep = rng() % ids.size();
+      std::vector<block_id> gone(ids.begin() + static_cast<long>(keep), ids.end());
+      ix.evict(h, epochs[node], t, gone);
+      for (auto id : gone)
+        model[node][static_cast<int>(t)].erase(id);
+      break;
+    }
+    default: // store a prefix
+      put(ix, h, ids, epochs[node], t);
+      model[node][static_cast<int>(t)].insert(ids.begin(), ids.end());
     }
     REQUIRE(ix.size() <= capacity);
     if (step % 7 != 0)

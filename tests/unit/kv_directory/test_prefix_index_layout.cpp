@@ -59,8 +59,8 @@ std::map<std::string, uint32_t> answer(const match_result& r) {
 }
 
 /// Stores `ids` for `node` as one chain after `parent` (none: from the first block).
-void put(prefix_index& ix, plain_model& m, const std::string& node, const std::vector<block_id>& ids,
-         std::optional<block_id> parent = {}) {
+void put(prefix_index& ix, plain_model& m, const std::string& node,
+         const std::vector<block_id>& ids, std::optional<block_id> parent = {}) {
   std::vector<chain> cs{{parent, ids}};
   ix.store(holder(node), 1, tier::device, cs);
   m.add(node, ids);
@@ -181,7 +181,8 @@ TEST_CASE("a match ends with more holders alive than an entry keeps inline") {
     if (h < 3)
       put(ix, m, "n" + std::to_string(h), {4}, 3);
   }
-  for (auto& q : std::vector<std::vector<block_id>>{{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4, 5}}) {
+  for (auto& q :
+       std::vector<std::vector<block_id>>{{1}, {1, 2}, {1, 2, 3}, {1, 2, 3, 4}, {1, 2, 3, 4, 5}}) {
     INFO("query of " << q.size() << " blocks");
     auto r = ix.match(q);
     CHECK(answer(r) == m.match(q));

@@ -119,7 +119,8 @@ struct model {
     return out;
   }
 
-  apply_outcome evict(const holder_ref& h, uint64_t epoch, tier t, const std::vector<block_id>& ids) {
+  apply_outcome evict(const holder_ref& h, uint64_t epoch, tier t,
+                      const std::vector<block_id>& ids) {
     auto out = admit(h, epoch);
     if (out == apply_outcome::stale)
       return out;

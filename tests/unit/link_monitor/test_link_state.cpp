@@ -88,7 +88,8 @@ TEST_CASE("classify: each signal can degrade and leaving degraded needs a clear 
   CHECK(classify(s, condition::up, off).target == condition::up);
 }
 
-TEST_CASE("the machine takes a worse state only after degrade_dwell and a better one after recover_dwell") {
+TEST_CASE("the machine takes a worse state only after degrade_dwell and a better one after "
+          "recover_dwell") {
   link_state_machine m{1s, 3s};
   CHECK(m.state() == condition::unknown);
   CHECK(m.update({condition::up, "ok"}, t0)); // first verdict at once
@@ -119,7 +120,8 @@ TEST_CASE("the machine takes a worse state only after degrade_dwell and a better
   CHECK(m.transitions() == 4);
 }
 
-TEST_CASE("a partition goes degraded then down within down_after and a heal comes back up after recover_dwell") {
+TEST_CASE("a partition goes degraded then down within down_after and a heal comes back up after "
+          "recover_dwell") {
   thresholds t;
   t.down_after = 2s;
   t.recover_dwell = 3s;

@@ -49,8 +49,9 @@ inline std::unique_ptr<tokenizer> vocab_of(const std::string& model) {
 inline std::vector<token> prompt_of(const tokenizer& tok, xoshiro256& rng, size_t n, bool text) {
   std::vector<token> out;
   if (text) {
-    static const std::string words[] = {"The ", "KVCache ", "of ", "hybrid ", "models ", "crosses ",
-                                        "datacenters; ", "préfill ", "数据中心 ", "decode. ", "\n"};
+    static const std::string words[] = {
+        "The ",          "KVCache ", "of ",       "hybrid ",  "models ", "crosses ",
+        "datacenters; ", "préfill ", "数据中心 ", "decode. ", "\n"};
     std::string s;
     while (out.size() < n) {
       s += words[rng.below(11)];

@@ -16,8 +16,7 @@ using prfaas::engine::llama_detail::cpu_gate;
 namespace {
 
 /// Waits until `pred` holds (another thread got that far), failing after 10 s.
-template <class Pred>
-void await(Pred pred) {
+template <class Pred> void await(Pred pred) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!pred()) {
     REQUIRE(std::chrono::steady_clock::now() < deadline);
@@ -37,12 +36,12 @@ TEST_CASE("cpu_gate: graphs run on one thread of the gate's, and their results c
     callers.emplace_back([&, i] {
       double waited = -1;
       const int32_t r = g.run(
-        [&] {
-          std::lock_guard lock(mu);
-          ran_on.insert(std::this_thread::get_id());
-          return int32_t{i * 10};
-        },
-        waited);
+          [&] {
+            std::lock_guard lock(mu);
+            ran_on.insert(std::this_thread::get_id());
+            return int32_t{i * 10};
+          },
+          waited);
       CHECK(waited >= 0);
       sum += r;
     });

@@ -246,7 +246,8 @@ TEST_CASE("continuous batching and parking: a step of many sequences, more seque
 
 TEST_CASE("the GGUF's vocabulary: real tokens, pieces that spell the text, its chat template") {
   auto tok = vocab_of("tiny-qwen35");
-  const std::string text = "Prefill-as-a-Service ships KVCache across datacenters: 数据中心 🙂";
+  const std::string text =
+      "Prefill-as-a-Service ships KVCache across datacenters: 数据中心 🙂";
   auto tokens = tok->tokenize(text, false, false).value();
   CHECK(tokens.size() < text.size() / 2); // a real BPE vocabulary, not bytes
   std::string joined;

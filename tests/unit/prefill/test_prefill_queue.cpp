@@ -17,8 +17,9 @@ namespace {
 
 const clock_type::time_point t0{};
 
-prefill_queue::order order_of(const std::string& id, uint64_t work, clock_type::duration budget = 60s,
-                              bool pull_first = false, uint64_t transfer_id = 0) {
+prefill_queue::order order_of(const std::string& id, uint64_t work,
+                              clock_type::duration budget = 60s, bool pull_first = false,
+                              uint64_t transfer_id = 0) {
   return {.request_id = id,
           .transfer_id = transfer_id ? transfer_id : std::hash<std::string>{}(id),
           .work = work,
@@ -182,77 +183,77 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
     for (int step = 0; step < 300; ++step) {
       now += std::chrono::milliseconds(pick(200));
       switch (pick(7)) {
-        case 0: { // admit
-          const uint64_t work = 1 + pick(500);
-          const bool pull = pick(3) == 0;
-          auto o = order_of("r" + std::to_string(pick(6)), work, std::chrono::milliseconds(100 + pick(3000)), pull,
-                            ++requests);
-          o.deadline = now + o.budget;
-          auto r = q.admit(o);
-          if (auto* k = std::get_if<prefill_queue::key>(&r))
-            live[*k] = {pull ? ph::pulling : ph::queued, work, false};
-          break;
+      case 0: { // admit
+        const uint64_t work = 1 + pick(500);
+        const bool pull = pick(3) == 0;
+        auto o = order_of("r" + std::to_string(pick(6)), work,
+                          std::chrono::milliseconds(100 + pick(3000)), pull, ++requests);
+        o.deadline = now + o.budget;
+        auto r = q.admit(o);
+        if (auto* k = std::get_if<prefill_queue::key>(&r))
+          live[*k] = {pull ? ph::pulling : ph::queued, work, false};
+        break;
+      }
+      case 1: { // a cache move ends
+        auto ks = of_phase(ph::pulling);
+        if (!ks.empty()) {
+          auto k = ks[pick(ks.size())];
+          q.pull_ended(k);
+          live[k].phase = ph::queued;
         }
-        case 1: { // a cache move ends
-          auto ks = of_phase(ph::pulling);
-          if (!ks.empty()) {
-            auto k = ks[pick(ks.size())];
-            q.pull_ended(k);
-            live[k].phase = ph::queued;
-          }
-          break;
+        break;
+      }
+      case 2: { // the engine is free
+        auto s = q.next(now);
+        for (auto k : s.expired) {
+          REQUIRE(live.at(k).phase == ph::queued);
+          leave(k);
         }
-        case 2: { // the engine is free
-          auto s = q.next(now);
-          for (auto k : s.expired) {
-            REQUIRE(live.at(k).phase == ph::queued);
+        if (s.start) {
+          REQUIRE(live.at(*s.start).phase == ph::queued);
+          live[*s.start].phase = ph::running;
+          live[*s.start].transfer_open = true;
+        }
+        break;
+      }
+      case 3: { // the engine is done
+        auto ks = of_phase(ph::running);
+        if (!ks.empty()) {
+          auto k = ks[0];
+          q.engine_done(k, static_cast<uint32_t>(live[k].work),
+                        std::chrono::milliseconds(1 + pick(100)), pick(5) != 0);
+          if (live[k].transfer_open)
+            live[k].phase = ph::sent;
+          else
             leave(k);
-          }
-          if (s.start) {
-            REQUIRE(live.at(*s.start).phase == ph::queued);
-            live[*s.start].phase = ph::running;
-            live[*s.start].transfer_open = true;
-          }
-          break;
         }
-        case 3: { // the engine is done
-          auto ks = of_phase(ph::running);
-          if (!ks.empty()) {
-            auto k = ks[0];
-            q.engine_done(k, static_cast<uint32_t>(live[k].work), std::chrono::milliseconds(1 + pick(100)),
-                          pick(5) != 0);
-            if (live[k].transfer_open)
-              live[k].phase = ph::sent;
-            else
-              leave(k);
-          }
-          break;
-        }
-        case 4: { // a transfer ends
-          std::vector<prefill_queue::key> open;
-          for (auto& [k, m] : live)
-            if (m.transfer_open)
-              open.push_back(k);
-          if (!open.empty()) {
-            auto k = open[pick(open.size())];
-            q.transfer_ended(k);
-            live[k].transfer_open = false;
-            if (live[k].phase == ph::sent)
-              leave(k);
-          }
-          break;
-        }
-        default: { // a cancel, of one attempt or of every attempt of a request
-          const std::string id = "r" + std::to_string(pick(6));
-          auto c = q.cancel(id, 0);
-          for (auto k : c.removed) {
-            REQUIRE((live.at(k).phase == ph::pulling || live.at(k).phase == ph::queued));
+        break;
+      }
+      case 4: { // a transfer ends
+        std::vector<prefill_queue::key> open;
+        for (auto& [k, m] : live)
+          if (m.transfer_open)
+            open.push_back(k);
+        if (!open.empty()) {
+          auto k = open[pick(open.size())];
+          q.transfer_ended(k);
+          live[k].transfer_open = false;
+          if (live[k].phase == ph::sent)
             leave(k);
-          }
-          for (auto k : c.cancel_transfer)
-            REQUIRE(live.at(k).transfer_open);
-          break;
         }
+        break;
+      }
+      default: { // a cancel, of one attempt or of every attempt of a request
+        const std::string id = "r" + std::to_string(pick(6));
+        auto c = q.cancel(id, 0);
+        for (auto k : c.removed) {
+          REQUIRE((live.at(k).phase == ph::pulling || live.at(k).phase == ph::queued));
+          leave(k);
+        }
+        for (auto k : c.cancel_transfer)
+          REQUIRE(live.at(k).transfer_open);
+        break;
+      }
       }
       check_invariants();
     }

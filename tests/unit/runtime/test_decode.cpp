@@ -55,29 +55,29 @@ TEST_CASE("bad envelopes are rejected with their reason") {
     drop_reason reason;
   };
   std::vector<row> rows{
-    {"other protocol version", [](auto& e) { e.set_protocol_version(99); }, drop_reason::version},
-    {"unspecified kind", [](auto& e) { e.set_kind(prfaas::wire::KIND_UNSPECIFIED); },
-     drop_reason::unknown_kind},
-    {"kind from the future", [](auto& e) { e.set_kind(static_cast<prfaas::wire::Kind>(42)); },
-     drop_reason::unknown_kind},
-    {"announced bulk missing", [](auto& e) { e.set_bulk_bytes(10); }, drop_reason::bulk_mismatch},
-    {"no source node", [](auto& e) { e.mutable_source()->clear_node(); }, drop_reason::malformed},
-    {"slash in actor", [](auto& e) { e.mutable_destination()->set_actor("y/z"); },
-     drop_reason::malformed},
-    {"no source incarnation", [](auto& e) { e.set_source_incarnation(0); },
-     drop_reason::malformed},
-    {"request without id", [](auto& e) { e.set_request_id(0); }, drop_reason::malformed},
-    {"response without correlation",
-     [](auto& e) {
-       e.set_kind(prfaas::wire::RESPONSE);
-       e.set_correlation_id(0);
-     },
-     drop_reason::malformed},
-    {"negative deadline", [](auto& e) { e.set_deadline_budget_ns(-1); }, drop_reason::malformed},
-    {"other node", [](auto& e) { e.mutable_destination()->set_node("other"); },
-     drop_reason::wrong_destination},
-    {"older incarnation of us", [](auto& e) { e.set_destination_incarnation(8); },
-     drop_reason::stale_incarnation},
+      {"other protocol version", [](auto& e) { e.set_protocol_version(99); }, drop_reason::version},
+      {"unspecified kind", [](auto& e) { e.set_kind(prfaas::wire::KIND_UNSPECIFIED); },
+       drop_reason::unknown_kind},
+      {"kind from the future", [](auto& e) { e.set_kind(static_cast<prfaas::wire::Kind>(42)); },
+       drop_reason::unknown_kind},
+      {"announced bulk missing", [](auto& e) { e.set_bulk_bytes(10); }, drop_reason::bulk_mismatch},
+      {"no source node", [](auto& e) { e.mutable_source()->clear_node(); }, drop_reason::malformed},
+      {"slash in actor", [](auto& e) { e.mutable_destination()->set_actor("y/z"); },
+       drop_reason::malformed},
+      {"no source incarnation", [](auto& e) { e.set_source_incarnation(0); },
+       drop_reason::malformed},
+      {"request without id", [](auto& e) { e.set_request_id(0); }, drop_reason::malformed},
+      {"response without correlation",
+       [](auto& e) {
+         e.set_kind(prfaas::wire::RESPONSE);
+         e.set_correlation_id(0);
+       },
+       drop_reason::malformed},
+      {"negative deadline", [](auto& e) { e.set_deadline_budget_ns(-1); }, drop_reason::malformed},
+      {"other node", [](auto& e) { e.mutable_destination()->set_node("other"); },
+       drop_reason::wrong_destination},
+      {"older incarnation of us", [](auto& e) { e.set_destination_incarnation(8); },
+       drop_reason::stale_incarnation},
   };
   for (auto& r : rows) {
     INFO(r.what);
@@ -95,7 +95,7 @@ TEST_CASE("frames that are not envelopes are rejected") {
   CHECK(decode(std::string(2000, 'x')).reason == drop_reason::oversized);
   auto e = valid();
   e.set_bulk_bytes(5000);
-  CHECK(decode(e.SerializeAsString(), prfaas::make_bulk(std::string(5000, 'b'))).reason
-        == drop_reason::oversized);
+  CHECK(decode(e.SerializeAsString(), prfaas::make_bulk(std::string(5000, 'b'))).reason ==
+        drop_reason::oversized);
   CHECK(decode(valid().SerializeAsString(), {}, 3).reason == drop_reason::bulk_mismatch);
 }

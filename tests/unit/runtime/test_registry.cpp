@@ -24,9 +24,11 @@ prfaas::actor_registry registry() {
 }
 
 prfaas::deployment_config dep(const std::string& actor) {
-  return prfaas::parse_deployment("deployment: d\nnodes:\n  - name: n\n    control: tcp://127.0.0.1:7100\n"
-                                  "    data: tcp://127.0.0.1:7200\n    actors:\n      - " + actor + "\n",
-                                  "<test>");
+  return prfaas::parse_deployment(
+      "deployment: d\nnodes:\n  - name: n\n    control: tcp://127.0.0.1:7100\n"
+      "    data: tcp://127.0.0.1:7200\n    actors:\n      - " +
+          actor + "\n",
+      "<test>");
 }
 
 } // namespace
@@ -51,16 +53,17 @@ TEST_CASE("bad actor entries name the key path") {
     const char* reason;
   };
   std::vector<row> rows{
-    {"{ type: nope, name: w }", "nodes[0].actors[0].type", "unknown actor type \"nope\" (known: worker)"},
-    {"{ type: worker, name: w }", "nodes[0].actors[0].model", "required parameter"},
-    {"{ type: worker, name: w, model: m, batch: many }", "nodes[0].actors[0].batch",
-     "expected an integer, got \"many\""},
-    {"{ type: worker, name: w, model: m, period: soon }", "nodes[0].actors[0].period",
-     "expected a duration"},
-    {"{ type: worker, name: w, model: m, colour: red }", "nodes[0].actors[0].colour",
-     "unknown parameter for actor type worker (expected one of: batch, period, rate, model)"},
-    {"{ type: worker, name: w, model: [a, b] }", "nodes[0].actors[0].model",
-     "expected a string, got a sequence"},
+      {"{ type: nope, name: w }", "nodes[0].actors[0].type",
+       "unknown actor type \"nope\" (known: worker)"},
+      {"{ type: worker, name: w }", "nodes[0].actors[0].model", "required parameter"},
+      {"{ type: worker, name: w, model: m, batch: many }", "nodes[0].actors[0].batch",
+       "expected an integer, got \"many\""},
+      {"{ type: worker, name: w, model: m, period: soon }", "nodes[0].actors[0].period",
+       "expected a duration"},
+      {"{ type: worker, name: w, model: m, colour: red }", "nodes[0].actors[0].colour",
+       "unknown parameter for actor type worker (expected one of: batch, period, rate, model)"},
+      {"{ type: worker, name: w, model: [a, b] }", "nodes[0].actors[0].model",
+       "expected a string, got a sequence"},
   };
   for (auto& row : rows) {
     INFO(row.actor);

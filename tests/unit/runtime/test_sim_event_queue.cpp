@@ -31,7 +31,8 @@ TEST_CASE("sim event queue: earliest first, equal instants in push order, dead o
   CHECK(ran == std::vector<std::string>{"a1", "a2", "a3", "c"});
 }
 
-TEST_CASE("sim timer: on an installed queue its callbacks wait for the driver, and stop with the timer") {
+TEST_CASE(
+    "sim timer: on an installed queue its callbacks wait for the driver, and stop with the timer") {
   caf::actor_system_config cfg;
   cfg.set("scheduler.policy", caf::atom("testing"));
   caf::actor_system sys{cfg};

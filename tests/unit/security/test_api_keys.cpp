@@ -32,17 +32,18 @@ TEST_CASE("with keys only a configured bearer key gets in") {
   api_key_guard g{{"sk-alpha", "sk-beta"}, 0};
   CHECK(status_of(g, "Bearer sk-alpha") == 200);
   CHECK(std::get<std::string>(g.authenticate("Bearer sk-beta")) == "sk-beta");
-  CHECK(status_of(g, "bearer sk-beta") == 200);   // the scheme is case-insensitive
+  CHECK(status_of(g, "bearer sk-beta") == 200); // the scheme is case-insensitive
   CHECK(status_of(g, "  Bearer  sk-alpha ") == 200);
   CHECK(status_of(g, "") == 401);
   CHECK(status_of(g, "Bearer ") == 401);
-  CHECK(status_of(g, "Bearer sk-alph") == 401);   // a prefix is not the key
+  CHECK(status_of(g, "Bearer sk-alph") == 401); // a prefix is not the key
   CHECK(status_of(g, "Bearer sk-alphaa") == 401);
   CHECK(status_of(g, "Basic sk-alpha") == 401);
   CHECK(status_of(g, "sk-alpha") == 401);
   auto e = std::get<api_error>(g.authenticate(""));
   CHECK(e.code == "invalid_api_key");
-  CHECK(e.body()["error"]["message"].get<std::string>().find("didn't provide") != std::string::npos);
+  CHECK(e.body()["error"]["message"].get<std::string>().find("didn't provide") !=
+        std::string::npos);
   auto wrong = std::get<api_error>(g.authenticate("Bearer nope"));
   CHECK(wrong.body()["error"]["message"] == "Incorrect API key provided.");
 }

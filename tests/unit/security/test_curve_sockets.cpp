@@ -113,8 +113,8 @@ TEST_CASE("a CURVE server admits listed keys only and reports every refusal") {
 
   SECTION("a client without CURVE fails the handshake and never delivers") {
     auto plain = dealer(ctx, "plain");
-    zmq_socket_monitor(plain.handle(), "inproc://plain-monitor", ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                                                   ZMQ_EVENT_DISCONNECTED);
+    zmq_socket_monitor(plain.handle(), "inproc://plain-monitor",
+                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_DISCONNECTED);
     zmq::socket_t monitor{ctx, zmq::socket_type::pair};
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect("inproc://plain-monitor");

@@ -29,8 +29,11 @@ std::string deployment(const std::string& security) {
 std::string both_inline() {
   return "security:\n"
          "  nodes:\n"
-         "    a: { public_key: \"" + a_keys.public_key + "\", secret_key: \"" + a_keys.secret_key + "\" }\n"
-         "    b: { public_key: \"" + b_keys.public_key + "\", secret_key: \"" + b_keys.secret_key + "\" }\n";
+         "    a: { public_key: \"" +
+         a_keys.public_key + "\", secret_key: \"" + a_keys.secret_key +
+         "\" }\n"
+         "    b: { public_key: \"" +
+         b_keys.public_key + "\", secret_key: \"" + b_keys.secret_key + "\" }\n";
 }
 
 /// The key path of the error that parsing `security` gives.
@@ -72,7 +75,8 @@ TEST_CASE("a security section with every node's keys is read") {
 }
 
 TEST_CASE("security mistakes name their key") {
-  const auto a = "    a: { public_key: \"" + a_keys.public_key + "\", secret_key: \"" + a_keys.secret_key + "\" }\n";
+  const auto a = "    a: { public_key: \"" + a_keys.public_key + "\", secret_key: \"" +
+                 a_keys.secret_key + "\" }\n";
   SECTION("a node without keys") {
     CHECK(error_path("security:\n  nodes:\n" + a) == "security.nodes.b");
   }
@@ -121,7 +125,7 @@ TEST_CASE("key files are written for their owner only and read back") {
   CHECK(prfaas::read_key_file(file, "here").public_key == a_keys.public_key);
 
   auto bad = dir.file("bad.key", "public_key: \"" + a_keys.public_key + "\"\nsecret_key: \"" +
-                                   b_keys.secret_key + "\"\n");
+                                     b_keys.secret_key + "\"\n");
   CHECK_THROWS_WITH(prfaas::read_key_file(bad.string(), "k"), Contains("does not belong"));
   CHECK_THROWS_WITH(prfaas::read_key_file((dir.path() / "none.key").string(), "k"),
                     Contains("cannot read"));
@@ -134,8 +138,11 @@ TEST_CASE("a node reads its secret from its key file when it starts") {
   auto yaml = [&](const std::string& a_file) {
     return deployment("security:\n"
                       "  nodes:\n"
-                      "    a: { public_key: \"" + a_keys.public_key + "\", secret_key_file: " + a_file + " }\n"
-                      "    b: { public_key: \"" + b_keys.public_key + "\" }\n");
+                      "    a: { public_key: \"" +
+                      a_keys.public_key + "\", secret_key_file: " + a_file +
+                      " }\n"
+                      "    b: { public_key: \"" +
+                      b_keys.public_key + "\" }\n");
   };
   auto metrics = std::make_shared<prfaas::metrics>("a");
   auto log = prfaas::make_null_logger();

@@ -13,17 +13,16 @@ using s = request_state;
 
 namespace {
 
-constexpr s all_states[] = {s::accepted, s::routed,  s::prefilling, s::transferring,
-                            s::decoding, s::done,    s::failed};
+constexpr s all_states[] = {s::accepted, s::routed, s::prefilling, s::transferring,
+                            s::decoding, s::done,   s::failed};
 
 /// The machine of lifecycle.hpp, written out edge by edge.
 const std::set<std::pair<s, s>> edges = {
-  {s::accepted, s::routed},         {s::accepted, s::failed},
-  {s::routed, s::prefilling},       {s::routed, s::decoding},      {s::routed, s::failed},
-  {s::prefilling, s::transferring}, {s::prefilling, s::decoding},  {s::prefilling, s::routed},
-  {s::prefilling, s::failed},
-  {s::transferring, s::decoding},   {s::transferring, s::routed},  {s::transferring, s::failed},
-  {s::decoding, s::done},           {s::decoding, s::failed},      {s::decoding, s::routed},
+    {s::accepted, s::routed},       {s::accepted, s::failed},     {s::routed, s::prefilling},
+    {s::routed, s::decoding},       {s::routed, s::failed},       {s::prefilling, s::transferring},
+    {s::prefilling, s::decoding},   {s::prefilling, s::routed},   {s::prefilling, s::failed},
+    {s::transferring, s::decoding}, {s::transferring, s::routed}, {s::transferring, s::failed},
+    {s::decoding, s::done},         {s::decoding, s::failed},     {s::decoding, s::routed},
 };
 
 /// A lifecycle driven to `target` along allowed edges.
@@ -68,8 +67,8 @@ TEST_CASE("a sample of forbidden edges") {
   lifecycle l;
   CHECK_FALSE(l.advance(s::prefilling)); // not routed yet
   CHECK_FALSE(l.advance(s::decoding));
-  CHECK_FALSE(l.advance(s::done));       // success needs decoding first
-  CHECK_FALSE(l.advance(s::accepted));   // no self-loops
+  CHECK_FALSE(l.advance(s::done));     // success needs decoding first
+  CHECK_FALSE(l.advance(s::accepted)); // no self-loops
   CHECK(l.state() == s::accepted);
   auto d = at(s::decoding);
   CHECK_FALSE(d.advance(s::prefilling)); // a resume goes back through routing
@@ -104,7 +103,7 @@ TEST_CASE("each entry to prefilling is one attempt, failover goes back through r
   CHECK(l.attempts() == 1);
   REQUIRE(l.advance(s::prefilling));
   CHECK(l.attempts() == 2);
-  REQUIRE(l.advance(s::routed)); // failover straight from prefilling
+  REQUIRE(l.advance(s::routed));   // failover straight from prefilling
   REQUIRE(l.advance(s::decoding)); // the first attempt's KV arrived after all
   CHECK(l.attempts() == 2);
   REQUIRE(l.advance(s::done));

@@ -15,20 +15,24 @@ namespace {
 
 deployment_config with_model(const std::string& model) {
   return parse_deployment("deployment: t\nnodes:\n  - { name: n0, control: 'tcp://127.0.0.1:1', "
-                          "data: 'tcp://127.0.0.1:2' }\nmodel: " + model + "\n",
+                          "data: 'tcp://127.0.0.1:2' }\nmodel: " +
+                              model + "\n",
                           "<test>");
 }
 
 } // namespace
 
 TEST_CASE("model.kv_content: tokens by default, zeros on request, anything else names the key") {
-  const std::string profile = std::string(PRFAAS_SOURCE_DIR) + "/configs/profiles/kimi-linear-1t-h20.yaml";
-  CHECK(serving::read_model(with_model("{ engine: profile, profile: " + profile + " }")).kv_content);
-  CHECK_FALSE(serving::read_model(with_model("{ engine: profile, profile: " + profile +
-                                             ", kv_content: zeros }"))
-                .kv_content);
+  const std::string profile =
+      std::string(PRFAAS_SOURCE_DIR) + "/configs/profiles/kimi-linear-1t-h20.yaml";
+  CHECK(
+      serving::read_model(with_model("{ engine: profile, profile: " + profile + " }")).kv_content);
+  CHECK_FALSE(serving::read_model(
+                  with_model("{ engine: profile, profile: " + profile + ", kv_content: zeros }"))
+                  .kv_content);
   try {
-    serving::read_model(with_model("{ engine: profile, profile: " + profile + ", kv_content: random }"));
+    serving::read_model(
+        with_model("{ engine: profile, profile: " + profile + ", kv_content: random }"));
     FAIL("kv_content: random was accepted");
   } catch (const config_error& e) {
     CHECK(e.path() == "model.kv_content");
@@ -36,7 +40,8 @@ TEST_CASE("model.kv_content: tokens by default, zeros on request, anything else 
   }
 }
 
-TEST_CASE("wire size of a data-plane message: scaled KV, the sequence record and anything else as it is") {
+TEST_CASE("wire size of a data-plane message: scaled KV, the sequence record and anything else as "
+          "it is") {
   namespace en = prfaas::engine;
   serving::model_settings m;
   m.engine = "profile";
@@ -85,24 +90,28 @@ std::string model_error(const std::string& model) {
 
 TEST_CASE("engine: llama reads the GGUF's own limits, and says which key is wrong") {
   const std::string tiny = std::string(PRFAAS_MODELS_DIR) + "/tiny-qwen35.gguf";
-  auto m = serving::read_model(with_model("{ engine: llama, llama: { gguf: " + tiny + ", threads: 1 } }"));
+  auto m = serving::read_model(
+      with_model("{ engine: llama, llama: { gguf: " + tiny + ", threads: 1 } }"));
   CHECK(m.engine == "llama");
   CHECK(m.name == "prfaas-tiny-qwen35"); // the GGUF's general.name
   CHECK(m.context == 8192);              // the model's context_length
   CHECK(m.max_context == 8192);
   CHECK(m.threads == 1);
   CHECK(m.batch == 512);
-  auto n = serving::read_model(with_model("{ engine: llama, name: mine, max_context: 2048, llama: { gguf: " +
-                                          tiny + ", context: 4096 } }"));
+  auto n = serving::read_model(
+      with_model("{ engine: llama, name: mine, max_context: 2048, llama: { gguf: " + tiny +
+                 ", context: 4096 } }"));
   CHECK(n.name == "mine");
   CHECK(n.context == 4096);
   CHECK(n.max_context == 2048);
 
-  CHECK(model_error("{ engine: llama }") == "model.llama.gguf: engine: llama needs a GGUF file (model.llama.gguf)");
+  CHECK(model_error("{ engine: llama }") ==
+        "model.llama.gguf: engine: llama needs a GGUF file (model.llama.gguf)");
   CHECK_THAT(model_error("{ engine: llama, llama: { gguf: /nonexistent.gguf } }"),
              Catch::StartsWith("model.llama.gguf: /nonexistent.gguf: no such file"));
   CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + tiny + ", context: 16384 } }"),
-             Catch::StartsWith("model.llama.context: 16384 tokens is larger than the model's context (8192"));
+             Catch::StartsWith(
+                 "model.llama.context: 16384 tokens is larger than the model's context (8192"));
   CHECK_THAT(model_error("{ engine: llama, max_context: 9000, llama: { gguf: " + tiny + " } }"),
              Catch::StartsWith("model.max_context: 9000 exceeds the llama context of 8192"));
   CHECK(model_error("{ engine: llama, llama: { gguf: " + tiny + ", ubatch: 1024 } }") ==
@@ -111,7 +120,8 @@ TEST_CASE("engine: llama reads the GGUF's own limits, and says which key is wron
         "model.llama.threads: must be at least 1");
   CHECK_THAT(model_error("{ engine: llama, llama: { gguf: " + tiny + ", n_gpu_layers: 1 } }"),
              Catch::StartsWith("model.llama.n_gpu_layers: unknown key"));
-  CHECK_THAT(model_error("{ engine: llamacpp }"), Catch::Contains("expected one of: reference, profile, llama"));
+  CHECK_THAT(model_error("{ engine: llamacpp }"),
+             Catch::Contains("expected one of: reference, profile, llama"));
 
   // Not a GGUF, and a GGUF of an architecture this llama.cpp does not know.
   const auto dir = std::filesystem::temp_directory_path() / "prfaas-model-settings-test";

@@ -44,7 +44,11 @@ std::optional<std::vector<uint32_t>> decode_utf8(const std::string& s) {
   std::vector<uint32_t> out;
   for (size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
-    int extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+    int extra = c < 0x80             ? 0
+                : (c & 0xE0) == 0xC0 ? 1
+                : (c & 0xF0) == 0xE0 ? 2
+                : (c & 0xF8) == 0xF0 ? 3
+                                     : -1;
     if (extra < 0 || i + extra >= s.size())
       return std::nullopt;
     uint32_t cp = extra == 0 ? c : c & (0x3F >> extra);
@@ -81,235 +85,256 @@ TEST_CASE("parse_completion rejects each malformed body with its status, field a
   const std::string p40(40, 'x');
   const std::string p49(49, 'x');
   std::vector<reject_row> rows = {
-    // the body itself
-    {"truncated JSON", R"({"model": "m", "prompt": "hi")", false, 400, "", "not valid JSON"},
-    {"empty body", "", false, 400, "", "not valid JSON"},
-    {"trailing garbage", R"({"model": "m", "prompt": "hi"} x)", false, 400, "", "not valid JSON"},
-    {"array body", "[1, 2]", false, 400, "", "must be a JSON object, got array"},
-    {"string body", R"("hello")", false, 400, "", "must be a JSON object, got string"},
-    {"null body", "null", false, 400, "", "must be a JSON object, got null"},
-    {"invalid UTF-8 byte in a string", "{\"model\": \"m\", \"prompt\": \"a\xff" "b\"}", false, 400,
-     "", "ill-formed UTF-8"},
-    {"overlong UTF-8 in a string", "{\"model\": \"m\", \"prompt\": \"a\xc0\xaf\"}", false, 400, "",
-     "ill-formed UTF-8"},
-    {"truncated UTF-8 sequence", "{\"model\": \"m\", \"prompt\": \"\xe2\x82\"}", false, 400, "",
-     "ill-formed UTF-8"},
-    {"lone surrogate escape", R"({"model": "m", "prompt": "\ud800"})", false, 400, "",
-     "surrogate"},
-    // model
-    {"missing model", R"({"prompt": "hi"})", false, 400, "model", "model is required"},
-    {"null model", R"({"model": null, "prompt": "hi"})", false, 400, "model", "model is required"},
-    {"numeric model", R"({"model": 7, "prompt": "hi"})", false, 400, "model",
-     "model must be a string, got number"},
-    {"unknown model", R"({"model": "gpt-4", "prompt": "hi"})", false, 404, "model",
-     "`gpt-4` does not exist"},
-    // prompt
-    {"missing prompt", R"({"model": "m"})", false, 400, "prompt", "prompt is required"},
-    {"null prompt", pfx + R"("prompt": null})", false, 400, "prompt", "prompt is required"},
-    {"empty prompt", pfx + R"("prompt": ""})", false, 400, "prompt", "prompt must not be empty"},
-    {"empty prompt in an array", pfx + R"("prompt": [""]})", false, 400, "prompt",
-     "prompt must not be empty"},
-    {"numeric prompt", pfx + R"("prompt": 5})", false, 400, "prompt", "prompt must be a string"},
-    {"object prompt", pfx + R"("prompt": {"text": "hi"}})", false, 400, "prompt",
-     "prompt must be a string"},
-    {"empty prompt array", pfx + R"("prompt": []})", false, 400, "prompt", "prompt must be a string"},
-    {"batched prompts", pfx + R"("prompt": ["a", "b"]})", false, 400, "prompt",
-     "batched prompts are not supported"},
-    {"boolean in a prompt array", pfx + R"("prompt": [true]})", false, 400, "prompt",
-     "prompt must be a string"},
-    {"token id outside the vocabulary", pfx + R"("prompt": [1, 257]})", false, 400, "prompt",
-     "prompt[1] must be a token id between 0 and 256"},
-    {"negative token id", pfx + R"("prompt": [-1]})", false, 400, "prompt",
-     "prompt[0] must be a token id"},
-    {"huge token id", pfx + R"("prompt": [18446744073709551615]})", false, 400, "prompt",
-     "prompt[0] must be a token id"},
-    {"fractional token id", pfx + R"("prompt": [1, 2.5]})", false, 400, "prompt",
-     "prompt[1] must be a token id"},
-    {"string among token ids", pfx + R"("prompt": [1, 2, "a"]})", false, 400, "prompt",
-     "prompt[2] must be a token id"},
-    {"prompt over max_prompt_tokens", pfx + R"("prompt": ")" + p49 + R"("})", false, 413, "prompt",
-     "prompt has 49 tokens; this server accepts at most 48"},
-    // chat messages
-    {"missing messages", R"({"model": "m"})", true, 400, "messages", "messages is required"},
-    {"messages an object", pfx + R"("messages": {"role": "user", "content": "hi"}})", true, 400,
-     "messages", "messages must be a non-empty array"},
-    {"empty messages", pfx + R"("messages": []})", true, 400, "messages",
-     "messages must be a non-empty array"},
-    {"message not an object", pfx + R"("messages": ["hi"]})", true, 400, "messages[0]",
-     "messages[0] must be an object, got string"},
-    {"message without a role", pfx + R"("messages": [{"content": "hi"}]})", true, 400,
-     "messages[0].role", "messages[0].role must be a string"},
-    {"numeric role", pfx + R"("messages": [{"role": 1, "content": "hi"}]})", true, 400,
-     "messages[0].role", "messages[0].role must be a string"},
-    {"unknown role", pfx + R"("messages": [{"role": "robot", "content": "hi"}]})", true, 400,
-     "messages[0].role", "must be one of system, developer, user, assistant, tool; got \"robot\""},
-    {"message without content", pfx + R"("messages": [{"role": "user"}]})", true, 400,
-     "messages[0].content", "messages[0].content is required"},
-    {"numeric content", pfx + R"("messages": [{"role": "user", "content": 3}]})", true, 400,
-     "messages[0].content", "must be a string or an array of text parts"},
-    {"second message bad",
-     pfx + R"("messages": [{"role": "user", "content": "a"}, {"role": "user", "content": null}]})",
-     true, 400, "messages[1].content", "messages[1].content is required"},
-    {"image content part",
-     pfx + R"("messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
-     true, 400, "messages[0].content[0]", "only text is supported"},
-    {"string content part", pfx + R"("messages": [{"role": "user", "content": ["hi"]}]})", true,
-     400, "messages[0].content[0]", "must be {\"type\": \"text\", \"text\": string}"},
-    {"text part without text",
-     pfx + R"("messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text"}]}]})",
-     true, 400, "messages[0].content[1]", "only text is supported"},
-    {"text part with numeric text",
-     pfx + R"("messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]})", true,
-     400, "messages[0].content[0]", "only text is supported"},
-    {"chat over max_prompt_tokens",
-     pfx + R"("messages": [{"role": "user", "content": ")" + p40 + R"("}]})", true, 413, "messages",
-     "this server accepts at most 48"},
-    // max_tokens
-    {"negative max_tokens", cmpl + R"("max_tokens": -1})", false, 400, "max_tokens",
-     "max_tokens must be between 1 and 32, got -1"},
-    {"zero max_tokens", cmpl + R"("max_tokens": 0})", false, 400, "max_tokens",
-     "max_tokens must be between 1 and 32, got 0"},
-    {"max_tokens over the output limit", cmpl + R"("max_tokens": 33})", false, 400, "max_tokens",
-     "got 33"},
-    {"max_tokens at uint64 max", cmpl + R"("max_tokens": 18446744073709551615})", false, 400,
-     "max_tokens", "got 18446744073709551615"},
-    {"max_tokens beyond uint64", cmpl + R"("max_tokens": 99999999999999999999999})", false, 400,
-     "max_tokens", "max_tokens must be an integer, got number"},
-    {"fractional max_tokens", cmpl + R"("max_tokens": 8.5})", false, 400, "max_tokens",
-     "max_tokens must be an integer, got number"},
-    {"float-written max_tokens", cmpl + R"("max_tokens": 8.0})", false, 400, "max_tokens",
-     "must be an integer"},
-    {"exponent max_tokens", cmpl + R"("max_tokens": 1e3})", false, 400, "max_tokens",
-     "must be an integer"},
-    {"string max_tokens", cmpl + R"("max_tokens": "8"})", false, 400, "max_tokens",
-     "max_tokens must be an integer, got string"},
-    {"prompt plus max_tokens over the context", pfx + R"("prompt": ")" + p40 + R"(", "max_tokens": 25})",
-     false, 400, "max_tokens", "prompt (40 tokens) plus max_tokens (25) exceeds the context of 64 tokens"},
-    {"chat max_completion_tokens zero", chat + R"("max_completion_tokens": 0})", true, 400,
-     "max_completion_tokens", "max_completion_tokens must be between 1 and 32, got 0"},
-    {"chat max_completion_tokens over the context",
-     // 20 + 24 bytes of template = 44 tokens
-     pfx + R"("messages": [{"role": "user", "content": ")" + std::string(20, 'x') +
-       R"("}], "max_completion_tokens": 21})",
-     true, 400, "max_completion_tokens", "prompt (44 tokens) plus max_completion_tokens (21) exceeds the context"},
-    {"chat max_tokens negative", chat + R"("max_tokens": -5})", true, 400, "max_tokens", "got -5"},
-    // temperature
-    {"negative temperature", cmpl + R"("temperature": -0.1})", false, 400, "temperature",
-     "temperature must be between 0 and 2"},
-    {"temperature above 2", cmpl + R"("temperature": 2.5})", false, 400, "temperature",
-     "temperature must be between 0 and 2, got 2.5"},
-    {"huge temperature", cmpl + R"("temperature": 1e308})", false, 400, "temperature",
-     "between 0 and 2"},
-    {"string temperature", cmpl + R"("temperature": "hot"})", false, 400, "temperature",
-     "temperature must be a number, got string"},
-    {"boolean temperature", cmpl + R"("temperature": true})", false, 400, "temperature",
-     "temperature must be a number, got boolean"},
-    // seed, n
-    {"negative seed", cmpl + R"("seed": -1})", false, 400, "seed", "seed must be between 0 and"},
-    {"fractional seed", cmpl + R"("seed": 1.5})", false, 400, "seed", "seed must be an integer"},
-    {"string seed", cmpl + R"("seed": "42"})", false, 400, "seed", "seed must be an integer, got string"},
-    {"n of 2", cmpl + R"("n": 2})", false, 400, "n", "n must be between 1 and 1, got 2"},
-    {"n of 0", cmpl + R"("n": 0})", false, 400, "n", "got 0"},
-    {"string n", cmpl + R"("n": "1"})", false, 400, "n", "n must be an integer"},
-    // stop
-    {"numeric stop", cmpl + R"("stop": 5})", false, 400, "stop",
-     "stop must be a string or an array of strings, got number"},
-    {"object stop", cmpl + R"("stop": {"a": 1}})", false, 400, "stop", "got object"},
-    {"non-string in stop", cmpl + R"("stop": ["a", 1]})", false, 400, "stop", "stop[1] must be a string"},
-    {"null in stop", cmpl + R"("stop": [null]})", false, 400, "stop", "stop[0] must be a string"},
-    {"too many stops", cmpl + R"("stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop",
-     "at most 4 stop sequences, got 5"},
-    {"stop too long", cmpl + R"("stop": "123456789"})", false, 400, "stop", "at most 8 bytes"},
-    {"stop too long in UTF-8 bytes", cmpl + R"("stop": ["a", "ééééé"]})", false, 400, "stop",
-     "at most 8 bytes"},
-    // booleans
-    {"string stream", cmpl + R"("stream": "yes"})", false, 400, "stream",
-     "stream must be a boolean, got string"},
-    {"numeric stream", cmpl + R"("stream": 1})", false, 400, "stream", "stream must be a boolean, got number"},
-    {"string ignore_eos", cmpl + R"("ignore_eos": "true"})", false, 400, "ignore_eos",
-     "ignore_eos must be a boolean"},
-    {"numeric return_token_ids", cmpl + R"("return_token_ids": 0})", false, 400, "return_token_ids",
-     "return_token_ids must be a boolean"},
-    {"stream_options an array", cmpl + R"("stream": true, "stream_options": []})", false, 400,
-     "stream_options", "stream_options must be an object, got array"},
-    {"stream_options a boolean", cmpl + R"("stream": true, "stream_options": true})", false, 400,
-     "stream_options", "got boolean"},
-    {"include_usage a string", cmpl + R"("stream": true, "stream_options": {"include_usage": "yes"}})",
-     false, 400, "stream_options.include_usage", "include_usage must be a boolean"},
-    {"stream_options without stream", cmpl + R"("stream_options": {"include_usage": true}})", false,
-     400, "stream_options", "only allowed with stream: true"},
-    {"obfuscation asked for", cmpl + R"("stream": true, "stream_options": {"include_obfuscation": true}})",
-     false, 400, "stream_options.include_obfuscation", "no obfuscation"},
-    {"unknown stream option", cmpl + R"("stream": true, "stream_options": {"x": 1}})", false, 400,
-     "stream_options.x", "unknown field stream_options.x"},
-    // fields OpenAI does not define, and OpenAI fields of the other endpoint
-    {"unknown field", cmpl + R"("top_k": 40})", false, 400, "top_k", "unknown field top_k"},
-    {"chat field in completions", cmpl + R"("messages": []})", false, 400, "messages",
-     "unknown field messages"},
-    {"completions field in chat", chat + R"("echo": true})", true, 400, "echo", "unknown field echo"},
-    {"top_logprobs in completions", cmpl + R"("top_logprobs": 2})", false, 400, "top_logprobs",
-     "unknown field"},
-    // OpenAI fields prfaas does not honour: refused unless they ask for nothing
-    {"best_of 2", cmpl + R"("best_of": 2})", false, 400, "best_of", "best_of above 1"},
-    {"suffix", cmpl + R"("suffix": "end"})", false, 400, "suffix", "insertion"},
-    {"tools", chat + R"("tools": [{"type": "function", "function": {"name": "f"}}]})", true, 400,
-     "tools", "tool calling is not supported"},
-    {"tool_choice required", chat + R"("tool_choice": "required"})", true, 400, "tool_choice",
-     "tool calling"},
-    {"functions", chat + R"("functions": [{"name": "f"}]})", true, 400, "functions",
-     "function calling"},
-    {"parallel_tool_calls", chat + R"("parallel_tool_calls": true})", true, 400,
-     "parallel_tool_calls", "tool calling"},
-    {"JSON mode", chat + R"("response_format": {"type": "json_object"}})", true, 400,
-     "response_format", "only {\"type\": \"text\"}"},
-    {"audio modality", chat + R"("modalities": ["text", "audio"]})", true, 400, "modalities",
-     "only [\"text\"]"},
-    {"audio", chat + R"("audio": {"voice": "alloy", "format": "wav"}})", true, 400, "audio",
-     "audio output"},
-    {"prediction", chat + R"("prediction": {"type": "content", "content": "x"}})", true, 400,
-     "prediction", "predicted outputs"},
-    {"reasoning_effort", chat + R"("reasoning_effort": "high"})", true, 400, "reasoning_effort",
-     "reasoning-effort"},
-    {"verbosity", chat + R"("verbosity": "low"})", true, 400, "verbosity", "verbosity"},
-    {"web search", chat + R"("web_search_options": {}})", true, 400, "web_search_options",
-     "web search"},
-    {"store", chat + R"("store": true})", true, 400, "store", "does not store"},
-    {"metadata", chat + R"("metadata": {"k": "v"}})", true, 400, "metadata", "stored completions"},
-    {"service tier", chat + R"("service_tier": "flex"})", true, 400, "service_tier", "one service tier"},
-    {"a message's name", pfx + R"("messages": [{"role": "user", "content": "a", "name": "bob"}]})",
-     true, 400, "messages[0].name", "not supported"},
-    {"a message's tool calls",
-     pfx + R"("messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}]})",
-     true, 400, "messages[0].tool_calls", "tool calling"},
-    // sampling fields
-    {"top_p 0", cmpl + R"("top_p": 0})", false, 400, "top_p", "greater than 0"},
-    {"top_p above 1", cmpl + R"("top_p": 1.5})", false, 400, "top_p", "between 0 and 1"},
-    {"presence_penalty above 2", cmpl + R"("presence_penalty": 2.5})", false, 400,
-     "presence_penalty", "between -2 and 2"},
-    {"frequency_penalty a string", cmpl + R"("frequency_penalty": "x"})", false, 400,
-     "frequency_penalty", "must be a number"},
-    {"logit_bias an array", cmpl + R"("logit_bias": [1]})", false, 400, "logit_bias",
-     "must be an object"},
-    {"logit_bias key not a token", cmpl + R"("logit_bias": {"abc": 1}})", false, 400, "logit_bias",
-     "not a token id of this model"},
-    {"logit_bias key outside the vocabulary", cmpl + R"("logit_bias": {"257": 1}})", false, 400,
-     "logit_bias", "not a token id"},
-    {"logit_bias above 100", cmpl + R"("logit_bias": {"5": 101}})", false, 400, "logit_bias",
-     "between -100 and 100"},
-    {"completions logprobs 6", cmpl + R"("logprobs": 6})", false, 400, "logprobs",
-     "between 0 and 5"},
-    {"completions logprobs true", cmpl + R"("logprobs": true})", false, 400, "logprobs",
-     "must be an integer"},
-    {"chat logprobs a number", chat + R"("logprobs": 3})", true, 400, "logprobs",
-     "must be a boolean"},
-    {"chat top_logprobs 21", chat + R"("logprobs": true, "top_logprobs": 21})", true, 400,
-     "top_logprobs", "between 0 and 20"},
-    {"top_logprobs without logprobs", chat + R"("top_logprobs": 2})", true, 400, "top_logprobs",
-     "needs logprobs: true"},
-    {"echo with logprobs", cmpl + R"("echo": true, "logprobs": 1})", false, 400, "echo",
-     "not supported"},
-    {"echo a string", cmpl + R"("echo": "yes"})", false, 400, "echo", "must be a boolean"},
-    {"user a number", cmpl + R"("user": 5})", false, 400, "user", "must be a string"},
+      // the body itself
+      {"truncated JSON", R"({"model": "m", "prompt": "hi")", false, 400, "", "not valid JSON"},
+      {"empty body", "", false, 400, "", "not valid JSON"},
+      {"trailing garbage", R"({"model": "m", "prompt": "hi"} x)", false, 400, "", "not valid JSON"},
+      {"array body", "[1, 2]", false, 400, "", "must be a JSON object, got array"},
+      {"string body", R"("hello")", false, 400, "", "must be a JSON object, got string"},
+      {"null body", "null", false, 400, "", "must be a JSON object, got null"},
+      {"invalid UTF-8 byte in a string",
+       "{\"model\": \"m\", \"prompt\": \"a\xff"
+       "b\"}",
+       false, 400, "", "ill-formed UTF-8"},
+      {"overlong UTF-8 in a string", "{\"model\": \"m\", \"prompt\": \"a\xc0\xaf\"}", false, 400,
+       "", "ill-formed UTF-8"},
+      {"truncated UTF-8 sequence", "{\"model\": \"m\", \"prompt\": \"\xe2\x82\"}", false, 400, "",
+       "ill-formed UTF-8"},
+      {"lone surrogate escape", R"({"model": "m", "prompt": "\ud800"})", false, 400, "",
+       "surrogate"},
+      // model
+      {"missing model", R"({"prompt": "hi"})", false, 400, "model", "model is required"},
+      {"null model", R"({"model": null, "prompt": "hi"})", false, 400, "model",
+       "model is required"},
+      {"numeric model", R"({"model": 7, "prompt": "hi"})", false, 400, "model",
+       "model must be a string, got number"},
+      {"unknown model", R"({"model": "gpt-4", "prompt": "hi"})", false, 404, "model",
+       "`gpt-4` does not exist"},
+      // prompt
+      {"missing prompt", R"({"model": "m"})", false, 400, "prompt", "prompt is required"},
+      {"null prompt", pfx + R"("prompt": null})", false, 400, "prompt", "prompt is required"},
+      {"empty prompt", pfx + R"("prompt": ""})", false, 400, "prompt", "prompt must not be empty"},
+      {"empty prompt in an array", pfx + R"("prompt": [""]})", false, 400, "prompt",
+       "prompt must not be empty"},
+      {"numeric prompt", pfx + R"("prompt": 5})", false, 400, "prompt", "prompt must be a string"},
+      {"object prompt", pfx + R"("prompt": {"text": "hi"}})", false, 400, "prompt",
+       "prompt must be a string"},
+      {"empty prompt array", pfx + R"("prompt": []})", false, 400, "prompt",
+       "prompt must be a string"},
+      {"batched prompts", pfx + R"("prompt": ["a", "b"]})", false, 400, "prompt",
+       "batched prompts are not supported"},
+      {"boolean in a prompt array", pfx + R"("prompt": [true]})", false, 400, "prompt",
+       "prompt must be a string"},
+      {"token id outside the vocabulary", pfx + R"("prompt": [1, 257]})", false, 400, "prompt",
+       "prompt[1] must be a token id between 0 and 256"},
+      {"negative token id", pfx + R"("prompt": [-1]})", false, 400, "prompt",
+       "prompt[0] must be a token id"},
+      {"huge token id", pfx + R"("prompt": [18446744073709551615]})", false, 400, "prompt",
+       "prompt[0] must be a token id"},
+      {"fractional token id", pfx + R"("prompt": [1, 2.5]})", false, 400, "prompt",
+       "prompt[1] must be a token id"},
+      {"string among token ids", pfx + R"("prompt": [1, 2, "a"]})", false, 400, "prompt",
+       "prompt[2] must be a token id"},
+      {"prompt over max_prompt_tokens", pfx + R"("prompt": ")" + p49 + R"("})", false, 413,
+       "prompt", "prompt has 49 tokens; this server accepts at most 48"},
+      // chat messages
+      {"missing messages", R"({"model": "m"})", true, 400, "messages", "messages is required"},
+      {"messages an object", pfx + R"("messages": {"role": "user", "content": "hi"}})", true, 400,
+       "messages", "messages must be a non-empty array"},
+      {"empty messages", pfx + R"("messages": []})", true, 400, "messages",
+       "messages must be a non-empty array"},
+      {"message not an object", pfx + R"("messages": ["hi"]})", true, 400, "messages[0]",
+       "messages[0] must be an object, got string"},
+      {"message without a role", pfx + R"("messages": [{"content": "hi"}]})", true, 400,
+       "messages[0].role", "messages[0].role must be a string"},
+      {"numeric role", pfx + R"("messages": [{"role": 1, "content": "hi"}]})", true, 400,
+       "messages[0].role", "messages[0].role must be a string"},
+      {"unknown role", pfx + R"("messages": [{"role": "robot", "content": "hi"}]})", true, 400,
+       "messages[0].role",
+       "must be one of system, developer, user, assistant, tool; got \"robot\""},
+      {"message without content", pfx + R"("messages": [{"role": "user"}]})", true, 400,
+       "messages[0].content", "messages[0].content is required"},
+      {"numeric content", pfx + R"("messages": [{"role": "user", "content": 3}]})", true, 400,
+       "messages[0].content", "must be a string or an array of text parts"},
+      {"second message bad",
+       pfx +
+           R"("messages": [{"role": "user", "content": "a"}, {"role": "user", "content": null}]})",
+       true, 400, "messages[1].content", "messages[1].content is required"},
+      {"image content part",
+       pfx +
+           R"("messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+       true, 400, "messages[0].content[0]", "only text is supported"},
+      {"string content part", pfx + R"("messages": [{"role": "user", "content": ["hi"]}]})", true,
+       400, "messages[0].content[0]", "must be {\"type\": \"text\", \"text\": string}"},
+      {"text part without text",
+       pfx +
+           R"("messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text"}]}]})",
+       true, 400, "messages[0].content[1]", "only text is supported"},
+      {"text part with numeric text",
+       pfx + R"("messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]})", true,
+       400, "messages[0].content[0]", "only text is supported"},
+      {"chat over max_prompt_tokens",
+       pfx + R"("messages": [{"role": "user", "content": ")" + p40 + R"("}]})", true, 413,
+       "messages", "this server accepts at most 48"},
+      // max_tokens
+      {"negative max_tokens", cmpl + R"("max_tokens": -1})", false, 400, "max_tokens",
+       "max_tokens must be between 1 and 32, got -1"},
+      {"zero max_tokens", cmpl + R"("max_tokens": 0})", false, 400, "max_tokens",
+       "max_tokens must be between 1 and 32, got 0"},
+      {"max_tokens over the output limit", cmpl + R"("max_tokens": 33})", false, 400, "max_tokens",
+       "got 33"},
+      {"max_tokens at uint64 max", cmpl + R"("max_tokens": 18446744073709551615})", false, 400,
+       "max_tokens", "got 18446744073709551615"},
+      {"max_tokens beyond uint64", cmpl + R"("max_tokens": 99999999999999999999999})", false, 400,
+       "max_tokens", "max_tokens must be an integer, got number"},
+      {"fractional max_tokens", cmpl + R"("max_tokens": 8.5})", false, 400, "max_tokens",
+       "max_tokens must be an integer, got number"},
+      {"float-written max_tokens", cmpl + R"("max_tokens": 8.0})", false, 400, "max_tokens",
+       "must be an integer"},
+      {"exponent max_tokens", cmpl + R"("max_tokens": 1e3})", false, 400, "max_tokens",
+       "must be an integer"},
+      {"string max_tokens", cmpl + R"("max_tokens": "8"})", false, 400, "max_tokens",
+       "max_tokens must be an integer, got string"},
+      {"prompt plus max_tokens over the context",
+       pfx + R"("prompt": ")" + p40 + R"(", "max_tokens": 25})", false, 400, "max_tokens",
+       "prompt (40 tokens) plus max_tokens (25) exceeds the context of 64 tokens"},
+      {"chat max_completion_tokens zero", chat + R"("max_completion_tokens": 0})", true, 400,
+       "max_completion_tokens", "max_completion_tokens must be between 1 and 32, got 0"},
+      {"chat max_completion_tokens over the context",
+       // 20 + 24 bytes of template = 44 tokens
+       pfx + R"("messages": [{"role": "user", "content": ")" + std::string(20, 'x') +
+           R"("}], "max_completion_tokens": 21})",
+       true, 400, "max_completion_tokens",
+       "prompt (44 tokens) plus max_completion_tokens (21) exceeds the context"},
+      {"chat max_tokens negative", chat + R"("max_tokens": -5})", true, 400, "max_tokens",
+       "got -5"},
+      // temperature
+      {"negative temperature", cmpl + R"("temperature": -0.1})", false, 400, "temperature",
+       "temperature must be between 0 and 2"},
+      {"temperature above 2", cmpl + R"("temperature": 2.5})", false, 400, "temperature",
+       "temperature must be between 0 and 2, got 2.5"},
+      {"huge temperature", cmpl + R"("temperature": 1e308})", false, 400, "temperature",
+       "between 0 and 2"},
+      {"string temperature", cmpl + R"("temperature": "hot"})", false, 400, "temperature",
+       "temperature must be a number, got string"},
+      {"boolean temperature", cmpl + R"("temperature": true})", false, 400, "temperature",
+       "temperature must be a number, got boolean"},
+      // seed, n
+      {"negative seed", cmpl + R"("seed": -1})", false, 400, "seed", "seed must be between 0 and"},
+      {"fractional seed", cmpl + R"("seed": 1.5})", false, 400, "seed", "seed must be an integer"},
+      {"string seed", cmpl + R"("seed": "42"})", false, 400, "seed",
+       "seed must be an integer, got string"},
+      {"n of 2", cmpl + R"("n": 2})", false, 400, "n", "n must be between 1 and 1, got 2"},
+      {"n of 0", cmpl + R"("n": 0})", false, 400, "n", "got 0"},
+      {"string n", cmpl + R"("n": "1"})", false, 400, "n", "n must be an integer"},
+      // stop
+      {"numeric stop", cmpl + R"("stop": 5})", false, 400, "stop",
+       "stop must be a string or an array of strings, got number"},
+      {"object stop", cmpl + R"("stop": {"a": 1}})", false, 400, "stop", "got object"},
+      {"non-string in stop", cmpl + R"("stop": ["a", 1]})", false, 400, "stop",
+       "stop[1] must be a string"},
+      {"null in stop", cmpl + R"("stop": [null]})", false, 400, "stop", "stop[0] must be a string"},
+      {"too many stops", cmpl + R"("stop": ["a", "b", "c", "d", "e"]})", false, 400, "stop",
+       "at most 4 stop sequences, got 5"},
+      {"stop too long", cmpl + R"("stop": "123456789"})", false, 400, "stop", "at most 8 bytes"},
+      {"stop too long in UTF-8 bytes", cmpl + R"("stop": ["a", "ééééé"]})", false, 400, "stop",
+       "at most 8 bytes"},
+      // booleans
+      {"string stream", cmpl + R"("stream": "yes"})", false, 400, "stream",
+       "stream must be a boolean, got string"},
+      {"numeric stream", cmpl + R"("stream": 1})", false, 400, "stream",
+       "stream must be a boolean, got number"},
+      {"string ignore_eos", cmpl + R"("ignore_eos": "true"})", false, 400, "ignore_eos",
+       "ignore_eos must be a boolean"},
+      {"numeric return_token_ids", cmpl + R"("return_token_ids": 0})", false, 400,
+       "return_token_ids", "return_token_ids must be a boolean"},
+      {"stream_options an array", cmpl + R"("stream": true, "stream_options": []})", false, 400,
+       "stream_options", "stream_options must be an object, got array"},
+      {"stream_options a boolean", cmpl + R"("stream": true, "stream_options": true})", false, 400,
+       "stream_options", "got boolean"},
+      {"include_usage a string",
+       cmpl + R"("stream": true, "stream_options": {"include_usage": "yes"}})", false, 400,
+       "stream_options.include_usage", "include_usage must be a boolean"},
+      {"stream_options without stream", cmpl + R"("stream_options": {"include_usage": true}})",
+       false, 400, "stream_options", "only allowed with stream: true"},
+      {"obfuscation asked for",
+       cmpl + R"("stream": true, "stream_options": {"include_obfuscation": true}})", false, 400,
+       "stream_options.include_obfuscation", "no obfuscation"},
+      {"unknown stream option", cmpl + R"("stream": true, "stream_options": {"x": 1}})", false, 400,
+       "stream_options.x", "unknown field stream_options.x"},
+      // fields OpenAI does not define, and OpenAI fields of the other endpoint
+      {"unknown field", cmpl + R"("top_k": 40})", false, 400, "top_k", "unknown field top_k"},
+      {"chat field in completions", cmpl + R"("messages": []})", false, 400, "messages",
+       "unknown field messages"},
+      {"completions field in chat", chat + R"("echo": true})", true, 400, "echo",
+       "unknown field echo"},
+      {"top_logprobs in completions", cmpl + R"("top_logprobs": 2})", false, 400, "top_logprobs",
+       "unknown field"},
+      // OpenAI fields prfaas does not honour: refused unless they ask for nothing
+      {"best_of 2", cmpl + R"("best_of": 2})", false, 400, "best_of", "best_of above 1"},
+      {"suffix", cmpl + R"("suffix": "end"})", false, 400, "suffix", "insertion"},
+      {"tools", chat + R"("tools": [{"type": "function", "function": {"name": "f"}}]})", true, 400,
+       "tools", "tool calling is not supported"},
+      {"tool_choice required", chat + R"("tool_choice": "required"})", true, 400, "tool_choice",
+       "tool calling"},
+      {"functions", chat + R"("functions": [{"name": "f"}]})", true, 400, "functions",
+       "function calling"},
+      {"parallel_tool_calls", chat + R"("parallel_tool_calls": true})", true, 400,
+       "parallel_tool_calls", "tool calling"},
+      {"JSON mode", chat + R"("response_format": {"type": "json_object"}})", true, 400,
+       "response_format", "only {\"type\": \"text\"}"},
+      {"audio modality", chat + R"("modalities": ["text", "audio"]})", true, 400, "modalities",
+       "only [\"text\"]"},
+      {"audio", chat + R"("audio": {"voice": "alloy", "format": "wav"}})", true, 400, "audio",
+       "audio output"},
+      {"prediction", chat + R"("prediction": {"type": "content", "content": "x"}})", true, 400,
+       "prediction", "predicted outputs"},
+      {"reasoning_effort", chat + R"("reasoning_effort": "high"})", true, 400, "reasoning_effort",
+       "reasoning-effort"},
+      {"verbosity", chat + R"("verbosity": "low"})", true, 400, "verbosity", "verbosity"},
+      {"web search", chat + R"("web_search_options": {}})", true, 400, "web_search_options",
+       "web search"},
+      {"store", chat + R"("store": true})", true, 400, "store", "does not store"},
+      {"metadata", chat + R"("metadata": {"k": "v"}})", true, 400, "metadata",
+       "stored completions"},
+      {"service tier", chat + R"("service_tier": "flex"})", true, 400, "service_tier",
+       "one service tier"},
+      {"a message's name",
+       pfx + R"("messages": [{"role": "user", "content": "a", "name": "bob"}]})", true, 400,
+       "messages[0].name", "not supported"},
+      {"a message's tool calls",
+       pfx +
+           R"("messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "1"}]}]})",
+       true, 400, "messages[0].tool_calls", "tool calling"},
+      // sampling fields
+      {"top_p 0", cmpl + R"("top_p": 0})", false, 400, "top_p", "greater than 0"},
+      {"top_p above 1", cmpl + R"("top_p": 1.5})", false, 400, "top_p", "between 0 and 1"},
+      {"presence_penalty above 2", cmpl + R"("presence_penalty": 2.5})", false, 400,
+       "presence_penalty", "between -2 and 2"},
+      {"frequency_penalty a string", cmpl + R"("frequency_penalty": "x"})", false, 400,
+       "frequency_penalty", "must be a number"},
+      {"logit_bias an array", cmpl + R"("logit_bias": [1]})", false, 400, "logit_bias",
+       "must be an object"},
+      {"logit_bias key not a token", cmpl + R"("logit_bias": {"abc": 1}})", false, 400,
+       "logit_bias", "not a token id of this model"},
+      {"logit_bias key outside the vocabulary", cmpl + R"("logit_bias": {"257": 1}})", false, 400,
+       "logit_bias", "not a token id"},
+      {"logit_bias above 100", cmpl + R"("logit_bias": {"5": 101}})", false, 400, "logit_bias",
+       "between -100 and 100"},
+      {"completions logprobs 6", cmpl + R"("logprobs": 6})", false, 400, "logprobs",
+       "between 0 and 5"},
+      {"completions logprobs true", cmpl + R"("logprobs": true})", false, 400, "logprobs",
+       "must be an integer"},
+      {"chat logprobs a number", chat + R"("logprobs": 3})", true, 400, "logprobs",
+       "must be a boolean"},
+      {"chat top_logprobs 21", chat + R"("logprobs": true, "top_logprobs": 21})", true, 400,
+       "top_logprobs", "between 0 and 20"},
+      {"top_logprobs without logprobs", chat + R"("top_logprobs": 2})", true, 400, "top_logprobs",
+       "needs logprobs: true"},
+      {"echo with logprobs", cmpl + R"("echo": true, "logprobs": 1})", false, 400, "echo",
+       "not supported"},
+      {"echo a string", cmpl + R"("echo": "yes"})", false, 400, "echo", "must be a boolean"},
+      {"user a number", cmpl + R"("user": 5})", false, 400, "user", "must be a string"},
   };
   for (auto& row : rows) {
     INFO(row.what << ": " << row.body);
@@ -354,7 +379,7 @@ TEST_CASE("a prompt over max_prompt_tokens is a 413 with code context_length_exc
   CHECK(ok.max_tokens == 16);
   // ... and one output token more is not.
   auto over = parse_completion(R"({"model": "m", "prompt": ")" + std::string(48, 'y') +
-                                 R"(", "max_tokens": 17})",
+                                   R"(", "max_tokens": 17})",
                                false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(over));
   CHECK(std::get<api_error>(over).status == 400);
@@ -362,7 +387,8 @@ TEST_CASE("a prompt over max_prompt_tokens is a 413 with code context_length_exc
 }
 
 TEST_CASE("an error message quoting invalid UTF-8 still makes a valid JSON body") {
-  auto r = parse_completion("{\"model\": \"m\", \"prompt\": \"\xff\xfe\xfd\"}", false, limits(), bytes);
+  auto r =
+      parse_completion("{\"model\": \"m\", \"prompt\": \"\xff\xfe\xfd\"}", false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   auto text = safe_dump(std::get<api_error>(r).body());
   CHECK(decode_utf8(text).has_value());
@@ -429,7 +455,7 @@ TEST_CASE("parse_completion reads every field and null means not given") {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": true})", true).logprobs == 0);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": true, "top_logprobs": 20})", true)
-          .logprobs == 20);
+            .logprobs == 20);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "logprobs": false})", true).logprobs == -1);
   // Echo keeps the prompt's text; the identifiers are logged, the "nothing" values of the
   // fields prfaas does not honour are accepted.
@@ -451,7 +477,7 @@ TEST_CASE("the profile engine refuses logprobs: it has no distribution to report
   REQUIRE(std::holds_alternative<api_error>(r));
   CHECK(std::get<api_error>(r).param == "logprobs");
   CHECK(std::holds_alternative<completion_request>(
-    parse_completion(R"({"model": "m", "prompt": "x"})", false, l, bytes)));
+      parse_completion(R"({"model": "m", "prompt": "x"})", false, l, bytes)));
 }
 
 TEST_CASE("a prompt may be token ids or UTF-8 text, one token per byte (byte tokenizer)") {
@@ -478,23 +504,27 @@ TEST_CASE("a chat becomes its prompt through the documented template") {
   CHECK(accept(R"({"model": "m", "messages": [{"role": "tool", "content": "", "tool_call_id": ""},
                    {"role": "assistant", "content": null, "tool_calls": [], "refusal": null}]})",
                true)
-          .prompt == tokenize("<|tool|>\n\n<|assistant|>\n\n<|assistant|>\n"));
+            .prompt == tokenize("<|tool|>\n\n<|assistant|>\n\n<|assistant|>\n"));
 }
 
 TEST_CASE("chat takes max_completion_tokens over max_tokens, completions refuse it") {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
-  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_completion_tokens": 7})", true).max_tokens == 7);
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_completion_tokens": 7})", true).max_tokens ==
+        7);
   CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5})", true).max_tokens == 5);
-  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": 7})", true)
-          .max_tokens == 7);
-  auto refused = parse_completion(R"({"model": "m", "prompt": "x", "max_completion_tokens": 7})", false,
-                                  limits(), bytes);
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": 7})",
+               true)
+            .max_tokens == 7);
+  auto refused = parse_completion(R"({"model": "m", "prompt": "x", "max_completion_tokens": 7})",
+                                  false, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(refused));
   CHECK(std::get<api_error>(refused).param == "max_completion_tokens");
   // A null max_completion_tokens is not given: max_tokens still counts.
-  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": null})", true)
-          .max_tokens == 5);
-  auto r = parse_completion(R"({"model": "m", )" + msgs + R"(, "max_tokens": 0, "max_completion_tokens": null})",
+  CHECK(accept(R"({"model": "m", )" + msgs + R"(, "max_tokens": 5, "max_completion_tokens": null})",
+               true)
+            .max_tokens == 5);
+  auto r = parse_completion(R"({"model": "m", )" + msgs +
+                                R"(, "max_tokens": 0, "max_completion_tokens": null})",
                             true, limits(), bytes);
   REQUIRE(std::holds_alternative<api_error>(r));
   CHECK(std::get<api_error>(r).param == "max_tokens");
@@ -507,7 +537,9 @@ TEST_CASE("stop strings are kept as text and empty ones are dropped") {
         std::vector<std::string>{"\xc3\xa9", "x\n", "\xe2\x82\xac"});
   CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ""})").stop.empty());
   // Exactly max_stop stops of exactly max_stop_bytes are fine.
-  CHECK(accept(R"({"model": "m", "prompt": "x", "stop": ["12345678", "b", "c", "d"]})").stop.size() == 4);
+  CHECK(
+      accept(R"({"model": "m", "prompt": "x", "stop": ["12345678", "b", "c", "d"]})").stop.size() ==
+      4);
 }
 
 TEST_CASE("tokenize is byte-level: every byte one token") {
@@ -577,7 +609,9 @@ TEST_CASE("completion_body has the OpenAI fields for completions and chat") {
   CHECK(b["choices"][0]["finish_reason"] == "length");
   CHECK(b["choices"][0]["logprobs"].is_null());
   CHECK_FALSE(b["choices"][0].contains("token_ids"));
-  CHECK(b["usage"] == json{{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5},
+  CHECK(b["usage"] == json{{"prompt_tokens", 3},
+                           {"completion_tokens", 2},
+                           {"total_tokens", 5},
                            {"prompt_tokens_details", {{"cached_tokens", 0}}}});
   CHECK(b["prfaas"]["route"] == "pd");
 
@@ -607,8 +641,8 @@ TEST_CASE("sse_chunk: text chunks, the chat role chunk, and the finish chunk car
   CHECK(last["choices"][0]["text"] == "");
   CHECK(last["prfaas"]["route"] == "pd");
 
-  auto c = accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true})",
-                  true);
+  auto c = accept(
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true})", true);
   auto role = sse_json(sse_chunk(c, s, {}, nullptr, true));
   CHECK(role["object"] == "chat.completion.chunk");
   CHECK(role["choices"][0]["delta"]["role"] == "assistant");
@@ -628,7 +662,8 @@ TEST_CASE("sse_chunk: text chunks, the chat role chunk, and the finish chunk car
 
 TEST_CASE("sse_usage and sse_error") {
   auto s = summary();
-  auto r = accept(R"({"model": "m", "prompt": "hi", "stream": true, "stream_options": {"include_usage": true}})");
+  auto r = accept(
+      R"({"model": "m", "prompt": "hi", "stream": true, "stream_options": {"include_usage": true}})");
   auto u = sse_json(sse_usage(r, s));
   CHECK(u["choices"].is_array());
   CHECK(u["choices"].empty());
@@ -655,7 +690,8 @@ TEST_CASE("echo puts the prompt's text before the output, once") {
   auto b = json::parse(safe_dump(completion_body(r, s, delta("A", {'A'}))));
   CHECK(b["choices"][0]["text"] == "Q: A");
   auto rs = accept(R"({"model": "m", "prompt": "Q: ", "echo": true, "stream": true})");
-  CHECK(sse_json(sse_chunk(rs, s, delta("A", {'A'}), nullptr, true))["choices"][0]["text"] == "Q: A");
+  CHECK(sse_json(sse_chunk(rs, s, delta("A", {'A'}), nullptr, true))["choices"][0]["text"] ==
+        "Q: A");
   CHECK(sse_json(sse_chunk(rs, s, delta("B", {'B'}), nullptr, false))["choices"][0]["text"] == "B");
 }
 
@@ -672,15 +708,19 @@ TEST_CASE("logprobs in OpenAI's shapes: completions' parallel lists, chat's cont
   CHECK(lp["top_logprobs"][0] == json{{"h", -0.5}, {"x", -1.5}});
   CHECK(lp["text_offset"] == json::array({0, 1, 1}));
 
-  auto c = accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+  auto c =
+      accept(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "logprobs": true,
                       "top_logprobs": 1, "stream": true})",
-                  true);
+             true);
   auto ev = sse_json(sse_chunk(c, s, d, nullptr, false));
   auto content = ev["choices"][0]["logprobs"]["content"];
   REQUIRE(content.size() == 3);
-  CHECK(content[0] == json{{"token", "h"}, {"logprob", -0.5}, {"bytes", {104}},
-                           {"top_logprobs", {{{"token", "h"}, {"logprob", -0.5}, {"bytes", {104}}},
-                                             {{"token", "x"}, {"logprob", -1.5}, {"bytes", {120}}}}}});
+  CHECK(content[0] == json{{"token", "h"},
+                           {"logprob", -0.5},
+                           {"bytes", {104}},
+                           {"top_logprobs",
+                            {{{"token", "h"}, {"logprob", -0.5}, {"bytes", {104}}},
+                             {{"token", "x"}, {"logprob", -1.5}, {"bytes", {120}}}}}});
   CHECK(content[1]["bytes"] == json::array({0xC3})); // the bytes say what the text cannot
   CHECK(ev["choices"][0]["logprobs"]["refusal"].is_null());
   // Not asked for: null.

@@ -83,7 +83,7 @@ TEST_CASE("a stop string across tokens ends the output where it begins, never se
   auto stop = o.feed('c', nullptr);
   CHECK(stop.empty());
   CHECK(o.stopped());
-  CHECK(o.tokens() == 3); // the stop string's tokens count as generated
+  CHECK(o.tokens() == 3);              // the stop string's tokens count as generated
   CHECK(o.feed('d', nullptr).empty()); // nothing after the end
   CHECK(o.finish().empty());
   CHECK(o.tokens() == 3);
@@ -130,7 +130,8 @@ TEST_CASE("log-probabilities go with their tokens, with the tokens' texts and of
   REQUIRE(d.logprobs.size() == 1);
   CHECK(d.logprobs[0].token == "a");
   CHECK(d.logprobs[0].logprob == -0.5f);
-  CHECK(d.logprobs[0].top == std::vector<std::pair<std::string, float>>{{"a", -0.5f}, {"b", -2.0f}});
+  CHECK(d.logprobs[0].top ==
+        std::vector<std::pair<std::string, float>>{{"a", -0.5f}, {"b", -2.0f}});
   CHECK(d.logprobs[0].text_offset == 0);
   CHECK(o.feed(0xC3, &e1).empty());
   auto d2 = o.feed(0xA9, &e2);

@@ -15,9 +15,10 @@ using Catch::Matchers::Contains;
 namespace {
 
 std::unique_ptr<routing_policy> threshold_policy(int64_t threshold) {
-  prfaas::actor_params p{"nodes[0].actors[0]",
-                         {{"policy", YAML::Node("threshold")}, {"threshold", YAML::Node(threshold)}},
-                         nullptr};
+  prfaas::actor_params p{
+      "nodes[0].actors[0]",
+      {{"policy", YAML::Node("threshold")}, {"threshold", YAML::Node(threshold)}},
+      nullptr};
   auto policy = policy_registry::instance().make("threshold", p);
   REQUIRE(policy);
   return policy;
@@ -245,7 +246,7 @@ TEST_CASE("a route stays booked against its worker until a report polled route_g
   w.book(t0 + 40ms, 200);
   CHECK(w.assigned == 2);
   CHECK(w.pending_tokens() == 500);
-  w.queued_tokens = 300; // the report's own count (it did see the first order)
+  w.queued_tokens = 300;     // the report's own count (it did see the first order)
   w.settle(t0 + 45ms, 20ms); // polled 5 ms after the second route: it may be on its way
   CHECK(w.assigned == 1);
   CHECK(w.assigned_tokens == 200);

@@ -66,15 +66,17 @@ TEST_CASE("all four policies are registered by name") {
 }
 
 TEST_CASE("bandwidth_mode: scarce at the high bounds, abundant only below both low bounds") {
-  bandwidth_mode m{{.scarce_utilisation = 0.8, .abundant_utilisation = 0.5,
-                    .scarce_queue_tokens = 1000, .abundant_queue_tokens = 100}};
+  bandwidth_mode m{{.scarce_utilisation = 0.8,
+                    .abundant_utilisation = 0.5,
+                    .scarce_queue_tokens = 1000,
+                    .abundant_queue_tokens = 100}};
   CHECK_FALSE(m.update(0.79, 999));
-  CHECK(m.update(0.8, 0));      // utilisation reaches its bound
-  CHECK(m.update(0.6, 0));      // between the bounds: stays scarce (no flapping)
-  CHECK(m.update(0.5, 500));    // utilisation low, queue not yet
+  CHECK(m.update(0.8, 0));   // utilisation reaches its bound
+  CHECK(m.update(0.6, 0));   // between the bounds: stays scarce (no flapping)
+  CHECK(m.update(0.5, 500)); // utilisation low, queue not yet
   CHECK_FALSE(m.update(0.5, 100));
   CHECK_FALSE(m.update(0.7, 900)); // between the bounds again: stays abundant
-  CHECK(m.update(0.0, 1000));   // the queue alone makes it scarce
+  CHECK(m.update(0.0, 1000));      // the queue alone makes it scarce
 }
 
 TEST_CASE("prfaas offloads on the uncached length, not the prompt length") {
@@ -162,7 +164,7 @@ TEST_CASE("cache-affine, load-aware placement: a cache outweighs a small queue, 
   CHECK(best_prefill(v, in, true, 1.0) == 0); // cost 4,000 vs 10,000
   v.prefill[0].queued_tokens = 5000;          // 4,000 + 5,000 > 10,000 + 0? no: 9,000 < 10,000
   CHECK(best_prefill(v, in, true, 1.0) == 0);
-  v.prefill[0].queued_tokens = 7000;          // 11,000 > 10,000
+  v.prefill[0].queued_tokens = 7000; // 11,000 > 10,000
   CHECK(best_prefill(v, in, true, 1.0) == 1);
   v.prefill[1].up = false;
   CHECK(best_prefill(v, in, true, 1.0) == 0); // the only one left
@@ -205,7 +207,8 @@ TEST_CASE("cache_aware_only: the best cache/load trade-off anywhere, no threshol
   CHECK(p->decide(prompt(10000, {{"pf-0", 9000}}), v).route == "pd");
 }
 
-TEST_CASE("prfaas without cache moves: a cache only counts in its own cluster, whatever the bandwidth") {
+TEST_CASE(
+    "prfaas without cache moves: a cache only counts in its own cluster, whatever the bandwidth") {
   auto p = make("prfaas", 1000, /*move_caches=*/false);
   auto v = view();
   // Abundant bandwidth, cache on the PrfaaS side: PD would compute everything, so the

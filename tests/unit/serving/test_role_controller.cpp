@@ -22,7 +22,8 @@ worker_view pd_worker(const std::string& node, const std::string& actor, bool en
 /// Node a: prefill only. Nodes b, c: convertible, serving decode (prefill on standby).
 cluster_view pd_cluster() {
   cluster_view v;
-  v.prefill = {pd_worker("a", "pdp", true), pd_worker("b", "pdp", false), pd_worker("c", "pdp", false)};
+  v.prefill = {pd_worker("a", "pdp", true), pd_worker("b", "pdp", false),
+               pd_worker("c", "pdp", false)};
   v.decode = {pd_worker("b", "dec", true), pd_worker("c", "dec", true)};
   return v;
 }
@@ -58,7 +59,8 @@ TEST_CASE("role controller: only nodes with both roles, one on standby, are conv
   CHECK(role_controller{fast(), v}.convertible() == 1);
 }
 
-TEST_CASE("role controller: prefill overloaded, decode idle: a decode node drains, then serves prefill") {
+TEST_CASE(
+    "role controller: prefill overloaded, decode idle: a decode node drains, then serves prefill") {
   auto v = pd_cluster();
   role_controller rc{fast(), v};
   report(v.prefill[0], 5, 1, 5000); // 5x full
@@ -69,7 +71,7 @@ TEST_CASE("role controller: prefill overloaded, decode idle: a decode node drain
   CHECK(e[0].node == "c");
   CHECK(e[0].to == "prefill");
   CHECK(e[0].phase == "draining");
-  CHECK_FALSE(v.decode[1].enabled); // no new decode work on c
+  CHECK_FALSE(v.decode[1].enabled);  // no new decode work on c
   CHECK_FALSE(v.prefill[2].enabled); // and no prefill yet
   // Not drained: the last report still shows a sequence; no report since either.
   CHECK(rc.tick(t0 + 1s, v).empty());
@@ -97,7 +99,7 @@ TEST_CASE("role controller: a cooldown between conversions, and decode overload 
   report(v.prefill[0], 5, 1, 5000);
   report(v.decode[0], 0, 0, 0);
   report(v.decode[1], 0, 0, 0);
-  REQUIRE(rc.tick(t0, v).size() == 1);       // b or c drains
+  REQUIRE(rc.tick(t0, v).size() == 1); // b or c drains
   report(v.decode[0], 0, 0, 0);
   report(v.decode[1], 0, 0, 0);
   REQUIRE(rc.tick(t0 + 1s, v).at(0).phase == "converted");

@@ -14,7 +14,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-double one_byte_per_token(uint64_t tokens) { return static_cast<double>(tokens); }
+double one_byte_per_token(uint64_t tokens) {
+  return static_cast<double>(tokens);
+}
 
 threshold_controller::settings settings(uint64_t planned = 1000, uint64_t max = 100000) {
   threshold_controller::settings s;
@@ -33,13 +35,16 @@ const threshold_controller::time_point t0{std::chrono::seconds(100)};
 TEST_CASE("search: the smallest t whose egress fits the budget, longest requests first") {
   const std::vector<uint64_t> lengths{3000, 10000, 6000, 8000, 500};
   // 10000 + 8000 tokens = 144000 bits in 1 s fit; adding 6000 does not: t = 6000.
-  CHECK(threshold_controller::search(lengths, 1.0, 144000, one_byte_per_token, 1000, 100000) == 6000);
+  CHECK(threshold_controller::search(lengths, 1.0, 144000, one_byte_per_token, 1000, 100000) ==
+        6000);
   // One bit short of the two longest: only 10000 fits, t = 8000.
-  CHECK(threshold_controller::search(lengths, 1.0, 143999, one_byte_per_token, 1000, 100000) == 8000);
+  CHECK(threshold_controller::search(lengths, 1.0, 143999, one_byte_per_token, 1000, 100000) ==
+        8000);
   // Everything above the planned t fits: back to the planned t.
   CHECK(threshold_controller::search(lengths, 1.0, 1e9, one_byte_per_token, 1000, 100000) == 1000);
   // Over a longer span the same traffic is a lower rate: 27000 tokens / 2 s fit 108000 bits/s.
-  CHECK(threshold_controller::search(lengths, 2.0, 108000, one_byte_per_token, 1000, 100000) == 1000);
+  CHECK(threshold_controller::search(lengths, 2.0, 108000, one_byte_per_token, 1000, 100000) ==
+        1000);
   // Not even the longest fits, and it is above the bound: t stops at the bound.
   CHECK(threshold_controller::search(lengths, 1.0, 10, one_byte_per_token, 1000, 7000) == 7000);
   CHECK(threshold_controller::search({}, 1.0, 10, one_byte_per_token, 1000, 7000) == 1000);
@@ -48,7 +53,8 @@ TEST_CASE("search: the smallest t whose egress fits the budget, longest requests
 TEST_CASE("requests of one length offload together: t never splits them") {
   const std::vector<uint64_t> lengths{5000, 5000, 5000};
   // One 5000 would fit (40000 bits), all three do not: t = 5000 offloads none of them.
-  CHECK(threshold_controller::search(lengths, 1.0, 40000, one_byte_per_token, 1000, 100000) == 5000);
+  CHECK(threshold_controller::search(lengths, 1.0, 40000, one_byte_per_token, 1000, 100000) ==
+        5000);
 }
 
 TEST_CASE("controller: planned t while abundant, re-searched on entering scarce") {
@@ -67,8 +73,8 @@ TEST_CASE("controller: planned t while abundant, re-searched on entering scarce"
 
 TEST_CASE("controller: within a scarce episode t only rises, at most once per retune interval") {
   threshold_controller c{settings(), one_byte_per_token};
-  const threshold_controller::link_signals slow{.capacity_bps = 1e6, .throughput_bps = 80000,
-                                                .backlog_bytes = 1};
+  const threshold_controller::link_signals slow{
+      .capacity_bps = 1e6, .throughput_bps = 80000, .backlog_bytes = 1};
   c.observe(t0, 10000);
   c.observe(t0, 4000);
   // 10000 tokens in the 1 s minimum span fit 80000 bits/s; 4000 more would not: t = 4000.
@@ -101,7 +107,8 @@ TEST_CASE("controller: t is bounded by max, and old samples leave the window") {
   threshold_controller w{settings(), one_byte_per_token};
   w.observe(t0, 50000);
   // 11 s later the sample is outside the 10 s window: nothing to search with, t stays.
-  CHECK(w.update(t0 + 11s, true, {.capacity_bps = 8, .throughput_bps = 8, .backlog_bytes = 1}) == 1000);
+  CHECK(w.update(t0 + 11s, true, {.capacity_bps = 8, .throughput_bps = 8, .backlog_bytes = 1}) ==
+        1000);
   CHECK(w.retunes() == 0);
 }
 
@@ -143,7 +150,8 @@ route_input prompt(uint32_t tokens) {
 
 } // namespace
 
-TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t, abundant brings it back") {
+TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t, abundant brings it "
+          "back") {
   auto p = prfaas_policy(1000);
   auto v = two_sides();
   v.now = t0;
@@ -187,7 +195,8 @@ TEST_CASE("prfaas policy: a backed-up link makes bandwidth scarce and raises t, 
   CHECK(steps == std::vector<uint64_t>{15000, 7500, 3750, 1875, 1000, 1000});
 }
 
-TEST_CASE("prfaas policy: a full PrfaaS queue on an idle link is scarce for caches, but t stays planned") {
+TEST_CASE("prfaas policy: a full PrfaaS queue on an idle link is scarce for caches, but t stays "
+          "planned") {
   auto p = prfaas_policy(1000);
   auto v = two_sides();
   v.now = t0;
@@ -223,11 +232,14 @@ threshold_controller::settings balancing(uint64_t planned = 16000) {
   return s;
 }
 
-threshold_controller::queue_signals waits(double pd, double prfaas) { return {pd, prfaas}; }
+threshold_controller::queue_signals waits(double pd, double prfaas) {
+  return {pd, prfaas};
+}
 
 } // namespace
 
-TEST_CASE("balancing: a PD cluster that stays behind lowers t a step per retune interval, never below min") {
+TEST_CASE("balancing: a PD cluster that stays behind lowers t a step per retune interval, never "
+          "below min") {
   threshold_controller c{balancing(), one_byte_per_token};
   const threshold_controller::link_signals idle{.capacity_bps = 1e9};
   // PD waits 30 s, the PrfaaS side 1 s: behind, but not yet for a retune interval.
@@ -290,8 +302,8 @@ TEST_CASE("balancing: both sides keeping up bring t back toward the plan") {
 TEST_CASE("balancing: an unknown wait, or balance_ratio 0, leaves t to the link fit") {
   auto s = balancing(1000);
   threshold_controller c{s, one_byte_per_token};
-  const threshold_controller::link_signals slow{.capacity_bps = 1e6, .throughput_bps = 80000,
-                                                .backlog_bytes = 1};
+  const threshold_controller::link_signals slow{
+      .capacity_bps = 1e6, .throughput_bps = 80000, .backlog_bytes = 1};
   c.observe(t0, 10000);
   c.observe(t0, 4000);
   // The PrfaaS side's wait unknown (no worker has measured its pace): the link fit.

@@ -125,8 +125,7 @@ public:
   result<void> acquire_prefix(std::span<const block_id> ids, uint32_t blocks);
   void release_prefix(std::span<const block_id> ids, uint32_t blocks);
   /// The chunks for prefill_request::reuse of a prefix of `blocks` blocks.
-  result<std::vector<kv_chunk>> collect_reuse(std::span<const block_id> ids,
-                                              uint32_t blocks) const;
+  result<std::vector<kv_chunk>> collect_reuse(std::span<const block_id> ids, uint32_t blocks) const;
 
   /// Pinning: a pinned entry is never evicted (e.g. a hot system prompt).
   result<void> pin(const pool_key& key);
@@ -155,12 +154,12 @@ private:
   struct entry {
     std::optional<block_id> parent; ///< KV: previous block; checkpoint: unset
     payload_ptr payload;
-    uint64_t tick = 0;      ///< last use, from counter_ (LRU order)
+    uint64_t tick = 0; ///< last use, from counter_ (LRU order)
     uint32_t refs = 0;
-    uint32_t children = 0;  ///< cached dependants (child KV blocks + own checkpoint)
+    uint32_t children = 0; ///< cached dependants (child KV blocks + own checkpoint)
     bool pinned = false;
-    bool in_lru = false;    ///< member of lru_ (evictable)
-    uint32_t cost = 1;      ///< blocks occupied
+    bool in_lru = false; ///< member of lru_ (evictable)
+    uint32_t cost = 1;   ///< blocks occupied
   };
   struct transfer {
     uint64_t blocks = 0;

@@ -31,7 +31,10 @@ public:
   explicit manual_clock(nanos start = nanos{0}) : now_(start) {}
   nanos now() const override { return now_; }
   void sleep_for(nanos d) override { advance(d); }
-  void advance(nanos d) { if (d.count() > 0) now_ += d; }
+  void advance(nanos d) {
+    if (d.count() > 0)
+      now_ += d;
+  }
 
 private:
   nanos now_;

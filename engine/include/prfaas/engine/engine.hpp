@@ -23,8 +23,8 @@ using chunk_sink = std::function<void(kv_chunk&&)>;
 
 /// One prefill call.
 struct prefill_request {
-  seq_id id = 0;                  ///< new sequence id; must not exist in this instance
-  std::span<const token> prompt;  ///< the whole prompt, including any reused prefix
+  seq_id id = 0;                 ///< new sequence id; must not exist in this instance
+  std::span<const token> prompt; ///< the whole prompt, including any reused prefix
   sampling_params sampling;
   /// Reused prefix state: full-layer KV tiling [0, reuse_tokens) (any split, e.g. one
   /// chunk per cached block) and every linear layer's state at exactly reuse_tokens.
@@ -38,9 +38,9 @@ struct prefill_request {
 
 /// Outcome of a prefill.
 struct prefill_result {
-  token first_token = 0;       ///< sampled from the last prompt position; pending for decode
+  token first_token = 0;        ///< sampled from the last prompt position; pending for decode
   uint32_t computed_tokens = 0; ///< prompt tokens actually computed (prompt - reuse)
-  nanos modeled_time{0};       ///< the cost model's T_prefill(computed_tokens)
+  nanos modeled_time{0};        ///< the cost model's T_prefill(computed_tokens)
   /// The first token's log-probabilities, when the request asked for them.
   std::optional<sampled_logprobs> first_logprobs;
 };

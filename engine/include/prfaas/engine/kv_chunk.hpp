@@ -51,7 +51,8 @@ std::vector<std::byte> serialize(const kv_chunk& chunk);
 /// Append the serialized chunk to `out` (for building a stream of chunks).
 void serialize_append(const kv_chunk& chunk, std::vector<std::byte>& out);
 /// Only the 64-byte header (for streaming the payload separately).
-void serialize_header(const chunk_header& header, std::span<std::byte, chunk_header::wire_size> out);
+void serialize_header(const chunk_header& header,
+                      std::span<std::byte, chunk_header::wire_size> out);
 
 /// Parse and verify a header: size, magic, version, header checksum, kind, ranges.
 /// `index` only labels error messages ("kv chunk <index>").

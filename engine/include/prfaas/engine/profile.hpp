@@ -12,10 +12,10 @@ namespace prfaas::engine {
 /// One measured prefill point (Table 5 style). Units: MiB = 2^20 bytes, seconds.
 struct profile_point {
   uint64_t tokens = 0;
-  double kv_mib = 0;                  ///< S_kv: KVCache + linear state of one request
-  bool has_kv = true;                 ///< false: a timing-only point (derived profiles)
-  double prefill_s = 0;               ///< T_prefill on one instance
-  std::optional<double> phi_gbps;     ///< published Φ_kv, for cross-checking only
+  double kv_mib = 0;              ///< S_kv: KVCache + linear state of one request
+  bool has_kv = true;             ///< false: a timing-only point (derived profiles)
+  double prefill_s = 0;           ///< T_prefill on one instance
+  std::optional<double> phi_gbps; ///< published Φ_kv, for cross-checking only
 };
 
 /// Published Φ_kv only (Table 3 models): Gbit/s (1e9 bit/s) at a length.
@@ -46,8 +46,8 @@ struct decode_model {
 struct profile {
   std::string name, model, hardware, source;
   uint32_t gpus = 0;
-  uint32_t layers = 0;          ///< layer count used to cut chunks (0 for phi-only)
-  uint32_t linear_per_full = 0; ///< layer pattern: this many linear, then one full
+  uint32_t layers = 0;               ///< layer count used to cut chunks (0 for phi-only)
+  uint32_t linear_per_full = 0;      ///< layer pattern: this many linear, then one full
   std::vector<profile_point> points; ///< empty for phi-only profiles
   std::vector<phi_point> phi;        ///< published Φ_kv for phi-only profiles
   std::optional<decode_model> decode;

@@ -15,7 +15,7 @@ struct profile_engine_config {
   /// Buffers hold kv_scale × the profiled bytes (1.0 = real size; e.g. 1/1024 to move
   /// realistic *shapes* cheaply). Each layer's share is rounded down to whole bytes.
   double kv_scale = 1.0;
-  uint64_t seed = 1;  ///< content seed: same seed + same tokens ⇒ same bytes
+  uint64_t seed = 1; ///< content seed: same seed + same tokens ⇒ same bytes
   /// true: prefill/decode take their modeled time through clock::sleep_for (a real
   /// clock sleeps, a manual clock advances virtual time). false: only report it.
   bool sleep = true;
@@ -48,7 +48,9 @@ public:
   result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
 
-  double prefill_seconds(uint64_t tokens) const override { return profile_.prefill_seconds(tokens); }
+  double prefill_seconds(uint64_t tokens) const override {
+    return profile_.prefill_seconds(tokens);
+  }
   double decode_seconds(uint32_t batch, uint64_t context) const override {
     return profile_.decode_seconds(batch, context);
   }

@@ -11,10 +11,10 @@ class reference_model;
 
 /// Shape and weights of the tiny hybrid reference model.
 struct reference_config {
-  uint64_t weight_seed = 1;     ///< all weights derive from this seed
+  uint64_t weight_seed = 1; ///< all weights derive from this seed
   uint32_t d_model = 64;
-  uint32_t n_heads = 2;         ///< same head count for linear and full layers
-  uint32_t head_dim = 16;       ///< multiple of 8, at most 64
+  uint32_t n_heads = 2;   ///< same head count for linear and full layers
+  uint32_t head_dim = 16; ///< multiple of 8, at most 64
   uint32_t mlp_hidden = 128;
   /// One letter per layer: L = linear (gated delta rule), F = full attention.
   std::string layer_pattern = "LLLFLLLF";

@@ -15,8 +15,7 @@ struct error {
 /// Value-or-error return type for everything that consumes untrusted input.
 /// C++20 has no std::expected; this is the minimal subset we need. Bad input
 /// never throws out of the engine library: it comes back as an `error`.
-template <class T>
-class [[nodiscard]] result {
+template <class T> class [[nodiscard]] result {
 public:
   result(T value) : v_(std::move(value)) {}
   result(error err) : v_(std::move(err)) {}
@@ -42,8 +41,7 @@ private:
 };
 
 /// `result<void>`: success or an error.
-template <>
-class [[nodiscard]] result<void> {
+template <> class [[nodiscard]] result<void> {
 public:
   result() = default;
   result(error err) : err_(std::move(err)), failed_(true) {}
@@ -59,6 +57,8 @@ private:
 };
 
 /// Shorthand for building an error result.
-inline error make_error(std::string message) { return error{std::move(message)}; }
+inline error make_error(std::string message) {
+  return error{std::move(message)};
+}
 
 } // namespace prfaas::engine

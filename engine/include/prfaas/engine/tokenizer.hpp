@@ -19,7 +19,7 @@ namespace prfaas::engine {
 
 /// One message of a chat conversation (text content only).
 struct chat_message {
-  std::string role;    ///< system, developer, user, assistant, tool
+  std::string role; ///< system, developer, user, assistant, tool
   std::string content;
 };
 

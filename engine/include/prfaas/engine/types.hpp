@@ -73,14 +73,14 @@ struct sampled_logprobs {
 
 /// Static description of the model an engine instance runs.
 struct model_info {
-  std::string model;               ///< e.g. "prfaas-ref-hybrid-8l" or "kimi-linear-1t"
-  uint64_t fingerprint = 0;        ///< identifies model + weights; every chunk carries it
-  std::vector<layer_kind> layers;  ///< kind of each layer, in order
+  std::string model;              ///< e.g. "prfaas-ref-hybrid-8l" or "kimi-linear-1t"
+  uint64_t fingerprint = 0;       ///< identifies model + weights; every chunk carries it
+  std::vector<layer_kind> layers; ///< kind of each layer, in order
   uint32_t vocab_size = 0;
   token eos_token = -1;
   /// Tokens that end an output (EOS, end of turn, ...); eos_token among them.
   std::vector<token> end_tokens;
-  uint64_t state_bytes_total = 0;  ///< linear state of one sequence, all linear layers
+  uint64_t state_bytes_total = 0; ///< linear state of one sequence, all linear layers
   /// What the fingerprint is a hash of, when an engine can say which part of it differs
   /// (model, quantisation, state format): it travels in every exported sequence's meta
   /// chunk. Empty when the fingerprint says enough (reference and profile engines).

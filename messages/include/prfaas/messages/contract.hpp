@@ -24,74 +24,51 @@
 namespace prfaas::contract {
 
 /// Answered with `Reply` (or an error).
-template <class Request, class Reply>
-struct request {
+template <class Request, class Reply> struct request {
   using message = Request;
   using reply = Reply;
 };
 
 /// Not answered; the sender learns nothing of its fate.
-template <class Message>
-struct one_way {
-  using message = Message;
-};
+template <class Message> struct one_way { using message = Message; };
 
 /// Sent either way: one-way when losing it is harmless, as a request when the sender
 /// must know it arrived (the reply is an empty acknowledgement, `ack`).
-template <class Message>
-struct acked {
-  using message = Message;
-};
+template <class Message> struct acked { using message = Message; };
 
 /// The reply of an `acked` message sent as a request: it arrived and was handled.
 struct ack {};
 
-template <class... Entries>
-struct accepts {};
+template <class... Entries> struct accepts {};
 
 namespace detail {
 
 template <class Entry, class M>
 inline constexpr bool entry_is = std::is_same_v<typename Entry::message, M>;
 
-template <class Entry>
-struct entry_kind {
+template <class Entry> struct entry_kind {
   static constexpr bool requested = false; // `request` entries
   static constexpr bool sendable = false;  // may go one-way
   static constexpr bool ackable = false;   // may go as a request answered by `ack`
 };
-template <class R, class P>
-struct entry_kind<request<R, P>> {
+template <class R, class P> struct entry_kind<request<R, P>> {
   static constexpr bool requested = true, sendable = false, ackable = false;
 };
-template <class M>
-struct entry_kind<one_way<M>> {
+template <class M> struct entry_kind<one_way<M>> {
   static constexpr bool requested = false, sendable = true, ackable = false;
 };
-template <class M>
-struct entry_kind<acked<M>> {
+template <class M> struct entry_kind<acked<M>> {
   static constexpr bool requested = false, sendable = true, ackable = true;
 };
 
-template <class List, class M>
-struct find;
-template <class M>
-struct find<accepts<>, M> {
-  using type = void;
-};
-template <class E, class... Es, class M>
-struct find<accepts<E, Es...>, M> {
+template <class List, class M> struct find;
+template <class M> struct find<accepts<>, M> { using type = void; };
+template <class E, class... Es, class M> struct find<accepts<E, Es...>, M> {
   using type = std::conditional_t<entry_is<E, M>, E, typename find<accepts<Es...>, M>::type>;
 };
 
-template <class Entry>
-struct reply_of {
-  using type = ack;
-};
-template <class R, class P>
-struct reply_of<request<R, P>> {
-  using type = P;
-};
+template <class Entry> struct reply_of { using type = ack; };
+template <class R, class P> struct reply_of<request<R, P>> { using type = P; };
 
 } // namespace detail
 
@@ -99,8 +76,7 @@ struct reply_of<request<R, P>> {
 template <class Role, class M>
 using entry_t = typename detail::find<typename Role::accepts, M>::type;
 
-template <class Role, class M>
-inline constexpr bool declares = !std::is_void_v<entry_t<Role, M>>;
+template <class Role, class M> inline constexpr bool declares = !std::is_void_v<entry_t<Role, M>>;
 
 /// `Role` takes `M` one-way.
 template <class Role, class M>
@@ -122,7 +98,6 @@ inline constexpr bool answers = [] {
 }();
 
 /// What `Role` answers to `M`: the declared reply, or `ack` for an acked message.
-template <class Role, class M>
-using reply_t = typename detail::reply_of<entry_t<Role, M>>::type;
+template <class Role, class M> using reply_t = typename detail::reply_of<entry_t<Role, M>>::type;
 
 } // namespace prfaas::contract

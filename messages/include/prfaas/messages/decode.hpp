@@ -19,10 +19,10 @@ namespace prfaas {
 struct decode_role {
   static constexpr std::string_view name = "decode_worker";
   using accepts =
-    contract::accepts<contract::request<serving::DecodeOrder, serving::DecodeAccepted>,
-                      contract::request<serving::DecodeStatusQuery, serving::DecodeStatus>,
-                      contract::one_way<serving::Cancel>,
-                      contract::request<serving::LoadQuery, serving::WorkerLoad>>;
+      contract::accepts<contract::request<serving::DecodeOrder, serving::DecodeAccepted>,
+                        contract::request<serving::DecodeStatusQuery, serving::DecodeStatus>,
+                        contract::one_way<serving::Cancel>,
+                        contract::request<serving::LoadQuery, serving::WorkerLoad>>;
 };
 
 } // namespace prfaas

@@ -22,15 +22,17 @@ namespace prfaas {
 
 struct kv_directory_role {
   static constexpr std::string_view name = "kv_directory";
-  using accepts = contract::accepts<contract::one_way<directory::BlocksStored>,
-                                    contract::one_way<directory::BlocksEvicted>,
-                                    contract::request<directory::PrefixQuery, directory::PrefixMatch>>;
+  using accepts =
+      contract::accepts<contract::one_way<directory::BlocksStored>,
+                        contract::one_way<directory::BlocksEvicted>,
+                        contract::request<directory::PrefixQuery, directory::PrefixMatch>>;
 };
 
 /// What the directory needs of a block holder. A holder's own role declares the same.
 struct kv_holder_role {
   static constexpr std::string_view name = "kv holder";
-  using accepts = contract::accepts<contract::request<directory::Reannounce, directory::BlocksStored>>;
+  using accepts =
+      contract::accepts<contract::request<directory::Reannounce, directory::BlocksStored>>;
 };
 
 } // namespace prfaas

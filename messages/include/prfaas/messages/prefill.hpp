@@ -27,11 +27,11 @@ namespace prfaas {
 struct prefill_role {
   static constexpr std::string_view name = "prefill_worker";
   using accepts =
-    contract::accepts<contract::request<serving::PrefillOrder, serving::PrefillDone>,
-                      contract::one_way<serving::Cancel>,
-                      contract::request<serving::LoadQuery, serving::WorkerLoad>,
-                      contract::request<directory::Reannounce, directory::BlocksStored>,
-                      contract::request<serving::CachePull, serving::CachePullAccepted>>;
+      contract::accepts<contract::request<serving::PrefillOrder, serving::PrefillDone>,
+                        contract::one_way<serving::Cancel>,
+                        contract::request<serving::LoadQuery, serving::WorkerLoad>,
+                        contract::request<directory::Reannounce, directory::BlocksStored>,
+                        contract::request<serving::CachePull, serving::CachePullAccepted>>;
 };
 
 static_assert(contract::answers<prefill_role, directory::Reannounce>,

@@ -45,9 +45,9 @@ bulk_ptr make_bulk(std::string bytes);
 struct remote_message {
   address source;
   address destination;
-  std::string type;      ///< protobuf full name of `payload`
-  std::string payload;   ///< serialized protobuf
-  bulk_ptr bulk;         ///< optional zero-copy frame
+  std::string type;    ///< protobuf full name of `payload`
+  std::string payload; ///< serialized protobuf
+  bulk_ptr bulk;       ///< optional zero-copy frame
   uint64_t request_id = 0;
   /// Local deadline on the actor clock (steady or virtual); default = none.
   std::chrono::steady_clock::time_point deadline{};

@@ -23,7 +23,8 @@ struct scheduler_role {
                                     contract::one_way<link::LinkState>>;
 };
 
-static_assert(contract::takes_one_way<scheduler_role, link::LinkState>,
-              "a scheduler subscribes to link monitors: it takes what link_subscriber_role declares");
+static_assert(
+    contract::takes_one_way<scheduler_role, link::LinkState>,
+    "a scheduler subscribes to link monitors: it takes what link_subscriber_role declares");
 
 } // namespace prfaas

@@ -59,8 +59,8 @@ private:
 };
 
 /// Spawns one instance. Called again by the supervisor for each restart.
-using actor_factory =
-  std::function<caf::actor(node_context& ctx, const std::string& name, const actor_params& params)>;
+using actor_factory = std::function<caf::actor(node_context& ctx, const std::string& name,
+                                               const actor_params& params)>;
 
 /// Checks parameter values beyond their kinds (e.g. an address list) at validation
 /// time; throws config_error naming `path` + "." + parameter.
@@ -68,15 +68,15 @@ using actor_check = std::function<void(const std::string& path, const actor_para
 
 /// Like actor_check, for types whose parameters depend on the rest of the deployment
 /// (e.g. a worker's engine reads the deployment's `model:` section).
-using actor_deployment_check = std::function<void(const std::string& path, const actor_params& params,
-                                                  const deployment_config& dep)>;
+using actor_deployment_check = std::function<void(
+    const std::string& path, const actor_params& params, const deployment_config& dep)>;
 
 struct actor_type {
   std::string name;
   std::string doc;
   std::vector<param_spec> params;
   actor_factory factory;
-  actor_check check; ///< optional
+  actor_check check;                       ///< optional
   actor_deployment_check check_deployment; ///< optional
 };
 
@@ -115,6 +115,6 @@ bool add_builtin_registration(registration_fn fn);
 #define PRFAAS_PP_CAT(a, b) PRFAAS_PP_CAT_(a, b)
 
 /// Registers the in-tree actor types added by `fn(actor_registry&)`.
-#define PRFAAS_REGISTER_ACTOR_TYPE(fn)                                                       \
-  static const bool PRFAAS_PP_CAT(prfaas_registered_, __COUNTER__)                           \
-    = ::prfaas::detail::add_builtin_registration(fn)
+#define PRFAAS_REGISTER_ACTOR_TYPE(fn)                                                             \
+  static const bool PRFAAS_PP_CAT(prfaas_registered_, __COUNTER__) =                               \
+      ::prfaas::detail::add_builtin_registration(fn)

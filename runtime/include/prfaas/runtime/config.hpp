@@ -68,12 +68,12 @@ struct transport_config {
   /// Re-sends back off: the n-th waits retry_interval × 2^n, at most this long (a
   /// request waiting minutes in a queue is not re-sent four times a second).
   duration max_retry_interval = std::chrono::seconds(2);
-  uint32_t outbound_queue = 65536;                     ///< messages per peer
+  uint32_t outbound_queue = 65536; ///< messages per peer
   overflow_policy overflow = overflow_policy::drop_newest;
-  uint64_t max_envelope_bytes = 4u << 20;              ///< protobuf header frame
-  uint64_t max_bulk_bytes = 256u << 20;                ///< zero-copy bulk frame
-  duration dedup_window = std::chrono::seconds(30);    ///< how long request ids are remembered
-  uint32_t dedup_capacity = 100000;                    ///< entries kept at most
+  uint64_t max_envelope_bytes = 4u << 20;           ///< protobuf header frame
+  uint64_t max_bulk_bytes = 256u << 20;             ///< zero-copy bulk frame
+  duration dedup_window = std::chrono::seconds(30); ///< how long request ids are remembered
+  uint32_t dedup_capacity = 100000;                 ///< entries kept at most
   duration zmq_heartbeat_interval = std::chrono::milliseconds(1000); ///< ZMTP ping
   duration zmq_heartbeat_timeout = std::chrono::milliseconds(3000);
   duration linger = std::chrono::milliseconds(100);
@@ -91,10 +91,10 @@ struct transport_config {
 /// Seeded fault points on the KV data path; all off by default. Probabilities per
 /// chunk transmission (0..1).
 struct data_fault_config {
-  uint64_t seed = 0;        ///< 0 = faults off regardless of the probabilities
-  double corrupt = 0.0;     ///< flip a byte of the chunk on the wire
-  double drop = 0.0;        ///< do not send the chunk (it times out and is re-sent)
-  double delay = 0.0;       ///< hold the chunk back for `delay_for`
+  uint64_t seed = 0;    ///< 0 = faults off regardless of the probabilities
+  double corrupt = 0.0; ///< flip a byte of the chunk on the wire
+  double drop = 0.0;    ///< do not send the chunk (it times out and is re-sent)
+  double delay = 0.0;   ///< hold the chunk back for `delay_for`
   duration delay_for = std::chrono::milliseconds(50);
   /// Drop every chunk of transfers to these peers: a transfer that cannot complete.
   /// In the deployment file an entry is "dst" (from every node) or "src->dst".
@@ -108,10 +108,11 @@ struct data_plane_settings {
   uint32_t window_chunks = 64;                             ///< unacked chunks per transfer
   uint64_t window_bytes = 256ull << 20;                    ///< unacked bytes per peer
   duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
-  duration transfer_timeout = std::chrono::seconds(30);    ///< fail a transfer this long after its producer's last step (open, chunk, finish)
-  duration receive_timeout = std::chrono::seconds(60);     ///< forget a partial inbound one
+  duration transfer_timeout = std::chrono::seconds(
+      30); ///< fail a transfer this long after its producer's last step (open, chunk, finish)
+  duration receive_timeout = std::chrono::seconds(60); ///< forget a partial inbound one
   uint64_t max_chunk_bytes = 256ull << 20;
-  uint32_t connections = 1;  ///< connections to a peer in the same cluster
+  uint32_t connections = 1; ///< connections to a peer in the same cluster
   data_fault_config faults;
 
   bool operator==(const data_plane_settings&) const = default;
@@ -119,9 +120,9 @@ struct data_plane_settings {
 
 /// A cross-cluster link (`links:`): how the data plane reaches the other side.
 struct link_config {
-  std::string a, b;          ///< the two clusters
-  uint64_t rate_bps = 0;     ///< pacing over the link; 0 = unpaced
-  uint32_t connections = 1;  ///< parallel connections per peer across the link
+  std::string a, b;         ///< the two clusters
+  uint64_t rate_bps = 0;    ///< pacing over the link; 0 = unpaced
+  uint32_t connections = 1; ///< parallel connections per peer across the link
 };
 
 /// One node's CURVE keys as the deployment file gives them (`security.nodes.<name>`).
@@ -156,10 +157,10 @@ struct actor_config {
 
 struct node_config {
   std::string name;
-  std::string cluster;         ///< empty when the deployment has no clusters
-  std::string control;         ///< ZeroMQ endpoint of the node's ROUTER
-  std::string data;            ///< ZeroMQ endpoint of the KV data plane
-  std::string admin;           ///< host:port for /metrics and /health; empty = none
+  std::string cluster; ///< empty when the deployment has no clusters
+  std::string control; ///< ZeroMQ endpoint of the node's ROUTER
+  std::string data;    ///< ZeroMQ endpoint of the KV data plane
+  std::string admin;   ///< host:port for /metrics and /health; empty = none
   std::optional<log_level> log;
   std::vector<actor_config> actors;
   std::string path;
@@ -172,10 +173,10 @@ struct cluster_config {
 
 struct deployment_config {
   std::string name;
-  std::string source;                 ///< file the config was read from
-  std::vector<std::string> plugins;   ///< shared libraries, resolved against the file's folder
+  std::string source;               ///< file the config was read from
+  std::vector<std::string> plugins; ///< shared libraries, resolved against the file's folder
   log_level log = log_level::info;
-  uint64_t seed = 1;                  ///< root of every seeded generator
+  uint64_t seed = 1; ///< root of every seeded generator
   supervision_config supervision;
   failure_detector_config failure_detector;
   transport_config transport;
@@ -185,7 +186,7 @@ struct deployment_config {
   std::vector<link_config> link_list; ///< the same links, typed
   data_plane_settings data_plane;
   security_config security;
-  fault_config faults;                ///< named fault points (faults.hpp); off by default
+  fault_config faults; ///< named fault points (faults.hpp); off by default
   std::vector<node_config> nodes;
 
   const node_config* find_node(const std::string& name) const;

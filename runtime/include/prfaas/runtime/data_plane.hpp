@@ -50,12 +50,13 @@ struct data_plane_config {
   std::map<std::string, std::string> peers;      ///< node name → data endpoint
   std::map<std::string, data_link_config> links; ///< per peer; missing → `default_link`
   data_link_config default_link;
-  uint32_t window_chunks = 64;                   ///< credit: unacked chunks per transfer
-  uint64_t window_bytes = 256ull << 20;          ///< credit: unacked bytes per peer
+  uint32_t window_chunks = 64;                             ///< credit: unacked chunks per transfer
+  uint64_t window_bytes = 256ull << 20;                    ///< credit: unacked bytes per peer
   duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
-  duration transfer_timeout = std::chrono::seconds(30);   ///< fail a transfer this long after its producer's last step (open, chunk, finish)
-  duration receive_timeout = std::chrono::seconds(60);    ///< forget a partial inbound one
-  uint64_t max_chunk_bytes = 256ull << 20;       ///< larger inbound chunks are rejected
+  duration transfer_timeout = std::chrono::seconds(
+      30); ///< fail a transfer this long after its producer's last step (open, chunk, finish)
+  duration receive_timeout = std::chrono::seconds(60); ///< forget a partial inbound one
+  uint64_t max_chunk_bytes = 256ull << 20;             ///< larger inbound chunks are rejected
   /// The data plane's threads run this many nice steps below the node's (0 = same), so
   /// a saturating transfer does not delay control-plane messages on a busy machine.
   int nice = 10;
@@ -66,13 +67,13 @@ struct data_plane_config {
 
 /// Timing and counts of one transfer. Times are steady_clock.
 struct transfer_stats {
-  uint64_t bytes = 0;        ///< payload bytes of all chunks (once)
+  uint64_t bytes = 0; ///< payload bytes of all chunks (once)
   uint32_t chunks = 0;
-  uint32_t retransmits = 0;  ///< chunks sent again (timeout, nack or resume)
-  uint32_t corrupted = 0;    ///< chunks the receiver found damaged
+  uint32_t retransmits = 0;                         ///< chunks sent again (timeout, nack or resume)
+  uint32_t corrupted = 0;                           ///< chunks the receiver found damaged
   std::chrono::steady_clock::time_point opened{};   ///< open()
   std::chrono::steady_clock::time_point finished{}; ///< finish() (last chunk produced)
-  std::chrono::steady_clock::time_point completed{};///< receiver confirmed / delivered
+  std::chrono::steady_clock::time_point completed{}; ///< receiver confirmed / delivered
   /// Time on the wire not hidden behind production: completed − finished.
   duration exposed_wire_time() const {
     return completed > finished ? duration{completed - finished} : duration{0};
@@ -89,24 +90,24 @@ struct transfer_outcome {
 /// A completed inbound transfer.
 struct received_transfer {
   uint64_t id = 0;
-  std::string source;            ///< sending node
+  std::string source; ///< sending node
   std::string sink;
-  std::string meta;              ///< opaque bytes given to open()
-  std::vector<bulk_ptr> chunks;  ///< in push order
+  std::string meta;             ///< opaque bytes given to open()
+  std::vector<bulk_ptr> chunks; ///< in push order
   transfer_stats stats;
 };
 
 /// What the link monitor reads: the data plane's view of one peer.
 struct data_link_report {
   std::string peer;
-  uint64_t bytes_sent = 0;        ///< including re-sends
+  uint64_t bytes_sent = 0; ///< including re-sends
   uint64_t bytes_acked = 0;
-  uint64_t bytes_in_flight = 0;   ///< sent, not yet acknowledged
-  uint64_t bytes_queued = 0;      ///< pushed, waiting for credit or pacing (backlog)
+  uint64_t bytes_in_flight = 0; ///< sent, not yet acknowledged
+  uint64_t bytes_queued = 0;    ///< pushed, waiting for credit or pacing (backlog)
   uint64_t retransmits = 0;
   uint64_t corrupted = 0;
   uint32_t active_transfers = 0;
-  double throughput_bps = 0;      ///< acknowledged bits/s, smoothed
+  double throughput_bps = 0; ///< acknowledged bits/s, smoothed
   std::chrono::steady_clock::time_point updated{};
 };
 
@@ -126,8 +127,8 @@ public:
 
   /// Starts transfer `id` to `sink` on `peer`. `done` runs exactly once, on the data
   /// plane's thread. An unknown peer fails at once (through `done`).
-  virtual void open(uint64_t id, const std::string& peer, const std::string& sink,
-                    std::string meta, done_handler done) = 0;
+  virtual void open(uint64_t id, const std::string& peer, const std::string& sink, std::string meta,
+                    done_handler done) = 0;
   /// Appends one chunk; thread-safe, never blocks. Ignored after cancel/failure.
   virtual void push(uint64_t id, std::vector<std::byte> chunk) = 0;
   /// No more chunks will be pushed.

@@ -58,8 +58,8 @@ private:
     size_t operator()(const key& k) const noexcept;
   };
   struct entry {
-    time_point inserted;  ///< when queued for expiry (last)
-    time_point deadline;  ///< kept at least until then while in progress
+    time_point inserted; ///< when queued for expiry (last)
+    time_point deadline; ///< kept at least until then while in progress
     std::optional<answer> result;
   };
 

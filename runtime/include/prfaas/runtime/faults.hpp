@@ -86,11 +86,11 @@ private:
 } // namespace prfaas
 
 /// Registers a component's fault points at static initialisation.
-#define PRFAAS_REGISTER_FAULT_POINTS(id, ...)                                            \
-  namespace {                                                                           \
-  [[maybe_unused]] const bool prfaas_faults_##id = [] {                                 \
-    static constexpr ::prfaas::fault_point_info entries[] = {__VA_ARGS__};              \
-    ::prfaas::register_fault_points(entries);                                           \
-    return true;                                                                        \
-  }();                                                                                  \
+#define PRFAAS_REGISTER_FAULT_POINTS(id, ...)                                                      \
+  namespace {                                                                                      \
+  [[maybe_unused]] const bool prfaas_faults_##id = [] {                                            \
+    static constexpr ::prfaas::fault_point_info entries[] = {__VA_ARGS__};                         \
+    ::prfaas::register_fault_points(entries);                                                      \
+    return true;                                                                                   \
+  }();                                                                                             \
   }

@@ -216,8 +216,8 @@ private:
   mutable std::mutex out_mtx_;
   std::unordered_map<uint64_t, outbound_request> outbound_requests_;
   std::set<std::pair<clock_type::time_point, uint64_t>> due_; ///< (due, id), earliest first
-  std::optional<clock_type::time_point> armed_; ///< when the request timer fires next
-  uint64_t timer_generation_ = 0;               ///< of the timer that counts
+  std::optional<clock_type::time_point> armed_;               ///< when the request timer fires next
+  uint64_t timer_generation_ = 0;                             ///< of the timer that counts
   std::map<std::string, peer_status> peer_status_;
   uint64_t next_request_id_ = 1;
 
@@ -229,7 +229,7 @@ private:
   wire_ptr wire_;
   caf::actor transport_;
   std::atomic<bool> running_{false};
-  std::atomic<bool> timers_{true}; ///< false once the transport actor is gone
+  std::atomic<bool> timers_{true};             ///< false once the transport actor is gone
   std::atomic<uint64_t> drop_log_budget_{100}; ///< rate-limits drop log lines
 };
 

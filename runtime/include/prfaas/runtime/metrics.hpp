@@ -19,21 +19,21 @@ namespace prfaas {
 /// Why a frame was dropped. Each reason is one label value of
 /// `prfaas_transport_dropped_total{direction,reason}`.
 enum class drop_reason : uint8_t {
-  malformed,          ///< not a parsable envelope, or missing/invalid fields
-  oversized,          ///< header or bulk frame above the configured maximum
-  version,            ///< protocol version differs from ours
-  unknown_kind,       ///< envelope kind we do not know
-  bulk_mismatch,      ///< bulk frame missing, extra or of the wrong size
-  wrong_destination,  ///< addressed to another node
-  stale_incarnation,  ///< addressed to an older incarnation of this node
-  impersonation,      ///< names a source node other than the one its connection authenticated as
-  unknown_actor,      ///< no local actor of that name
-  unknown_type,       ///< the actor does not understand the payload type
-  duplicate,          ///< a retried request already seen
-  unreachable,        ///< outbound: peer not connected
-  overflow,           ///< outbound: per-peer queue full
-  unknown_peer,       ///< outbound: node not in the deployment
-  late,               ///< a response for a request that already ended
+  malformed,         ///< not a parsable envelope, or missing/invalid fields
+  oversized,         ///< header or bulk frame above the configured maximum
+  version,           ///< protocol version differs from ours
+  unknown_kind,      ///< envelope kind we do not know
+  bulk_mismatch,     ///< bulk frame missing, extra or of the wrong size
+  wrong_destination, ///< addressed to another node
+  stale_incarnation, ///< addressed to an older incarnation of this node
+  impersonation,     ///< names a source node other than the one its connection authenticated as
+  unknown_actor,     ///< no local actor of that name
+  unknown_type,      ///< the actor does not understand the payload type
+  duplicate,         ///< a retried request already seen
+  unreachable,       ///< outbound: peer not connected
+  overflow,          ///< outbound: per-peer queue full
+  unknown_peer,      ///< outbound: node not in the deployment
+  late,              ///< a response for a request that already ended
 };
 inline constexpr size_t drop_reason_count = 15;
 const char* to_string(drop_reason);

@@ -35,13 +35,13 @@ class Server;
 namespace prfaas {
 
 struct node_options {
-  sim_network_ptr sim;              ///< simulated network; null = ZeroMQ
-  zmq::context_t* zmq = nullptr;    ///< shared ZeroMQ context (required without sim)
-  uint64_t incarnation = 0;         ///< 0 = wall-clock nanoseconds at start
-  logger_ptr log;                   ///< default: a stderr logger at the configured level
-  bool serve_admin = true;          ///< start the /metrics + /health endpoint if configured
-  std::string control_override;     ///< bind here instead of the configured endpoint (tests)
-  std::string data_override;        ///< the same for the data endpoint
+  sim_network_ptr sim;           ///< simulated network; null = ZeroMQ
+  zmq::context_t* zmq = nullptr; ///< shared ZeroMQ context (required without sim)
+  uint64_t incarnation = 0;      ///< 0 = wall-clock nanoseconds at start
+  logger_ptr log;                ///< default: a stderr logger at the configured level
+  bool serve_admin = true;       ///< start the /metrics + /health endpoint if configured
+  std::string control_override;  ///< bind here instead of the configured endpoint (tests)
+  std::string data_override;     ///< the same for the data endpoint
   /// Data endpoints of peers, overriding the configured ones (tests binding `tcp://...:*`).
   std::map<std::string, std::string> peer_data_endpoints;
 };

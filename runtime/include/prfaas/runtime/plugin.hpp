@@ -29,12 +29,11 @@ void load_plugin(const std::string& path, actor_registry& reg);
 
 } // namespace prfaas
 
-#define PRFAAS_PLUGIN(register_fn)                                                            \
-  extern "C" __attribute__((visibility("default"))) uint32_t                                  \
-  prfaas_plugin_protocol_version() {                                                          \
-    return ::prfaas::protocol_version;                                                        \
-  }                                                                                           \
-  extern "C" __attribute__((visibility("default"))) void prfaas_plugin_register(              \
-    ::prfaas::actor_registry* r) {                                                            \
-    register_fn(*r);                                                                          \
+#define PRFAAS_PLUGIN(register_fn)                                                                 \
+  extern "C" __attribute__((visibility("default"))) uint32_t prfaas_plugin_protocol_version() {    \
+    return ::prfaas::protocol_version;                                                             \
+  }                                                                                                \
+  extern "C" __attribute__((visibility("default"))) void prfaas_plugin_register(                   \
+      ::prfaas::actor_registry* r) {                                                               \
+    register_fn(*r);                                                                               \
   }

@@ -52,11 +52,11 @@ void reset_probe_tally();
 
 /// Registers a component's probes at static initialisation; `id` names the registration
 /// (unique in its translation unit).
-#define PRFAAS_REGISTER_PROBES(id, ...)                                                  \
-  namespace {                                                                           \
-  [[maybe_unused]] const bool prfaas_probes_##id = [] {                                 \
-    static constexpr ::prfaas::probe_info entries[] = {__VA_ARGS__};                    \
-    ::prfaas::register_probes(entries);                                                 \
-    return true;                                                                        \
-  }();                                                                                  \
+#define PRFAAS_REGISTER_PROBES(id, ...)                                                            \
+  namespace {                                                                                      \
+  [[maybe_unused]] const bool prfaas_probes_##id = [] {                                            \
+    static constexpr ::prfaas::probe_info entries[] = {__VA_ARGS__};                               \
+    ::prfaas::register_probes(entries);                                                            \
+    return true;                                                                                   \
+  }();                                                                                             \
   }

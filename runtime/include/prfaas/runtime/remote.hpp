@@ -40,8 +40,7 @@ remote_message make_reply(const remote_message& request, const Proto& payload, b
 }
 
 /// True when `m` carries a `Proto` that parses.
-template <class Proto>
-bool parse_remote(const remote_message& m, Proto& out) {
+template <class Proto> bool parse_remote(const remote_message& m, Proto& out) {
   return m.type == Proto::descriptor()->full_name() && out.ParseFromString(m.payload);
 }
 

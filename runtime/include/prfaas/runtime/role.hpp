@@ -21,8 +21,8 @@
 //   }
 //
 // A request handler returns the declared reply (or `with_bulk` of it), a caf::error, a
-// reply_promise of the declared reply (answered later), or an `answer` (any of those). Handlers take the
-// message, or the message and the remote_message it came in (source, bulk frame).
+// reply_promise of the declared reply (answered later), or an `answer` (any of those). Handlers
+// take the message, or the message and the remote_message it came in (source, bulk frame).
 
 #include <chrono>
 #include <optional>
@@ -37,14 +37,13 @@
 namespace prfaas {
 
 /// A reply of type `Reply` to be delivered later (the handler returned it).
-template <class Reply>
-class reply_promise {
+template <class Reply> class reply_promise {
 public:
   reply_promise() = default;
   template <class Self>
   reply_promise(Self* self, const remote_message& request)
-    : rp_(self->template make_response_promise<remote_message>()),
-      replier_(request.destination), requester_(request.source) {}
+      : rp_(self->template make_response_promise<remote_message>()), replier_(request.destination),
+        requester_(request.source) {}
 
   void deliver(const Reply& r, bulk_ptr bulk = {}) {
     rp_.deliver(make_remote(replier_, requester_, r, std::move(bulk)));
@@ -61,19 +60,17 @@ private:
 };
 
 /// A reply with a bulk frame (sent as its own frame, never copied by the transport).
-template <class Reply>
-struct with_bulk {
+template <class Reply> struct with_bulk {
   Reply reply;
   bulk_ptr bulk;
 };
 
 /// What a request handler may return when it answers in more than one way.
-template <class Reply>
-class answer {
+template <class Reply> class answer {
 public:
-  answer(Reply r) : v_(std::move(r)) {}                 // NOLINT: implicit by design
-  answer(caf::error e) : v_(std::move(e)) {}            // NOLINT
-  answer(reply_promise<Reply> p) : v_(std::move(p)) {}  // NOLINT
+  answer(Reply r) : v_(std::move(r)) {}                // NOLINT: implicit by design
+  answer(caf::error e) : v_(std::move(e)) {}           // NOLINT
+  answer(reply_promise<Reply> p) : v_(std::move(p)) {} // NOLINT
 
   caf::result<remote_message> to_result(const remote_message& request) && {
     if (auto* r = std::get_if<Reply>(&v_))
@@ -89,21 +86,19 @@ private:
 
 namespace role_detail {
 
-template <class>
-inline constexpr bool always_false = false;
+template <class> inline constexpr bool always_false = false;
 
 /// Hands the reply to `f` parsed as `Reply`; anything else goes to `g` as an error.
-template <class Reply, class F, class G>
-void on_reply(remote_message& m, F& f, G& g) {
+template <class Reply, class F, class G> void on_reply(remote_message& m, F& f, G& g) {
   if constexpr (std::is_same_v<Reply, contract::ack>) {
     f();
   } else {
     Reply r;
     if (!parse_remote(m, r)) {
-      caf::error e = make_error(errc::bad_reply, m.source.to_string() + " answered " +
-                                                      (m.type.empty() ? "nothing" : m.type) +
-                                                      " where " + Reply::descriptor()->full_name() +
-                                                      " was due");
+      caf::error e =
+          make_error(errc::bad_reply, m.source.to_string() + " answered " +
+                                          (m.type.empty() ? "nothing" : m.type) + " where " +
+                                          Reply::descriptor()->full_name() + " was due");
       g(e);
       return;
     }
@@ -117,13 +112,11 @@ void on_reply(remote_message& m, F& f, G& g) {
 } // namespace role_detail
 
 /// A request on its way; `then` takes the handlers of its typed reply and of an error.
-template <class Reply, class Handle>
-class reply_handle {
+template <class Reply, class Handle> class reply_handle {
 public:
   explicit reply_handle(Handle h) : h_(std::move(h)) {}
 
-  template <class F, class G>
-  void then(F f, G g) {
+  template <class F, class G> void then(F f, G g) {
     // The reply path keeps its own copy of `g` (argument evaluation order is unspecified:
     // moving `g` into the second argument could run first).
     auto on_reply = [f = std::move(f), g_copy = g](remote_message& m) mutable {
@@ -133,8 +126,7 @@ public:
   }
 
   /// The same, blocking (a scoped_actor's request: tools and benchmarks).
-  template <class F, class G>
-  void receive(F f, G g) {
+  template <class F, class G> void receive(F f, G g) {
     h_.receive([&f, &g](remote_message& m) { role_detail::on_reply<Reply>(m, f, g); }, g);
   }
 
@@ -144,10 +136,7 @@ private:
 
 /// A message to an actor of `Role`, serialised once to be sent many times (replays and
 /// benchmarks of the transport itself); `remote_ref<Role>` sends it.
-template <class Role, class M>
-struct prepared {
-  remote_message msg;
-};
+template <class Role, class M> struct prepared { remote_message msg; };
 
 template <class Role, class M>
 prepared<Role, M> prepare(address from, address to, const M& m, bulk_ptr bulk = {}) {
@@ -158,17 +147,15 @@ prepared<Role, M> prepare(address from, address to, const M& m, bulk_ptr bulk = 
 }
 
 /// The address of an actor of `Role`, seen from a sender; sends only what `Role` takes.
-template <class Role>
-class remote_ref {
+template <class Role> class remote_ref {
 public:
   remote_ref(messenger& msgr, address from, address to)
-    : msgr_(&msgr), from_(std::move(from)), to_(std::move(to)) {}
+      : msgr_(&msgr), from_(std::move(from)), to_(std::move(to)) {}
 
   const address& to() const { return to_; }
 
   /// One-way; never blocks.
-  template <class M>
-  send_status send(const M& m, bulk_ptr bulk = {}) const {
+  template <class M> send_status send(const M& m, bulk_ptr bulk = {}) const {
     static_assert(contract::takes_one_way<Role, M>,
                   "prfaas contract: the role does not declare this message as one-way "
                   "(see Role::accepts in prfaas/messages/<role>.hpp)");
@@ -176,8 +163,7 @@ public:
   }
 
   /// A message prepared once (see `prepare`), sent one-way.
-  template <class M>
-  send_status send(const prepared<Role, M>& p) const {
+  template <class M> send_status send(const prepared<Role, M>& p) const {
     static_assert(contract::takes_one_way<Role, M>,
                   "prfaas contract: the role does not declare this message as one-way "
                   "(see Role::accepts in prfaas/messages/<role>.hpp)");
@@ -221,21 +207,19 @@ namespace role_detail {
 
 template <class M, class H>
 inline constexpr bool handles =
-  std::is_invocable_v<H&, M&, remote_message&> || std::is_invocable_v<H&, M&>;
+    std::is_invocable_v<H&, M&, remote_message&> || std::is_invocable_v<H&, M&>;
 
-template <class M, class H>
-decltype(auto) call(H& h, M& m, remote_message& msg) {
+template <class M, class H> decltype(auto) call(H& h, M& m, remote_message& msg) {
   if constexpr (std::is_invocable_v<H&, M&, remote_message&>)
     return h(m, msg);
   else
     return h(m);
 }
 
-template <class Accepts, class H>
-struct takes_some;
+template <class Accepts, class H> struct takes_some;
 template <class... Es, class H>
 struct takes_some<contract::accepts<Es...>, H>
-  : std::bool_constant<(handles<typename Es::message, H> || ...)> {};
+    : std::bool_constant<(handles<typename Es::message, H> || ...)> {};
 
 template <class Reply, class T>
 caf::result<remote_message> to_result(const remote_message& request, T&& out) {
@@ -251,8 +235,10 @@ caf::result<remote_message> to_result(const remote_message& request, T&& out) {
   else if constexpr (std::is_same_v<U, answer<Reply>>)
     return std::move(out).to_result(request);
   else
-    static_assert(always_false<U>, "prfaas contract: a request handler returns its declared reply (or with_bulk of it), "
-                                   "a caf::error, a reply_promise or an answer of that reply");
+    static_assert(
+        always_false<U>,
+        "prfaas contract: a request handler returns its declared reply (or with_bulk of it), "
+        "a caf::error, a reply_promise or an answer of that reply");
 }
 
 template <class Entry, class M, class H>
@@ -279,16 +265,16 @@ bool try_entry(remote_message& msg, std::optional<caf::result<remote_message>>& 
   M m;
   if (!m.ParseFromString(msg.payload)) {
     out.emplace(make_error(errc::bad_request, "a " + msg.type + " from " + msg.source.to_string() +
-                                          " that does not parse (" +
-                                          std::to_string(msg.payload.size()) + " bytes)"));
+                                                  " that does not parse (" +
+                                                  std::to_string(msg.payload.size()) + " bytes)"));
     return true;
   }
   (
-    [&] {
-      if constexpr (handles<M, Hs>)
-        out.emplace(run<Entry>(hs, m, msg));
-    }(),
-    ...);
+      [&] {
+        if constexpr (handles<M, Hs>)
+          out.emplace(run<Entry>(hs, m, msg));
+      }(),
+      ...);
   return true;
 }
 

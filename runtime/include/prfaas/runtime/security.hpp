@@ -99,7 +99,8 @@ void curve_client(zmq::socket_t& s, const node_security& sec, const std::string&
 /// monitor, an inproc PAIR).
 class handshake_monitor {
 public:
-  handshake_monitor(zmq::context_t& ctx, zmq::socket_t& server, security_ptr sec, std::string plane);
+  handshake_monitor(zmq::context_t& ctx, zmq::socket_t& server, security_ptr sec,
+                    std::string plane);
   ~handshake_monitor();
   handshake_monitor(const handshake_monitor&) = delete;
   handshake_monitor& operator=(const handshake_monitor&) = delete;

@@ -39,15 +39,14 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<prfaas::peer_view>)
 namespace prfaas {
 
 using transport_actor = caf::typed_actor<
-  /// One-way message to any address (local or remote).
-  caf::reacts_to<send_atom, remote_message>,
-  /// Membership events (membership_event) go to the subscriber until it dies.
-  caf::reacts_to<caf::subscribe_atom, caf::actor>,
-  caf::replies_to<peers_atom>::with<std::vector<peer_view>>,
-  // internal
-  caf::reacts_to<inbound_atom, inbound_ptr>,
-  caf::reacts_to<heartbeat_atom>,
-  caf::reacts_to<retry_atom, uint64_t>>;
+    /// One-way message to any address (local or remote).
+    caf::reacts_to<send_atom, remote_message>,
+    /// Membership events (membership_event) go to the subscriber until it dies.
+    caf::reacts_to<caf::subscribe_atom, caf::actor>,
+    caf::replies_to<peers_atom>::with<std::vector<peer_view>>,
+    // internal
+    caf::reacts_to<inbound_atom, inbound_ptr>, caf::reacts_to<heartbeat_atom>,
+    caf::reacts_to<retry_atom, uint64_t>>;
 
 /// Spawns the transport actor of a node. It starts heartbeating immediately.
 /// Stop it with an exit message; pending requests then fail with `shutting_down`.

@@ -18,11 +18,11 @@ namespace prfaas {
 /// One inbound message as read from a wire. `header` stays valid for the duration
 /// of the callback only; `bulk` may be kept.
 struct inbound_frame {
-  std::string_view peer;   ///< transport-level identity of the sender (informational)
+  std::string_view peer; ///< transport-level identity of the sender (informational)
   const std::byte* header = nullptr;
   size_t header_size = 0;
-  bulk_ptr bulk;           ///< second frame, if any
-  size_t parts = 0;        ///< number of frames after the identity (1 = header only)
+  bulk_ptr bulk;    ///< second frame, if any
+  size_t parts = 0; ///< number of frames after the identity (1 = header only)
   /// With CURVE: the node the connection authenticated as (the ZAP handler's user id,
   /// from the peer's public key). The envelope's source must be that node.
   std::string_view authenticated_node;

@@ -36,9 +36,9 @@ inline constexpr size_t fixed_header_bytes = 44;
 inline constexpr size_t max_name_bytes = 1024;
 
 enum class kind : uint8_t {
-  open = 1,   ///< sender → receiver: start (or resume) a transfer; payload = meta
-  chunk = 2,  ///< sender → receiver: one chunk; payload = its bytes
-  ack = 3,    ///< receiver → sender: chunk `index` arrived intact (or, with flag_open, OPEN accepted)
+  open = 1,  ///< sender → receiver: start (or resume) a transfer; payload = meta
+  chunk = 2, ///< sender → receiver: one chunk; payload = its bytes
+  ack = 3, ///< receiver → sender: chunk `index` arrived intact (or, with flag_open, OPEN accepted)
   nack = 4,   ///< receiver → sender: chunk `index` failed its checksum; re-send it
   done = 5,   ///< sender → receiver: no more chunks (flag_total); receiver → sender: delivered
   cancel = 6, ///< sender → receiver: forget the transfer
@@ -66,7 +66,14 @@ struct header {
 };
 
 /// Why a frame could not be decoded.
-enum class decode_error : uint8_t { none, short_header, bad_magic, bad_version, bad_kind, bad_names };
+enum class decode_error : uint8_t {
+  none,
+  short_header,
+  bad_magic,
+  bad_version,
+  bad_kind,
+  bad_names
+};
 const char* to_string(decode_error);
 
 std::string encode(const header& h);

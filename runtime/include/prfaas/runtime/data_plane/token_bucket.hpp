@@ -18,10 +18,8 @@ public:
   /// `rate_bps` in bits/s (0 = unlimited); `burst_bytes` is the most that can
   /// accumulate while idle.
   token_bucket(uint64_t rate_bps, uint64_t burst_bytes, clock::time_point now)
-    : bytes_per_s_(static_cast<double>(rate_bps) / 8.0),
-      burst_(static_cast<double>(burst_bytes)),
-      tokens_(static_cast<double>(burst_bytes)),
-      last_(now) {}
+      : bytes_per_s_(static_cast<double>(rate_bps) / 8.0), burst_(static_cast<double>(burst_bytes)),
+        tokens_(static_cast<double>(burst_bytes)), last_(now) {}
 
   bool unlimited() const { return bytes_per_s_ <= 0; }
 
@@ -43,14 +41,16 @@ public:
     if (unlimited() || tokens_ >= 0)
       return clock::duration{0};
     // Rounded up, so that waiting this long always makes the bucket ready.
-    return std::chrono::ceil<clock::duration>(std::chrono::duration<double>(-tokens_ / bytes_per_s_));
+    return std::chrono::ceil<clock::duration>(
+        std::chrono::duration<double>(-tokens_ / bytes_per_s_));
   }
 
 private:
   void refill(clock::time_point now) {
     if (now <= last_)
       return;
-    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * bytes_per_s_);
+    tokens_ = std::min(burst_,
+                       tokens_ + std::chrono::duration<double>(now - last_).count() * bytes_per_s_);
     last_ = now;
   }
 
