@@ -12,9 +12,14 @@ cd "$(dirname "$0")/.."
 bash tools/bootstrap.sh
 
 jobs=${PRFAAS_JOBS:-2}
-# A compiler cache outside the tree (~/.cache/ccache) makes rebuilds cheap.
+# A compiler cache outside the tree (~/.cache/ccache) makes rebuilds cheap. Its keys use
+# paths relative to the checkout and not the build folder, so a fresh clone elsewhere (as
+# CI makes) still hits; debug info may then name the folder of the first clone.
 launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build -j"$jobs"
 

@@ -1,7 +1,5 @@
 #include "prfaas/runtime/faults.hpp"
 
-#include <algorithm>
-#include <iterator>
 #include <stdexcept>
 
 #include <xxhash.h>
@@ -19,13 +17,8 @@ constexpr fault_point_info runtime_points[] = {
     {"transport.duplicate", "an outbound control-plane frame is sent twice"},
 };
 
-struct registry {
-  std::mutex mtx;
-  std::vector<fault_point_info> entries{std::begin(runtime_points), std::end(runtime_points)};
-};
-
-registry& points() {
-  static registry r;
+detail::named_inventory<fault_point_info>& points() {
+  static detail::named_inventory<fault_point_info> r{runtime_points};
   return r;
 }
 
@@ -45,23 +38,15 @@ void reset_fault_tally() {
 }
 
 std::vector<fault_point_info> fault_inventory() {
-  auto& r = points();
-  std::lock_guard<std::mutex> g{r.mtx};
-  return r.entries;
+  return points().snapshot();
 }
 
 void register_fault_points(std::span<const fault_point_info> list) {
-  auto& r = points();
-  std::lock_guard<std::mutex> g{r.mtx};
-  for (auto& p : list)
-    if (std::none_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == p.name; }))
-      r.entries.push_back(p);
+  points().add(list);
 }
 
 bool is_fault_point(std::string_view name) {
-  auto& r = points();
-  std::lock_guard<std::mutex> g{r.mtx};
-  return std::any_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == name; });
+  return points().contains(name);
 }
 
 fault_points::fault_points(const fault_config& cfg, std::string_view stream)

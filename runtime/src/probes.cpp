@@ -1,8 +1,5 @@
 #include "prfaas/runtime/probes.hpp"
 
-#include <algorithm>
-#include <iterator>
-#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -29,13 +26,8 @@ constexpr probe_info runtime_probes[] = {
     {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
 };
 
-struct registry {
-  std::mutex mtx;
-  std::vector<probe_info> entries{std::begin(runtime_probes), std::end(runtime_probes)};
-};
-
-registry& probes() {
-  static registry r;
+detail::named_inventory<probe_info>& probes() {
+  static detail::named_inventory<probe_info> r{runtime_probes};
   return r;
 }
 
@@ -47,27 +39,15 @@ detail::named_tally& tally() {
 } // namespace
 
 std::vector<probe_info> probe_inventory() {
-  auto& r = probes();
-  std::lock_guard<std::mutex> g{r.mtx};
-  return r.entries;
+  return probes().snapshot();
 }
 
 void register_probes(std::span<const probe_info> list) {
-  auto& r = probes();
-  std::lock_guard<std::mutex> g{r.mtx};
-  for (auto& p : list)
-    if (std::none_of(r.entries.begin(), r.entries.end(), [&](auto& e) { return e.name == p.name; }))
-      r.entries.push_back(p);
+  probes().add(list);
 }
 
 void probe_hit(metrics& m, std::string_view probe) {
-  bool known = false;
-  {
-    auto& r = probes();
-    std::lock_guard<std::mutex> g{r.mtx};
-    for (auto& p : r.entries)
-      known = known || p.name == probe;
-  }
+  const bool known = probes().contains(probe);
   if (!known)
     throw std::logic_error("probe \"" + std::string{probe} + "\" is not in the probe inventory");
   m.counter("prfaas_probe_hits_total",
