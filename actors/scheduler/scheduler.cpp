@@ -374,6 +374,11 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
               // Ask the KV directory where the prompt's prefix is cached; without an answer in
               // time (or while it rebuilds) route cache-blind rather than wait or fail.
               reply_promise<RouteDecision> rp(self, msg);
+              // Routed without knowing the caches: the directory was silent or rebuilding.
+              auto blind = [cache_blind, ctx] {
+                cache_blind->Increment();
+                ctx->probe("scheduler.cache_blind");
+              };
               directory::PrefixQuery pq;
               *pq.mutable_block_ids() = q.block_ids();
               pq.set_request_id(q.request_id());
@@ -385,17 +390,12 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
                         if (!m.rebuilding())
                           for (auto& n : m.nodes())
                             cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
-                        else {
-                          cache_blind->Increment();
-                          ctx->probe("scheduler.cache_blind");
-                        }
+                        else
+                          blind();
                         deliver(rp, decide(q, std::move(cached)));
                       },
                       [=](caf::error&) mutable {
-                        {
-                          cache_blind->Increment();
-                          ctx->probe("scheduler.cache_blind");
-                        }
+                        blind();
                         deliver(rp, decide(q, {}));
                       });
               return rp;
