@@ -13,7 +13,7 @@ packages=(
   libspdlog-dev catch2 libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev
   libxxhash-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev libjemalloc-dev
   # tests and tools: real HTTP clients, namespaces, link emulation, blackholes, plots
-  curl iproute2 nftables procps gnuplot-nox python3
+  curl iproute2 nftables procps gnuplot-nox python3 iperf3
   # llama.cpp from the npm registry (tools/llama-cpp.sh), a compiler cache outside the
   # tree, and Node.js for the OpenAI SDK test
   npm nodejs git openssl ccache

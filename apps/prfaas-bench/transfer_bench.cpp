@@ -1,9 +1,13 @@
 // prfaas-bench transfer: the KVCache data plane between two processes.
 //
 //  * bulk: one transfer of --bytes (1 GiB) in --chunk (4 MiB) chunks over
-//          --connections, timed from open() until the receiver confirmed it; next to
-//          raw ZeroMQ (one DEALER -> ROUTER, the same chunks zero-copy, timed until
-//          the server counted them all), alternating, best of --repeat;
+//          --connections, produced into send pool buffers (as an engine exports) and
+//          timed from open() until the receiver confirmed it; next to plain TCP (the
+//          limit: the same connections, chunk-sized writes from a warm buffer, reads
+//          into a warm buffer), iperf3 -P N for reference, and raw ZeroMQ (one
+//          DEALER -> ROUTER, the same chunks zero-copy), alternating, best of --repeat;
+//          CPU seconds and minor page faults per GB on each side after the first run,
+//          and the receiver's peak RSS during a data-plane transfer;
 //  * rtt:  control-plane round trips (prfaas transport, request to the server's echo
 //          actor) measured idle and while the data plane moves the bulk transfer;
 //  * link: with --link-rate, utilisation = achieved payload rate / link rate.
@@ -40,6 +44,7 @@
 #include "prfaas/wire/examples.pb.h"
 #include "bench_node.hpp"
 #include "stats.hpp"
+#include "tcp_baseline.hpp"
 
 namespace prfaas::bench {
 
@@ -55,11 +60,14 @@ void add_transfer_options(CLI::App& app, transfer_options& o) {
       ->capture_default_str();
   t->add_option("--window-bytes", o.window_bytes, "credit: unacknowledged bytes per peer")
       ->capture_default_str();
+  t->add_option("--pool-buffers", o.pool_buffers,
+                "data_plane.pool_receive_buffers and pool_send_buffers (of --chunk bytes each)")
+      ->capture_default_str();
   t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")
       ->capture_default_str();
   t->add_option("--pace", o.pace, "pace the data plane at this rate (e.g. 950mbit)");
   t->add_option("--link-rate", o.link_rate, "the link's rate (e.g. 1gbit): print utilisation");
-  t->add_option("--listen", o.listen, "server mode: bind tcp://HOST:PORT (uses PORT..PORT+2)");
+  t->add_option("--listen", o.listen, "server mode: bind tcp://HOST:PORT (uses PORT..PORT+2 and PORT+5)");
   t->add_option("--peer-endpoint", o.peer_endpoint, "client mode: the server's --listen endpoint");
   t->add_option("--client-host", o.client_host, "address the client binds (PORT+3, PORT+4)")
       ->capture_default_str();
@@ -75,10 +83,11 @@ constexpr const char* sink_name = "bench";
 struct layout {
   std::string server_host = "127.0.0.1";
   std::string client_host = "127.0.0.1";
-  int data = 0, raw = 0, control = 0, client_control = 0, client_data = 0;
+  int data = 0, raw = 0, control = 0, client_control = 0, client_data = 0, tcp = 0;
 
   static layout loopback() {
     layout l;
+    l.tcp = free_port();
     l.data = free_port();
     l.raw = free_port();
     l.control = free_port();
@@ -86,7 +95,7 @@ struct layout {
     l.client_data = free_port();
     return l;
   }
-  /// From "tcp://HOST:PORT": PORT..PORT+4.
+  /// From "tcp://HOST:PORT": PORT..PORT+5.
   static layout from(const std::string& endpoint, const std::string& client_host) {
     auto colon = endpoint.rfind(':');
     if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6)
@@ -100,6 +109,7 @@ struct layout {
     l.control = p + 2;
     l.client_control = p + 3;
     l.client_data = p + 4;
+    l.tcp = p + 5;
     return l;
   }
   std::string at(const std::string& host, int port) const {
@@ -120,7 +130,10 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
     y << "    rate: " << o.pace << "\n";
   y << "data_plane: { transfer_timeout: 600s, window_chunks: " << o.window_chunks
     << ", window_bytes: " << o.window_bytes
-    << ", max_chunk_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1) << " }\n"
+    << ", max_chunk_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1)
+    << ", pool_buffer_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1)
+    << ", pool_receive_buffers: " << o.pool_buffers << ", pool_send_buffers: " << o.pool_buffers
+    << ", pool_prefault: true }\n"
     << "nodes:\n"
     << "  - name: server\n"
     << "    cluster: dst\n"
@@ -135,17 +148,28 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
 }
 
 /// Raw ZeroMQ counterpart of the data-plane sink: counts ('C', 'K'), keeps the 'K'
-/// chunks (as a KV receive holds its blocks) until 'F', answers queries ('Q').
+/// chunks (as a KV receive holds its blocks) until 'F', answers queries ('Q'). Also
+/// the server's figures: 'U' answers "cpu_seconds minor_faults peak_rss_bytes", 'Z'
+/// starts a new peak RSS.
 void raw_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
   std::vector<zmq::message_t> kept;
-  raw_router(
-      ctx, endpoint, stop,
-      [&kept](zmq::socket_t&, char c, zmq::message_t&, zmq::message_t&, zmq::message_t& data) {
-        if (c == 'K')
-          kept.push_back(std::move(data));
-        else if (c == 'F')
-          kept.clear();
-      });
+  raw_router(ctx, endpoint, stop,
+             [&kept](zmq::socket_t& router, char c, zmq::message_t& id, zmq::message_t&,
+                     zmq::message_t& data) {
+               if (c == 'K') {
+                 kept.push_back(std::move(data));
+               } else if (c == 'F') {
+                 kept.clear();
+               } else if (c == 'U' || c == 'Z') {
+                 if (c == 'Z')
+                   (void)reset_peak_rss();
+                 auto u = self_usage();
+                 auto text = std::to_string(u.cpu_s) + " " + std::to_string(u.minflt) + " " +
+                             std::to_string(peak_rss_bytes());
+                 router.send(id, zmq::send_flags::sndmore);
+                 router.send(zmq::buffer(text), zmq::send_flags::none);
+               }
+             });
 }
 
 int server_main(const std::string& yaml, const layout& l) {
@@ -160,8 +184,12 @@ int server_main(const std::string& yaml, const layout& l) {
     std::cerr << "prfaas-bench transfer: the server node has no data plane\n";
     return 1;
   }
-  // The sink lets go of the chunks at once: the benchmark measures the wire.
-  dp->add_sink(sink_name, [](received_transfer) {});
+  // The sink lets go of each chunk at once (its pool buffer goes back): the benchmark
+  // measures the wire, not an import.
+  dp->add_stream_sink(sink_name, {.chunk = [](const inbound_ref&, uint32_t, bulk_ptr) {},
+                                  .end = [](received_transfer) {},
+                                  .abort = [](const inbound_ref&, const std::string&) {}});
+  tcp_sink tcp{l.server_host, l.tcp, 4u << 20};
   std::atomic<bool> stop{false};
   std::thread raw{[&] { raw_server(server.zctx, l.at(l.server_host, l.raw), stop); }};
   int sig = 0;
@@ -180,6 +208,21 @@ struct raw_client {
     dealer.set(zmq::sockopt::sndbuf, 4 << 20);
     dealer.set(zmq::sockopt::rcvtimeo, 20000);
     dealer.connect(endpoint);
+  }
+  /// The server's CPU seconds, minor faults and peak RSS; `reset` starts a new peak.
+  struct usage {
+    double cpu_s = 0;
+    uint64_t minflt = 0, peak_rss = 0;
+  };
+  usage server_usage(bool reset = false) {
+    dealer.send(reset ? zmq::str_buffer("Z") : zmq::str_buffer("U"), zmq::send_flags::none);
+    zmq::message_t reply;
+    if (!dealer.recv(reply))
+      throw std::runtime_error("raw ZeroMQ server does not answer");
+    std::istringstream in{reply.to_string()};
+    usage u;
+    in >> u.cpu_s >> u.minflt >> u.peak_rss;
+    return u;
   }
   std::pair<uint64_t, uint64_t> query() {
     dealer.send(zmq::str_buffer("Q"), zmq::send_flags::none);
@@ -244,23 +287,82 @@ void round_trips(caf::actor_system& sys, node& client, const std::atomic<bool>& 
   }
 }
 
+/// CPU seconds and minor faults spent by each side over some runs, and bytes moved.
+struct cost {
+  double client_cpu_s = 0, server_cpu_s = 0;
+  uint64_t client_minflt = 0, server_minflt = 0;
+  double bytes = 0;
+  double per_gb(double v) const { return bytes > 0 ? v / (bytes / 1e9) : 0; }
+};
+
+/// Measures one phase's cost on both sides (client: this process).
+class cost_meter {
+public:
+  explicit cost_meter(raw_client& raw) : raw_(raw) {}
+  void start(bool reset_peak = false) {
+    c0_ = self_usage();
+    s0_ = raw_.server_usage(reset_peak);
+  }
+  /// Adds what the phase cost to `into` (when `count`) and returns the server's peak RSS.
+  uint64_t stop(cost& into, double bytes, bool count) {
+    auto c1 = self_usage();
+    auto s1 = raw_.server_usage();
+    if (count) {
+      into.client_cpu_s += c1.cpu_s - c0_.cpu_s;
+      into.server_cpu_s += s1.cpu_s - s0_.cpu_s;
+      into.client_minflt += c1.minflt - c0_.minflt;
+      into.server_minflt += s1.minflt - s0_.minflt;
+      into.bytes += bytes;
+    }
+    return s1.peak_rss;
+  }
+
+private:
+  raw_client& raw_;
+  proc_usage c0_;
+  raw_client::usage s0_;
+};
+
 struct figures {
-  double gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
+  double gbps = 0, tcp_gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
+  std::optional<double> iperf_gbps;
+  std::string iperf_why;
   double idle_p50_us = 0, idle_p99_us = 0, load_p50_us = 0, load_p99_us = 0;
   uint64_t rtt_samples = 0;
   uint32_t retransmits = 0;
+  cost dp_cost, tcp_cost;
+  uint64_t server_peak_rss = 0; ///< the most any data-plane run reached
+  int counted_runs = 0;         ///< runs whose costs are counted (after the first)
 };
 
-/// One data-plane transfer of the prepared chunks; seconds from open to confirmation.
-double data_transfer(data_plane& dp, uint64_t id, std::vector<std::vector<std::byte>> chunks,
+/// One data-plane transfer: `n` chunks produced into send pool buffers (as an engine
+/// exports) while earlier ones are on the wire; seconds from open to confirmation.
+double data_transfer(data_plane& dp, uint64_t id, uint64_t n, const std::vector<std::byte>& pattern,
                      transfer_outcome& out) {
   std::promise<transfer_outcome> done;
   auto f = done.get_future();
+  auto pool = dp.send_pool();
+  if (pool && pool->buffer_bytes() < pattern.size())
+    pool = nullptr;
   auto t0 = clock_type::now();
   dp.open(id, "server", sink_name, "",
           [&done](transfer_outcome o) { done.set_value(std::move(o)); });
-  for (auto& c : chunks)
-    dp.push(id, std::move(c));
+  for (uint64_t i = 0; i < n; ++i) {
+    bulk_ptr chunk;
+    if (pool) {
+      // All buffers in flight: wait for an acknowledgement (back-pressure).
+      auto b = pool->acquire(std::chrono::seconds(60));
+      if (!b)
+        throw std::runtime_error("no send pool buffer came back within 60 s");
+      std::memcpy(b.data(), pattern.data(), pattern.size());
+      std::memcpy(b.data(), &i, sizeof i); // distinct chunks
+      b.resize(pattern.size());
+      chunk = std::move(b).share();
+    } else {
+      chunk = copy_bulk(pattern.data(), pattern.size());
+    }
+    dp.push(id, std::move(chunk));
+  }
   dp.finish(id);
   out = f.get();
   double s = seconds_since(t0);
@@ -269,8 +371,39 @@ double data_transfer(data_plane& dp, uint64_t id, std::vector<std::vector<std::b
   return s;
 }
 
+/// The data-plane run `r` with control round trips beside it (when asked).
+void data_plane_run(live_node& me, data_plane& dp, int r, uint64_t n,
+                    const std::vector<std::byte>& pattern, const transfer_options& o, figures& fig,
+                    std::vector<double>& loaded) {
+  std::atomic<bool> stop{false};
+  std::vector<double> rtts;
+  std::thread pinger;
+  if (o.rtt)
+    pinger = std::thread{[&] { round_trips(*me.sys, *me.self, stop, UINT64_MAX, rtts); }};
+  transfer_outcome out;
+  double s = 0;
+  try {
+    s = data_transfer(dp, static_cast<uint64_t>(r) + 1, n, pattern, out);
+  } catch (...) {
+    stop = true;
+    if (pinger.joinable())
+      pinger.join();
+    throw;
+  }
+  stop = true;
+  if (pinger.joinable())
+    pinger.join();
+  loaded.insert(loaded.end(), rtts.begin(), rtts.end());
+  fig.retransmits += out.stats.retransmits;
+  fig.gbps = std::max(fig.gbps, static_cast<double>(n * pattern.size()) / 1e9 / s);
+}
+
 figures client_main(const std::string& yaml, const layout& l, const transfer_options& o) {
   figures fig;
+  if (l.server_host == "127.0.0.1")
+    fig.iperf_gbps = iperf3_loopback_gbps(o.connections, 3, fig.iperf_why);
+  else
+    fig.iperf_why = "two-process mode: run iperf3 between the hosts yourself";
   live_node me{yaml, "client"};
   auto& client = *me.self;
   auto* dp = client.context().data();
@@ -282,6 +415,8 @@ figures client_main(const std::string& yaml, const layout& l, const transfer_opt
   }
   raw_client raw{me.zctx, l.at(l.server_host, l.raw)};
   raw.query(); // connected
+  tcp_source tcp{l.server_host, l.tcp, o.connections};
+  cost_meter meter{raw};
 
   uint64_t n = std::max<uint64_t>(1, o.bytes / o.chunk_bytes);
   uint64_t bytes = n * o.chunk_bytes;
@@ -299,29 +434,18 @@ figures client_main(const std::string& yaml, const layout& l, const transfer_opt
   }
   std::vector<double> loaded;
   for (int r = 0; r < o.repeat; ++r) {
-    // The chunks are built before the clock starts; push() then only moves them.
-    std::vector<std::vector<std::byte>> chunks(n, pattern);
-    std::atomic<bool> stop{false};
-    std::vector<double> rtts;
-    std::thread pinger;
-    if (o.rtt)
-      pinger = std::thread{[&] { round_trips(*me.sys, client, stop, UINT64_MAX, rtts); }};
-    transfer_outcome out;
-    double s = 0;
-    try {
-      s = data_transfer(*dp, static_cast<uint64_t>(r) + 1, std::move(chunks), out);
-    } catch (...) {
-      stop = true;
-      if (pinger.joinable())
-        pinger.join();
-      throw;
-    }
-    stop = true;
-    if (pinger.joinable())
-      pinger.join();
-    loaded.insert(loaded.end(), rtts.begin(), rtts.end());
-    fig.retransmits += out.stats.retransmits;
-    fig.gbps = std::max(fig.gbps, static_cast<double>(bytes) / 1e9 / s);
+    // The first run warms everything up (pools, allocator, connections); costs count
+    // from the second on (all runs when there is only one).
+    const bool count = r > 0 || o.repeat == 1;
+    fig.counted_runs += count ? 1 : 0;
+    meter.start(true);
+    data_plane_run(me, *dp, r, n, pattern, o, fig, loaded);
+    fig.server_peak_rss =
+        std::max(fig.server_peak_rss, meter.stop(fig.dp_cost, static_cast<double>(bytes), count));
+
+    meter.start();
+    fig.tcp_gbps = std::max(fig.tcp_gbps, static_cast<double>(bytes) / 1e9 / tcp.send(bytes, pattern));
+    meter.stop(fig.tcp_cost, static_cast<double>(bytes), count);
     {
       std::vector<std::vector<std::byte>> raw_chunks(n, pattern);
       fig.raw_gbps =
@@ -336,21 +460,48 @@ figures client_main(const std::string& yaml, const layout& l, const transfer_opt
   return fig;
 }
 
+void print_costs(const figures& f) {
+  auto line = [](const char* what, const cost& c) {
+    std::printf("  %-11s CPU s/GB client %5.2f  server %5.2f   minor faults/GB client %8.0f  "
+                "server %8.0f\n",
+                what, c.per_gb(c.client_cpu_s), c.per_gb(c.server_cpu_s),
+                c.per_gb(static_cast<double>(c.client_minflt)),
+                c.per_gb(static_cast<double>(c.server_minflt)));
+  };
+  std::printf("  costs over %d run(s)%s (client includes the control-plane pinger):\n",
+              f.counted_runs, f.counted_runs > 1 || f.counted_runs == 0 ? " after the first" : "");
+  line("data plane", f.dp_cost);
+  line("plain TCP", f.tcp_cost);
+  const double faults = std::max(f.dp_cost.per_gb(static_cast<double>(f.dp_cost.client_minflt)),
+                                 f.dp_cost.per_gb(static_cast<double>(f.dp_cost.server_minflt)));
+  std::printf("  data-plane minor faults per GB (the larger side) %.0f   [target < 1000: %s]\n",
+              faults, faults < 1000 ? "meets target" : "MISSES target");
+}
+
 void print(const transfer_options& o, const figures& f, bool two_process) {
   uint64_t n = std::max<uint64_t>(1, o.bytes / o.chunk_bytes);
   double bytes = static_cast<double>(n * o.chunk_bytes);
-  double ratio = f.raw_gbps > 0 ? f.gbps / f.raw_gbps : 0;
+  double ratio = f.tcp_gbps > 0 ? f.gbps / f.tcp_gbps : 0;
+  double raw_ratio = f.raw_gbps > 0 ? f.gbps / f.raw_gbps : 0;
   uint64_t link_bps = o.link_rate.empty() ? 0 : parse_rate(o.link_rate);
   auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
   std::printf("transfer benchmark: %s, %.0f MiB in %llu chunks of %llu B, %u connection(s)%s%s, "
-              "best of %d\n",
+              "best of %d, checksums on\n",
               two_process ? "two processes (server at --peer-endpoint)"
                           : "two processes over tcp loopback",
               bytes / (1 << 20), static_cast<unsigned long long>(n),
               static_cast<unsigned long long>(o.chunk_bytes), o.connections,
               o.pace.empty() ? "" : ", paced at ", o.pace.c_str(), o.repeat);
-  std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of raw: %s]\n", f.gbps,
-              f.gbps * 8e3, verdict(ratio >= 0.8));
+  std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of plain TCP: %s]\n",
+              f.gbps, f.gbps * 8e3, verdict(ratio >= 0.8));
+  std::printf("  plain TCP   %7.3f GB/s  (%7.0f Mbit/s)   %u connection(s), chunk-sized writes from a\n"
+              "                                         warm buffer, reads into a warm buffer\n",
+              f.tcp_gbps, f.tcp_gbps * 8e3, o.connections);
+  if (f.iperf_gbps)
+    std::printf("  iperf3 -P %u %7.3f GB/s  (%7.0f Mbit/s)   reference, 3 s, run before the nodes\n",
+                o.connections, *f.iperf_gbps / 8, *f.iperf_gbps * 1e3);
+  else
+    std::printf("  iperf3      skipped: %s\n", f.iperf_why.c_str());
   std::printf(
       "  raw zmq     %7.3f GB/s  (%7.0f Mbit/s)   one DEALER->ROUTER, the same distinct chunks,\n"
       "                                         held by the receiver until all arrived\n",
@@ -358,9 +509,14 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   std::printf(
       "  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
       f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
-  std::printf(
-      "  ratio       %6.0f%%   (data plane / raw zmq); vs hot buffer %.0f%%; chunk re-sends: %u\n",
-      100 * ratio, f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
+  std::printf("  ratio       %6.0f%% of plain TCP; %.0f%% of raw zmq; %.0f%% of raw zmq hot; chunk "
+              "re-sends: %u\n",
+              100 * ratio, 100 * raw_ratio,
+              f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
+  print_costs(f);
+  const double pools = 2.0 * o.pool_buffers * static_cast<double>(o.chunk_bytes) / (1 << 20);
+  std::printf("  receiver peak RSS during a data-plane transfer %.0f MiB (its pools: %.0f MiB)\n",
+              static_cast<double>(f.server_peak_rss) / (1 << 20), pools);
   if (link_bps > 0) {
     double u = f.gbps * 8e9 / static_cast<double>(link_bps);
     double ru = f.raw_gbps * 8e9 / static_cast<double>(link_bps);
@@ -379,12 +535,20 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   if (o.json) {
     double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
     std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
-                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio\":%.4f,\"retransmits\":%u,"
-                "\"link_rate_bps\":%llu,"
+                "\"tcp_gb_per_s\":%.4f,\"iperf3_gbit_per_s\":%.4f,"
+                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio_tcp\":%.4f,"
+                "\"ratio_raw\":%.4f,\"retransmits\":%u,"
+                "\"dp_minflt_per_gb_client\":%.0f,\"dp_minflt_per_gb_server\":%.0f,"
+                "\"dp_cpu_s_per_gb_client\":%.3f,\"dp_cpu_s_per_gb_server\":%.3f,"
+                "\"server_peak_rss\":%llu,\"link_rate_bps\":%llu,"
                 "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
                 "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
                 bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
-                f.raw_gbps, f.raw_hot_gbps, ratio, f.retransmits,
+                f.tcp_gbps, f.iperf_gbps.value_or(0), f.raw_gbps, f.raw_hot_gbps, ratio, raw_ratio,
+                f.retransmits, f.dp_cost.per_gb(static_cast<double>(f.dp_cost.client_minflt)),
+                f.dp_cost.per_gb(static_cast<double>(f.dp_cost.server_minflt)),
+                f.dp_cost.per_gb(f.dp_cost.client_cpu_s), f.dp_cost.per_gb(f.dp_cost.server_cpu_s),
+                static_cast<unsigned long long>(f.server_peak_rss),
                 static_cast<unsigned long long>(link_bps), u, f.idle_p50_us, f.idle_p99_us,
                 f.load_p50_us, f.load_p99_us, static_cast<unsigned long long>(f.rtt_samples));
   }

@@ -27,10 +27,28 @@ private:
   std::string bytes_;
 };
 
+class vector_bulk final : public bulk_buffer {
+public:
+  explicit vector_bulk(std::vector<std::byte> b) : bytes_(std::move(b)) {}
+  const std::byte* data() const noexcept override { return bytes_.data(); }
+  size_t size() const noexcept override { return bytes_.size(); }
+
+private:
+  std::vector<std::byte> bytes_;
+};
+
 } // namespace
 
 bulk_ptr make_bulk(std::string bytes) {
   return std::make_shared<string_bulk>(std::move(bytes));
+}
+
+bulk_ptr make_bulk(std::vector<std::byte> bytes) {
+  return std::make_shared<vector_bulk>(std::move(bytes));
+}
+
+bulk_ptr copy_bulk(const std::byte* data, size_t size) {
+  return std::make_shared<vector_bulk>(std::vector<std::byte>(data, data + size));
 }
 
 const char* to_string(peer_state s) {

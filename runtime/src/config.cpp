@@ -166,7 +166,9 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
   expect_map(node, path);
   check_keys(node, path,
              {"window_chunks", "window_bytes", "chunk_timeout", "transfer_timeout",
-              "receive_timeout", "max_chunk_bytes", "connections", "faults"});
+              "receive_timeout", "max_chunk_bytes", "connections", "pool_buffer_bytes",
+              "pool_receive_buffers", "pool_send_buffers", "pool_prefault", "pool_huge_pages",
+              "faults"});
   auto key = [&](const char* k) { return join(path, k); };
   if (auto n = node["window_chunks"])
     out.window_chunks = uint32(n, key("window_chunks"), 1);
@@ -182,6 +184,16 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
     out.max_chunk_bytes = size(n, key("max_chunk_bytes"));
   if (auto n = node["connections"])
     out.connections = uint32(n, key("connections"), 1);
+  if (auto n = node["pool_buffer_bytes"])
+    out.pool_buffer_bytes = size(n, key("pool_buffer_bytes"));
+  if (auto n = node["pool_receive_buffers"])
+    out.pool_receive_buffers = uint32(n, key("pool_receive_buffers"));
+  if (auto n = node["pool_send_buffers"])
+    out.pool_send_buffers = uint32(n, key("pool_send_buffers"));
+  if (auto n = node["pool_prefault"])
+    out.pool_prefault = choice(n, key("pool_prefault"), {"true", "false"}) == "true";
+  if (auto n = node["pool_huge_pages"])
+    out.pool_huge_pages = choice(n, key("pool_huge_pages"), {"true", "false"}) == "true";
   if (out.chunk_timeout >= out.transfer_timeout)
     fail(key(node["chunk_timeout"] ? "chunk_timeout" : "transfer_timeout"),
          "chunk_timeout (" + format_duration(out.chunk_timeout) +

@@ -87,6 +87,12 @@ void node::start_data_plane() {
   dc.receive_timeout = s.receive_timeout;
   dc.max_chunk_bytes = s.max_chunk_bytes;
   dc.faults = s.faults;
+  dc.receive_pool = {.buffer_bytes = s.pool_buffer_bytes,
+                     .buffers = s.pool_receive_buffers,
+                     .prefault = s.pool_prefault,
+                     .huge_pages = s.pool_huge_pages};
+  dc.send_pool = dc.receive_pool;
+  dc.send_pool.buffers = s.pool_send_buffers;
   dc.security = security_;
   // `blackhole_peers` entries are "dst" (from every node) or "src->dst" (from src only).
   dc.faults.blackhole_peers.clear();

@@ -12,17 +12,6 @@ namespace {
 
 using time_point = sim_timer::time_point;
 
-/// A pushed chunk, owned as it was handed over.
-class vector_bulk final : public bulk_buffer {
-public:
-  explicit vector_bulk(std::vector<std::byte> b) : bytes_(std::move(b)) {}
-  const std::byte* data() const noexcept override { return bytes_.data(); }
-  size_t size() const noexcept override { return bytes_.size(); }
-
-private:
-  std::vector<std::byte> bytes_;
-};
-
 double seconds(std::chrono::nanoseconds d) {
   return std::chrono::duration<double>(d).count();
 }
@@ -75,13 +64,14 @@ public:
     fabric_->open(this, id, peer, sink, std::move(meta), std::move(done), cfg_.transfer_timeout);
   }
 
-  void push(uint64_t id, std::vector<std::byte> chunk) override {
+  using data_plane::push;
+  void push(uint64_t id, bulk_ptr chunk) override {
     if (auto* d = effect_deferral::current()) {
       d->defer([=, this, chunk = std::move(chunk)]() mutable { push(id, std::move(chunk)); });
       return;
     }
     if (!stopped_)
-      fabric_->push(cfg_.node, id, std::move(chunk));
+      fabric_->push(cfg_.node, id, chunk ? std::move(chunk) : make_bulk(std::string{}));
   }
 
   void finish(uint64_t id) override {
@@ -101,8 +91,8 @@ public:
     fabric_->cancel(cfg_.node, id, "cancelled");
   }
 
-  void add_sink(const std::string& sink, sink_handler handler) override {
-    sinks_[sink] = std::move(handler);
+  void add_stream_sink(const std::string& sink, stream_handlers handlers) override {
+    sinks_[sink] = std::move(handlers);
   }
   void remove_sink(const std::string& sink) override { sinks_.erase(sink); }
 
@@ -138,12 +128,21 @@ public:
   bool stopped() const { return stopped_; }
   peer_stats& stats(const std::string& peer) { return stats_[peer]; }
 
-  /// Hands a complete transfer to its sink; false when nobody listens there.
+  /// Hands a complete transfer to its sink (every chunk, then the end); false when
+  /// nobody listens there.
   bool deliver(const std::string& sink, received_transfer rt) {
     auto it = sinks_.find(sink);
     if (stopped_ || it == sinks_.end())
       return false;
-    it->second(std::move(rt));
+    auto h = it->second; // a handler may remove the sink
+    const inbound_ref ref{rt.id, rt.source, rt.sink, rt.meta};
+    auto chunks = std::move(rt.chunks);
+    rt.chunks.clear();
+    for (uint32_t i = 0; i < chunks.size(); ++i)
+      if (h.chunk)
+        h.chunk(ref, i, std::move(chunks[i]));
+    if (h.end)
+      h.end(std::move(rt));
     return true;
   }
 
@@ -151,7 +150,7 @@ private:
   std::shared_ptr<sim_data_fabric> fabric_;
   data_plane_config cfg_;
   logger_ptr log_;
-  std::map<std::string, sink_handler> sinks_;
+  std::map<std::string, stream_handlers> sinks_;
   std::map<std::string, peer_stats> stats_;
   bool started_ = false;
   bool stopped_ = false;
@@ -381,7 +380,7 @@ void sim_data_fabric::arm_timeout(const std::shared_ptr<flow>& f, duration timeo
   });
 }
 
-void sim_data_fabric::push(const std::string& src, uint64_t id, std::vector<std::byte> chunk) {
+void sim_data_fabric::push(const std::string& src, uint64_t id, bulk_ptr chunk) {
   auto it = flows_.find({src, id});
   if (it == flows_.end() || it->second->finished || !it->second->on)
     return;
@@ -389,11 +388,12 @@ void sim_data_fabric::push(const std::string& src, uint64_t id, std::vector<std:
   auto& l = *f.on;
   advance(l);
   f.active = timer_->now();
-  f.payload += chunk.size();
-  f.pushed += wire_size_ ? wire_size_(chunk) : static_cast<double>(chunk.size());
+  const std::span<const std::byte> bytes{chunk->data(), chunk->size()};
+  f.payload += bytes.size();
+  f.pushed += wire_size_ ? wire_size_(bytes) : static_cast<double>(bytes.size());
   ++f.stats.chunks;
   ++l.messages;
-  f.chunks.push_back(std::make_shared<vector_bulk>(std::move(chunk)));
+  f.chunks.push_back(std::move(chunk));
   reschedule(l);
 }
 

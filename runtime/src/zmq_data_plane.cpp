@@ -59,6 +59,25 @@ uint64_t burst_for(const data_link_config& l) {
 
 } // namespace
 
+wake_signal::wake_signal() : fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (fd < 0)
+    throw std::runtime_error(std::string{"data plane: eventfd: "} + std::strerror(errno));
+}
+
+wake_signal::~wake_signal() {
+  ::close(fd);
+}
+
+void wake_signal::notify() const {
+  uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof one);
+}
+
+void wake_signal::drain() const {
+  uint64_t v = 0;
+  (void)!::read(fd, &v, sizeof v);
+}
+
 dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now)
     : name(std::move(n)), endpoint(std::move(ep)), link(l), bucket(l.rate_bps, burst_for(l), now) {
   report.peer = name;
@@ -81,17 +100,25 @@ zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logg
     lower_priority(cfg_.nice);
     router_ = zmq::socket_t{ctx_, zmq::socket_type::router};
   }}.join();
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0)
-    throw std::runtime_error(std::string{"data plane: eventfd: "} + std::strerror(errno));
+  wake_ = std::make_shared<wake_signal>();
+  if (cfg_.receive_pool.buffers > 0) {
+    rx_pool_ = buffer_pool::create(cfg_.receive_pool, cfg_.node + ".receive");
+    rx_pool_->on_release([w = std::weak_ptr<wake_signal>(wake_)] {
+      if (auto s = w.lock()) {
+        // One wake per burst of releases: the loop regrants for all of them.
+        if (!s->released.exchange(true))
+          s->notify();
+      }
+    });
+  }
+  if (cfg_.send_pool.buffers > 0)
+    tx_pool_ = buffer_pool::create(cfg_.send_pool, cfg_.node + ".send");
 }
 
 zmq_data_plane_impl::~zmq_data_plane_impl() {
   stop();
   if (io_.joinable()) // stop() was called from a handler, on the I/O thread itself
     io_.join();
-  if (wake_fd_ >= 0)
-    ::close(wake_fd_);
 }
 
 void zmq_data_plane_impl::configure(zmq::socket_t& s) {
@@ -137,8 +164,7 @@ void zmq_data_plane_impl::stop() {
   if (stopped_.exchange(true))
     return;
   stop_ = true;
-  uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  wake_->notify();
   if (io_.joinable()) {
     if (io_.get_id() == std::this_thread::get_id())
       return; // from a handler: the loop ends after this round; the destructor joins
@@ -174,10 +200,8 @@ void zmq_data_plane_impl::enqueue(dp_command c) {
       c.done = nullptr;
     }
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-  }
+  if (wake)
+    wake_->notify();
   // The I/O thread is gone: an open still owes its caller a `done`.
   if (c.what == dp_command::op::open && c.done)
     c.done(transfer_outcome{c.id, false, "stopped", {}});
@@ -196,13 +220,15 @@ void zmq_data_plane_impl::open(uint64_t id, const std::string& peer, const std::
   enqueue(std::move(c));
 }
 
-void zmq_data_plane_impl::push(uint64_t id, std::vector<std::byte> chunk) {
+void zmq_data_plane_impl::push(uint64_t id, bulk_ptr chunk) {
   dp_command c;
   c.what = dp_command::op::push;
   c.id = id;
+  if (!chunk)
+    chunk = make_bulk(std::string{});
   // The checksum is computed here, on the producer's thread, not on the I/O thread.
-  c.checksum = data_wire::checksum(chunk.data(), chunk.size());
-  c.chunk = std::make_shared<const std::vector<std::byte>>(std::move(chunk));
+  c.checksum = data_wire::checksum(chunk->data(), chunk->size());
+  c.chunk = std::move(chunk);
   c.at = dp_clock::now(); // the producer's progress keeps the transfer alive (transfer_timeout)
   enqueue(std::move(c));
 }
@@ -246,9 +272,9 @@ void zmq_data_plane_impl::process_commands() {
   }
 }
 
-void zmq_data_plane_impl::add_sink(const std::string& sink, sink_handler handler) {
+void zmq_data_plane_impl::add_stream_sink(const std::string& sink, stream_handlers handlers) {
   std::lock_guard<std::mutex> guard{sinks_mtx_};
-  sinks_[sink] = std::move(handler);
+  sinks_[sink] = std::make_shared<stream_handlers>(std::move(handlers));
 }
 
 void zmq_data_plane_impl::remove_sink(const std::string& sink) {
@@ -278,7 +304,7 @@ void zmq_data_plane_impl::run() {
   while (!stop_) {
     auto now = dp_clock::now();
     items.clear();
-    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wake_->fd, ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     if (monitor_)
       items.push_back(monitor_->poll_item());
@@ -297,14 +323,14 @@ void zmq_data_plane_impl::run() {
         log_->warn("data_poll_failed error={}", e.what());
       continue;
     }
-    if (items[0].revents & ZMQ_POLLIN) {
-      uint64_t v = 0;
-      (void)!::read(wake_fd_, &v, sizeof v);
-    }
+    if (items[0].revents & ZMQ_POLLIN)
+      wake_->drain();
     if (monitor_ && (items[2].revents & ZMQ_POLLIN))
       monitor_->drain();
     process_commands();
     drain_inbound();
+    if (wake_->released.exchange(false))
+      regrant();
     for (auto& [_, p] : peers_)
       for (size_t i = 0; i < p->conns.size(); ++i)
         drain_replies(*p, i);

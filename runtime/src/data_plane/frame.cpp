@@ -76,7 +76,7 @@ std::optional<header> decode(const std::byte* in, size_t size, decode_error& err
     return std::nullopt;
   }
   auto k = get<uint8_t>(in, 5);
-  if (k < static_cast<uint8_t>(kind::open) || k > static_cast<uint8_t>(kind::refuse)) {
+  if (k < static_cast<uint8_t>(kind::open) || k > static_cast<uint8_t>(kind::credit)) {
     err = decode_error::bad_kind;
     return std::nullopt;
   }

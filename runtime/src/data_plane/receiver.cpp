@@ -1,15 +1,27 @@
 // The receiving side of the data plane: transfers other nodes send here.
 //
 // An inbound transfer is keyed by (source node, id). Every chunk is checked against
-// its xxh3 checksum: intact → ACK (with this node's credit), damaged → NACK. Chunks
-// are kept as the ZeroMQ messages they arrived in (no copy) until every chunk of the
-// announced count is here; then the sink gets them all at once, in push order, and
-// the sender gets DONE. What a transfer received survives a failed attempt: a reopen
-// of the same (source, id) is told which chunks are already here (resume). Delivered
-// transfers stay as tombstones for `receive_timeout`, so a repeated DONE or chunk is
-// answered DONE and nothing is delivered twice.
+// its xxh3 checksum: intact → ACK (with the transfer's grant), damaged → NACK. An
+// intact chunk is copied into a receive pool buffer (the ZeroMQ message it came in is
+// freed at once, so its memory is reused warm) and handed to the sink as soon as
+// every chunk before it was; once the announced count went to the sink, the sink gets
+// `end` and the sender DONE.
+//
+// Credit: a sender may send the chunks below the transfer's grant (`limit`); each
+// granted chunk that has not arrived has a pool buffer reserved for it. Grants grow
+// as buffers are free (up to window_chunks outstanding per transfer, and a fair share
+// of the pool among the transfers arriving), in ACKs and, when buffers come back
+// later, in CREDIT frames. A full pool therefore stops senders; nothing is allocated
+// per chunk, and a transfer larger than the pool streams through it.
+//
+// What a transfer received survives a failed attempt: a reopen of the same
+// (source, id) is told which chunks are already here (resume). Delivered transfers
+// stay as tombstones for `receive_timeout`, so a repeated DONE or chunk is answered
+// DONE and nothing is delivered twice.
 
+#include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "zmq_data_plane_impl.hpp"
 
@@ -86,14 +98,15 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
   using data_wire::kind;
   auto now = dp_clock::now();
   auto key = std::make_pair(h.source, h.id);
-  auto answer = [&](kind k, uint16_t flags = 0, const std::string* body = nullptr) {
+  auto answer = [&](kind k, uint16_t flags = 0, const std::string* body = nullptr,
+                    uint32_t credit = 0) {
     data_wire::header a;
     a.k = k;
     a.id = h.id;
     a.index = h.index;
     a.seq = h.seq;
     a.flags = flags;
-    a.credit = cfg_.window_chunks;
+    a.credit = credit;
     a.source = cfg_.node;
     reply_header(identity, a, body);
   };
@@ -106,6 +119,10 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
     drop_frame("unknown_transfer");
     refuse("unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
   };
+  auto forget = [&](const std::string& reason) {
+    if (auto it = inbound_.find(key); it != inbound_.end())
+      drop_inbound(it, reason);
+  };
   // A per-peer counter, found once and kept in `cache`.
   auto peer_counter = [&](std::map<std::string, prometheus::Counter*>& cache, const char* name,
                           const char* help) -> prometheus::Counter& {
@@ -114,22 +131,19 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       c = cache.emplace(h.source, &metrics_.counter(name, help, {{"peer", h.source}})).first;
     return *c->second;
   };
+  auto from = [&] { return std::string{static_cast<const char*>(identity.data()), identity.size()}; };
 
   switch (h.k) {
   case kind::open: {
-    bool known_sink = false;
-    {
-      std::lock_guard<std::mutex> guard{sinks_mtx_};
-      known_sink = sinks_.count(h.sink) != 0;
-    }
-    if (!known_sink) {
-      inbound_.erase(key);
+    if (!sink_for(h.sink)) {
+      forget("re-opened for sink '" + h.sink + "', which is not here");
       refuse("no sink '" + h.sink + "' on node '" + cfg_.node + "'");
       return;
     }
     auto [it, fresh] = inbound_.try_emplace(key);
     auto& in = it->second;
     in.last_activity = now;
+    in.reply_to = from();
     if (in.delivered) {
       answer(kind::done); // an earlier attempt already delivered it
       return;
@@ -139,21 +153,31 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       in.id = h.id;
       in.stats.opened = now;
     } else if (in.sink != h.sink) {
-      in.chunks.clear(); // the same id for another sink: not a resume
-      in.total.reset();
-      in.stats = {};
-      in.stats.opened = now;
+      // The same id for another sink: not a resume. Start over.
+      auto reason = "re-opened for sink '" + h.sink + "'";
+      drop_inbound(it, reason);
+      auto& again = inbound_[key];
+      again.source = h.source;
+      again.id = h.id;
+      again.reply_to = from();
+      again.last_activity = now;
+      again.stats.opened = now;
+      it = inbound_.find(key);
     }
-    in.sink = h.sink;
-    in.meta = payload != nullptr ? payload->to_string() : std::string{};
+    auto& cur = it->second;
+    cur.sink = h.sink;
+    cur.meta = payload != nullptr ? payload->to_string() : std::string{};
+    grant(cur);
     std::vector<data_wire::held_chunk> held;
-    held.reserve(in.chunks.size());
-    for (auto& [index, c] : in.chunks)
+    held.reserve(cur.arrived());
+    for (uint32_t i = 0; i < cur.streamed.size(); ++i)
+      held.push_back({i, cur.streamed[i]});
+    for (auto& [index, c] : cur.pending)
       held.push_back({index, c.second});
     auto body = data_wire::encode_held(held);
     if (!held.empty())
       log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
-    answer(kind::ack, data_wire::flag_open, &body);
+    answer(kind::ack, data_wire::flag_open, &body, cur.limit);
     return;
   }
   case kind::chunk: {
@@ -163,9 +187,10 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
     }
     if (payload->size() > cfg_.max_chunk_bytes) {
       drop_frame("oversized");
-      inbound_.erase(key);
-      refuse("chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
-             " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes));
+      auto reason = "chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
+                    " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes);
+      forget(reason);
+      refuse(reason);
       return;
     }
     auto it = inbound_.find(key);
@@ -173,6 +198,7 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       return refuse_unknown();
     auto& in = it->second;
     in.last_activity = now;
+    in.reply_to = from();
     if (in.delivered) {
       answer(kind::done);
       return;
@@ -181,9 +207,9 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       drop_frame("malformed");
       return;
     }
-    if (in.chunks.count(h.index) != 0) {
+    if (in.has(h.index)) {
       ++in.stats.retransmits; // a re-send of what we have: answer again
-      answer(kind::ack);
+      answer(kind::ack, 0, nullptr, in.limit);
       return;
     }
     auto data = static_cast<const std::byte*>(payload->data());
@@ -193,21 +219,29 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
                    "Data-plane chunks that failed their checksum")
           .Increment();
       log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
-      answer(kind::nack);
+      answer(kind::nack, 0, nullptr, in.limit);
       return;
     }
     auto size = payload->size();
+    auto bytes = land(in, h.index, *payload);
+    if (!bytes) {
+      // Sent beyond its grant with no spare buffer: unanswered, so it is re-sent.
+      drop_frame("no_credit");
+      return;
+    }
     peer_counter(received_bytes_, "prfaas_data_bytes_received_total",
                  "Data-plane payload bytes received intact")
         .Increment(static_cast<double>(size));
     in.stats.bytes += size;
     ++in.stats.chunks;
-    in.chunks.emplace(
-        h.index,
-        std::make_pair(bulk_ptr{std::make_shared<zmq_chunk>(std::move(*payload))}, h.checksum));
+    in.pending.emplace(h.index, std::make_pair(std::move(bytes), h.checksum));
     if (h.has_total() && !in.total)
       in.total = h.total;
-    answer(kind::ack);
+    recount(in);
+    if (!stream_ready(in, identity))
+      return; // the sink went away: refused and forgotten
+    grant(in);
+    answer(kind::ack, 0, nullptr, in.limit);
     maybe_deliver(key, identity);
     return;
   }
@@ -217,11 +251,13 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
       return refuse_unknown();
     auto& in = it->second;
     in.last_activity = now;
+    in.reply_to = from();
     if (in.delivered) {
       answer(kind::done);
       return;
     }
-    if (!h.has_total() || (!in.chunks.empty() && in.chunks.rbegin()->first >= h.total)) {
+    if (!h.has_total() || in.streamed.size() > h.total ||
+        (!in.pending.empty() && in.pending.rbegin()->first >= h.total)) {
       drop_frame("malformed");
       return;
     }
@@ -232,13 +268,132 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
     return;
   }
   case kind::cancel:
-    if (inbound_.erase(key) != 0)
+    if (auto it = inbound_.find(key); it != inbound_.end() && !it->second.delivered) {
       log_->info("data_transfer_cancelled id={} source={}", h.id, h.source);
+      drop_inbound(it, "cancelled by the sender");
+    }
     return;
   default:
     drop_frame("unexpected_kind");
     return;
   }
+}
+
+// -- buffers and credit --------------------------------------------------------------
+
+bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::message_t& payload) {
+  if (!rx_pool_)
+    return std::make_shared<zmq_chunk>(std::move(payload));
+  const bool granted = index < in.limit && in.reserved > 0;
+  const bool spare = rx_pool_->available() > rx_reserved_;
+  if (!granted && !spare)
+    return nullptr;
+  if (payload.size() > rx_pool_->buffer_bytes()) {
+    // Larger than a pool buffer: kept as it arrived (one allocation, counted).
+    metrics_
+        .counter("prfaas_data_unpooled_chunks_total",
+                 "Received chunks larger than a receive pool buffer, kept as they arrived")
+        .Increment();
+    return std::make_shared<zmq_chunk>(std::move(payload));
+  }
+  auto b = rx_pool_->try_acquire();
+  if (!b)
+    return nullptr;
+  std::memcpy(b.data(), payload.data(), payload.size());
+  b.resize(payload.size());
+  payload.rebuild(); // its memory goes back to the allocator now, warm for the next
+  return std::move(b).share();
+}
+
+void zmq_data_plane_impl::recount(inbound_transfer& in) {
+  // Granted indices (below `limit`) that have not arrived.
+  uint32_t below = static_cast<uint32_t>(std::min<size_t>(in.streamed.size(), in.limit));
+  below += static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
+  const uint32_t want = in.limit > below ? in.limit - below : 0;
+  rx_reserved_ = rx_reserved_ - in.reserved + want;
+  in.reserved = want;
+}
+
+bool zmq_data_plane_impl::grant(inbound_transfer& in) {
+  if (in.delivered)
+    return false;
+  const uint32_t cap = in.total ? *in.total : UINT32_MAX;
+  uint32_t limit = in.limit;
+  if (!rx_pool_) {
+    // No pool: a window of chunks past the first one missing, as before pools.
+    limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
+  } else {
+    uint32_t active = 0;
+    for (auto& [_, other] : inbound_)
+      active += other.delivered ? 0 : 1;
+    const uint32_t share = std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
+    const uint32_t target = std::min(cfg_.window_chunks, share);
+    const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
+    const uint64_t available = rx_pool_->available();
+    const uint64_t spare = available > rx_reserved_ ? available - rx_reserved_ : 0;
+    const uint32_t add = static_cast<uint32_t>(
+        std::min<uint64_t>(target > used ? target - used : 0, spare));
+    // Grants run from the first index missing; never behind what was granted.
+    limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size())) + add;
+    if (add == 0)
+      limit = in.limit;
+  }
+  limit = std::min(limit, cap);
+  if (limit <= in.limit)
+    return false;
+  in.limit = limit;
+  recount(in);
+  return true;
+}
+
+void zmq_data_plane_impl::regrant() {
+  for (auto& [_, in] : inbound_) {
+    if (in.delivered || in.reply_to.empty() || !grant(in))
+      continue;
+    data_wire::header a;
+    a.k = data_wire::kind::credit;
+    a.id = in.id;
+    a.credit = in.limit;
+    a.source = cfg_.node;
+    zmq::message_t to(in.reply_to.data(), in.reply_to.size());
+    reply_header(to, a, nullptr);
+  }
+}
+
+// -- handing over --------------------------------------------------------------------
+
+std::shared_ptr<stream_handlers> zmq_data_plane_impl::sink_for(const std::string& sink) {
+  std::lock_guard<std::mutex> guard{sinks_mtx_};
+  auto s = sinks_.find(sink);
+  return s == sinks_.end() ? nullptr : s->second;
+}
+
+bool zmq_data_plane_impl::stream_ready(inbound_transfer& in, const zmq::message_t& identity) {
+  if (in.pending.empty() || in.pending.begin()->first != in.streamed.size())
+    return true;
+  auto sink = sink_for(in.sink);
+  if (!sink) {
+    std::string reason = "sink '" + in.sink + "' was removed on node '" + cfg_.node + "'";
+    data_wire::header a;
+    a.k = data_wire::kind::refuse;
+    a.id = in.id;
+    a.source = cfg_.node;
+    reply_header(identity, a, &reason);
+    drop_inbound(inbound_.find({in.source, in.id}), reason);
+    return false;
+  }
+  const inbound_ref ref{in.id, in.source, in.sink, in.meta};
+  while (!in.pending.empty() && in.pending.begin()->first == in.streamed.size()) {
+    auto node = in.pending.extract(in.pending.begin());
+    in.streamed.push_back(node.mapped().second);
+    try {
+      if (sink->chunk)
+        sink->chunk(ref, node.key(), std::move(node.mapped().first));
+    } catch (const std::exception& e) {
+      log_->error("data_sink_handler_threw sink={} error=\"{}\"", in.sink, e.what());
+    }
+  }
+  return true;
 }
 
 void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& key,
@@ -247,24 +402,18 @@ void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& 
   if (it == inbound_.end())
     return;
   auto& in = it->second;
-  // Indices are checked against the count on arrival, so count == total means all.
-  if (in.delivered || !in.total || in.chunks.size() != *in.total)
+  // Chunks stream in index order, so streamed == total means all went to the sink.
+  if (in.delivered || !in.total || in.streamed.size() != *in.total)
     return;
-  sink_handler handler;
-  {
-    std::lock_guard<std::mutex> guard{sinks_mtx_};
-    if (auto s = sinks_.find(in.sink); s != sinks_.end())
-      handler = s->second;
-  }
+  auto sink = sink_for(in.sink);
   data_wire::header a;
   a.id = in.id;
   a.source = cfg_.node;
-  a.credit = cfg_.window_chunks;
-  if (!handler) {
+  if (!sink) {
     std::string reason = "sink '" + in.sink + "' was removed on node '" + cfg_.node + "'";
     a.k = data_wire::kind::refuse;
     reply_header(identity, a, &reason);
-    inbound_.erase(it);
+    drop_inbound(it, reason);
     return;
   }
   auto now = dp_clock::now();
@@ -273,16 +422,16 @@ void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& 
   rt.source = in.source;
   rt.sink = in.sink;
   rt.meta = std::move(in.meta);
-  rt.chunks.reserve(in.chunks.size());
-  for (auto& [_, c] : in.chunks)
-    rt.chunks.push_back(std::move(c.first));
   if (in.stats.finished == dp_clock::time_point{})
     in.stats.finished = now;
   in.stats.completed = now;
   rt.stats = in.stats;
   // Keep a tombstone: later frames of this transfer are answered DONE.
   in.delivered = true;
-  in.chunks.clear();
+  rx_reserved_ -= in.reserved;
+  in.reserved = 0;
+  in.pending.clear();
+  in.streamed = {};
   in.last_activity = now;
   a.k = data_wire::kind::done;
   reply_header(identity, a, nullptr);
@@ -292,30 +441,53 @@ void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& 
       .Increment();
   log_->debug("data_transfer_received id={} source={} sink={} bytes={} chunks={}", rt.id, rt.source,
               rt.sink, rt.stats.bytes, rt.stats.chunks);
-  auto sink = rt.sink;
   try {
-    handler(std::move(rt));
+    if (sink->end)
+      sink->end(std::move(rt));
   } catch (const std::exception& e) {
-    log_->error("data_sink_handler_threw sink={} error=\"{}\"", sink, e.what());
+    log_->error("data_sink_handler_threw sink={} error=\"{}\"", in.sink, e.what());
+  }
+}
+
+void zmq_data_plane_impl::drop_inbound(
+    std::map<std::pair<std::string, uint64_t>, inbound_transfer>::iterator it,
+    const std::string& reason) {
+  if (it == inbound_.end())
+    return;
+  auto in = std::move(it->second);
+  inbound_.erase(it);
+  if (in.delivered)
+    return;
+  rx_reserved_ -= in.reserved;
+  in.pending.clear(); // their buffers go back to the pool
+  if (in.streamed.empty())
+    return;
+  if (auto sink = sink_for(in.sink); sink && sink->abort) {
+    try {
+      sink->abort(inbound_ref{in.id, in.source, in.sink, in.meta}, reason);
+    } catch (const std::exception& e) {
+      log_->error("data_sink_handler_threw sink={} error=\"{}\"", in.sink, e.what());
+    }
   }
 }
 
 void zmq_data_plane_impl::expire_inbound(dp_clock::time_point now) {
-  for (auto it = inbound_.begin(); it != inbound_.end();) {
+  std::vector<std::pair<std::string, uint64_t>> late;
+  for (auto& [key, in] : inbound_)
+    if (now - in.last_activity >= cfg_.receive_timeout)
+      late.push_back(key);
+  for (auto& key : late) {
+    auto it = inbound_.find(key);
     auto& in = it->second;
-    if (now - in.last_activity < cfg_.receive_timeout) {
-      ++it;
-      continue;
-    }
     if (!in.delivered) {
       log_->info("data_inbound_expired id={} source={} sink={} chunks={}", in.id, in.source,
-                 in.sink, in.chunks.size());
+                 in.sink, in.arrived());
       metrics_
           .counter("prfaas_data_inbound_expired_total",
                    "Partial inbound transfers forgotten after receive_timeout")
           .Increment();
     }
-    it = inbound_.erase(it);
+    drop_inbound(it, "expired: nothing arrived for " + format_duration(cfg_.receive_timeout));
   }
 }
 

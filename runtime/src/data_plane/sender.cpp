@@ -1,8 +1,12 @@
 // The sending side of the data plane: transfers this node opened.
 //
-// Per transfer: OPEN until the receiver acks it (with its credit and the chunks it
-// already holds), then chunks in push order while credit allows, then DONE once the
-// last chunk is out; `done` runs when the receiver answers DONE (delivered).
+// Per transfer: OPEN until the receiver acks it (with its grant and the chunks it
+// already holds), then chunks in push order while the grant allows (the receiver
+// raises it as its buffers free up: in ACKs and CREDIT frames), then DONE once the
+// last chunk is out; `done` runs when the receiver answers DONE (delivered). A
+// transfer stalled on its grant with nothing in flight re-sends OPEN after
+// `chunk_timeout`: its answer carries the current grant, so a lost CREDIT frame costs
+// a delay, never the transfer.
 //
 // Loss detection, per connection (ZeroMQ keeps each connection's frames in order,
 // and the receiver answers on the connection a chunk came on, so acks come back in
@@ -24,6 +28,13 @@ namespace {
 
 void release_chunk(void*, void* hint) {
   delete static_cast<chunk_bytes*>(hint);
+}
+
+/// A copy of `bytes` with one byte flipped (the corrupt fault).
+chunk_bytes corrupted_copy(const bulk_buffer& bytes, uint64_t at) {
+  std::vector<std::byte> bad(bytes.data(), bytes.data() + bytes.size());
+  bad[at % bad.size()] ^= std::byte{0x5a};
+  return make_bulk(std::move(bad));
 }
 
 } // namespace
@@ -217,7 +228,7 @@ bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::h
     if (small != nullptr) {
       s.send(zmq::buffer(*small), zmq::send_flags::none);
     } else if (bulk != nullptr) {
-      if (bulk->empty()) {
+      if (bulk->size() == 0) {
         s.send(zmq::message_t{}, zmq::send_flags::none);
       } else {
         // Zero-copy: ZeroMQ holds a reference to the chunk until it has sent it.
@@ -279,9 +290,7 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
   } else {
     auto payload = c.data;
     if (corrupt) {
-      auto bad = std::make_shared<std::vector<std::byte>>(*c.data);
-      (*bad)[rng_() % bad->size()] ^= std::byte{0x5a};
-      payload = std::move(bad);
+      payload = corrupted_copy(*c.data, rng_());
       log_->debug("data_fault id={} chunk={} peer={} fault=corrupt", t.id, index, p.name);
     }
     bool sent = false;
@@ -373,8 +382,12 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
     if (it == outbound_.end())
       continue;
     auto& t = it->second;
-    if (!t.accepted) {
-      if (!t.open_sent || now - t.open_sent_at >= cfg_.chunk_timeout) {
+    // Stalled on the grant with nothing in flight: ask again (OPEN is idempotent).
+    bool starved = t.accepted && t.next < t.chunks.size() && t.next >= t.limit &&
+                   t.in_flight.empty() && now - t.limit_at >= cfg_.chunk_timeout &&
+                   now - t.open_sent_at >= cfg_.chunk_timeout;
+    if (!t.accepted || starved) {
+      if (!t.open_sent || starved || now - t.open_sent_at >= cfg_.chunk_timeout) {
         data_wire::header h;
         h.k = data_wire::kind::open;
         h.id = t.id;
@@ -385,7 +398,7 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
           return false;
         }
         if (t.open_sent)
-          log_->debug("data_open_resent id={} peer={}", t.id, p.name);
+          log_->debug("data_open_resent id={} peer={} starved={}", t.id, p.name, starved);
         t.open_sent = true;
         t.open_sent_at = now;
       }
@@ -407,15 +420,14 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
       if (auto r = send_chunk(p, t, index, true, now); r != chunk_send::sent)
         return r != chunk_send::blocked;
     }
-    // New chunks while the transfer's credit and the peer's byte window allow.
-    uint32_t window = std::min(cfg_.window_chunks, std::max<uint32_t>(t.credit, 1));
+    // New chunks while the receiver's grant, our window and the peer's byte window allow.
     while (t.next < t.chunks.size()) {
       auto& c = t.chunks[t.next];
       if (c.st == out_chunk::state::acked) { // held by the receiver already (resume)
         ++t.next;
         continue;
       }
-      if (t.in_flight.size() >= window)
+      if (t.next >= t.limit || t.in_flight.size() >= cfg_.window_chunks)
         break;
       if (p.report.bytes_in_flight > 0 && p.report.bytes_in_flight + c.size > cfg_.window_bytes)
         return true; // the peer's window is full: later transfers wait too (FIFO)
@@ -476,6 +488,15 @@ void zmq_data_plane_impl::drain_replies(dp_peer& p, size_t conn) {
   }
 }
 
+void zmq_data_plane_impl::raise_limit(outbound_transfer& t, uint32_t limit,
+                                      dp_clock::time_point now) {
+  // Grants only grow; answers on different connections may arrive out of order.
+  if (limit > t.limit) {
+    t.limit = limit;
+    t.limit_at = now;
+  }
+}
+
 void zmq_data_plane_impl::mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index,
                                      dp_clock::time_point) {
   if (index >= t.chunks.size()) {
@@ -508,10 +529,10 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
   switch (h.k) {
   case kind::ack:
     if (h.flags & data_wire::flag_open) {
-      if (t.accepted)
-        return;
+      // The first answer to OPEN, or one to a re-sent OPEN (starved, or a lost
+      // answer): the receiver's grant and what it holds, current as of now.
       t.accepted = true;
-      t.credit = std::max<uint32_t>(h.credit, 1);
+      raise_limit(t, h.credit, now);
       std::vector<data_wire::held_chunk> held;
       if (payload != nullptr &&
           data_wire::decode_held(static_cast<const std::byte*>(payload->data()), payload->size(),
@@ -537,8 +558,11 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
     }
     cn.last_ack = now;
     cn.acked_seq = std::max(cn.acked_seq, h.seq);
-    t.credit = std::max<uint32_t>(h.credit, 1);
+    raise_limit(t, h.credit, now);
     mark_acked(p, t, h.index, now);
+    return;
+  case kind::credit:
+    raise_limit(t, h.credit, now);
     return;
   case kind::nack:
     cn.last_ack = now;

@@ -32,7 +32,7 @@
 namespace prfaas::detail {
 
 using dp_clock = std::chrono::steady_clock;
-using chunk_bytes = std::shared_ptr<const std::vector<std::byte>>;
+using chunk_bytes = bulk_ptr;
 
 /// A request from any thread to the I/O thread.
 struct dp_command {
@@ -74,7 +74,9 @@ struct outbound_transfer {
   size_t next = 0;               ///< first chunk never sent (or skipped)
   std::set<uint32_t> in_flight;  ///< indices sent and not acknowledged
   uint32_t acked = 0;
-  uint32_t credit = 0;                         ///< receiver's grant; 0 until the OPEN ack
+  /// The receiver's grant: chunks with a lower index may be sent (0 until the OPEN ack).
+  uint32_t limit = 0;
+  dp_clock::time_point limit_at{}; ///< when the grant last grew (or was asked for)
   std::unordered_map<uint32_t, uint64_t> held; ///< receiver already holds (resume)
   bool finished = false;
   bool done_sent = false;
@@ -117,16 +119,40 @@ struct dp_peer {
 
 /// A transfer this node receives, keyed by (source node, id). After delivery it stays
 /// as a tombstone (no chunks) so that late or repeated frames are answered DONE.
+///
+/// Chunks 0 .. streamed.size()-1 went to the sink; `pending` holds those that arrived
+/// ahead of a gap. The sender may send indices below `limit`; `reserved` receive pool
+/// buffers are set aside for the granted chunks that have not arrived.
 struct inbound_transfer {
   std::string source;
   uint64_t id = 0;
   std::string sink;
   std::string meta;
-  std::map<uint32_t, std::pair<bulk_ptr, uint64_t>> chunks; ///< index → (bytes, checksum)
+  std::map<uint32_t, std::pair<bulk_ptr, uint64_t>> pending; ///< index → (bytes, checksum)
+  std::vector<uint64_t> streamed;                            ///< checksums, by index
   std::optional<uint32_t> total;
+  uint32_t limit = 0;
+  uint32_t reserved = 0;
+  std::string reply_to; ///< routing id of the sender's latest frame: credit goes there
   bool delivered = false;
   dp_clock::time_point last_activity{};
   transfer_stats stats;
+
+  size_t arrived() const { return streamed.size() + pending.size(); }
+  bool has(uint32_t index) const { return index < streamed.size() || pending.count(index) != 0; }
+};
+
+/// An eventfd that wakes the I/O thread: commands waiting, stop, or (`released`) a
+/// receive pool buffer came back.
+struct wake_signal {
+  int fd = -1;
+  std::atomic<bool> released{false};
+  wake_signal();
+  ~wake_signal();
+  wake_signal(const wake_signal&) = delete;
+  wake_signal& operator=(const wake_signal&) = delete;
+  void notify() const;
+  void drain() const;
 };
 
 /// A chunk held back by the delay fault.
@@ -146,10 +172,12 @@ public:
   void stop() override;
   void open(uint64_t id, const std::string& peer, const std::string& sink, std::string meta,
             done_handler done) override;
-  void push(uint64_t id, std::vector<std::byte> chunk) override;
+  using data_plane::push;
+  void push(uint64_t id, bulk_ptr chunk) override;
+  buffer_pool_ptr send_pool() const override { return tx_pool_; }
   void finish(uint64_t id) override;
   void cancel(uint64_t id) override;
-  void add_sink(const std::string& sink, sink_handler handler) override;
+  void add_stream_sink(const std::string& sink, stream_handlers handlers) override;
   void remove_sink(const std::string& sink) override;
   std::vector<data_link_report> links() const override;
   std::string local_endpoint() const override;
@@ -190,6 +218,7 @@ private:
   void drain_replies(dp_peer& p, size_t conn);
   void on_reply(dp_peer& p, size_t conn, const data_wire::header& h, const zmq::message_t* payload);
   void mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index, dp_clock::time_point now);
+  void raise_limit(outbound_transfer& t, uint32_t limit, dp_clock::time_point now);
   void check_timeouts(dp_clock::time_point now);
   /// Runs `done` once and forgets the transfer.
   void complete(uint64_t id, bool ok, std::string error, const char* outcome);
@@ -201,9 +230,25 @@ private:
                   zmq::message_t* payload);
   void reply_header(const zmq::message_t& identity, const data_wire::header& h,
                     const std::string* payload);
-  /// Delivers the transfer if every chunk is here; answers DONE on `identity`.
+  /// Hands the chunks that follow the streamed ones to the sink; false (and the
+  /// transfer refused and forgotten) when the sink is gone.
+  bool stream_ready(inbound_transfer& in, const zmq::message_t& identity);
+  /// Ends the transfer if every chunk went to the sink; answers DONE on `identity`.
   void maybe_deliver(const std::pair<std::string, uint64_t>& key, const zmq::message_t& identity);
+  /// Forgets an undelivered inbound transfer, telling its sink when it saw chunks.
+  void drop_inbound(std::map<std::pair<std::string, uint64_t>, inbound_transfer>::iterator it,
+                    const std::string& reason);
   void expire_inbound(dp_clock::time_point now);
+  /// Lands a chunk's bytes: in a receive pool buffer when one is free for it, else
+  /// kept as the message it arrived in. Null when neither credit nor a buffer is left.
+  bulk_ptr land(inbound_transfer& in, uint32_t index, zmq::message_t& payload);
+  /// Recounts `in.reserved` for its grant and the chunks that arrived.
+  void recount(inbound_transfer& in);
+  /// Raises `in.limit` as free buffers allow; true when it grew.
+  bool grant(inbound_transfer& in);
+  /// Offers freed buffers to transfers waiting for credit (CREDIT frames).
+  void regrant();
+  std::shared_ptr<stream_handlers> sink_for(const std::string& sink);
 
   data_plane_config cfg_;
   metrics& metrics_;
@@ -214,7 +259,6 @@ private:
   mutable std::mutex cmd_mtx_;
   std::deque<dp_command> commands_;
   bool closed_ = false; ///< the I/O thread took its last commands
-  int wake_fd_ = -1;    ///< eventfd: commands waiting, or stop
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
@@ -222,7 +266,13 @@ private:
   std::string endpoint_;
 
   mutable std::mutex sinks_mtx_;
-  std::map<std::string, sink_handler> sinks_;
+  std::map<std::string, std::shared_ptr<stream_handlers>> sinks_;
+
+  buffer_pool_ptr rx_pool_; ///< null: chunks are kept as they arrived
+  buffer_pool_ptr tx_pool_;
+  /// Wakes the I/O thread; shared with the receive pool's release listener, which may
+  /// run after this object is gone (on the thread dropping a buffer).
+  std::shared_ptr<wake_signal> wake_;
 
   mutable std::mutex links_mtx_;
   std::vector<data_link_report> published_;
@@ -237,6 +287,7 @@ private:
   std::map<uint64_t, outbound_transfer> outbound_;
   std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;
   std::deque<delayed_frame> delayed_;
+  uint64_t rx_reserved_ = 0; ///< sum of inbound `reserved`
   std::mt19937_64 rng_;
   bool faults_on_ = false;
   bool blocked_ = false; ///< a socket refused a frame: poll again soon

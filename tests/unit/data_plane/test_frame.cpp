@@ -83,7 +83,7 @@ TEST_CASE("frame: malformed headers are rejected with a reason") {
   bad[5] = 0;
   CHECK_FALSE(dw::decode(bytes(bad), bad.size(), err));
   CHECK(err == dw::decode_error::bad_kind);
-  bad[5] = 8;
+  bad[5] = 9; // one past the last kind (credit)
   CHECK_FALSE(dw::decode(bytes(bad), bad.size(), err));
   CHECK(err == dw::decode_error::bad_kind);
 

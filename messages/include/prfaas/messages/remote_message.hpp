@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <chrono>
@@ -32,11 +33,17 @@ public:
   virtual ~bulk_buffer() = default;
   virtual const std::byte* data() const noexcept = 0;
   virtual size_t size() const noexcept = 0;
+  /// True when the bytes belong to a bounded pool that wants them back soon.
+  virtual bool pooled() const noexcept { return false; }
 };
 using bulk_ptr = std::shared_ptr<const bulk_buffer>;
 
 /// Wraps a byte string as a bulk buffer.
 bulk_ptr make_bulk(std::string bytes);
+/// Wraps a byte vector as a bulk buffer.
+bulk_ptr make_bulk(std::vector<std::byte> bytes);
+/// A copy of `size` bytes as a bulk buffer.
+bulk_ptr copy_bulk(const std::byte* data, size_t size);
 
 /// A message from or to another node's actor.
 ///  * one-way: `request_id == 0`;

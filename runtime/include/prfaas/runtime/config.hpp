@@ -113,6 +113,14 @@ struct data_plane_settings {
   duration receive_timeout = std::chrono::seconds(60); ///< forget a partial inbound one
   uint64_t max_chunk_bytes = 256ull << 20;
   uint32_t connections = 1; ///< connections to a peer in the same cluster
+  /// Reused buffers for KV bytes (buffer_pool.hpp): received chunks land in the
+  /// receive pool (its size bounds what the receiver grants senders), producers fill
+  /// the send pool. 0 buffers = no pool.
+  uint64_t pool_buffer_bytes = 4ull << 20;
+  uint32_t pool_receive_buffers = 16;
+  uint32_t pool_send_buffers = 16;
+  bool pool_prefault = true;   ///< touch the pools' pages at start-up
+  bool pool_huge_pages = true; ///< ask for transparent huge pages
   data_fault_config faults;
 
   bool operator==(const data_plane_settings&) const = default;

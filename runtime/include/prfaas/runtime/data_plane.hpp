@@ -6,12 +6,16 @@
 //
 // Guarantees, per transfer:
 //  * chunks are pushed as they are produced (layer-wise streaming: sending overlaps
-//    the prefill that produces them) and delivered to the sink all at once, in push
-//    order, only when every chunk arrived intact;
+//    the prefill that produces them) and handed to the sink in push order, each once,
+//    intact; the sink learns the end (`end`, exactly once) only when every chunk
+//    arrived, or that the transfer was dropped (`abort`);
 //  * every chunk carries an xxh3 checksum of its bytes; a corrupted chunk is
 //    detected by the receiver, nacked and re-sent;
-//  * credit-based flow control: a sender never has more than the receiver's window
-//    in flight; pacing (optional) keeps each peer below a configured rate;
+//  * credit-based flow control: the receiver lands chunks in a bounded pool of reused
+//    buffers (buffer_pool.hpp) and grants a sender only chunks it has buffers for, so
+//    a full pool stops the sender instead of growing memory; a transfer larger than
+//    the pool streams through it (the sink consumes in order, buffers come back);
+//    pacing (optional) keeps each peer below a configured rate;
 //  * a chunk not acknowledged in time is re-sent; a retried transfer resumes from
 //    the chunks not yet acknowledged (the receiver keeps what it has);
 //  * `done` is called exactly once: success when the receiver confirmed the whole
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "prfaas/messages/remote_message.hpp"
+#include "prfaas/runtime/buffer_pool.hpp"
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/metrics.hpp"
@@ -61,6 +66,11 @@ struct data_plane_config {
   /// a saturating transfer does not delay control-plane messages on a busy machine.
   int nice = 10;
   data_fault_config faults;
+  /// Where received chunks land (a chunk larger than a buffer is kept as it arrived);
+  /// 0 buffers = no pool: every chunk is kept as it arrived, credit is window_chunks.
+  buffer_pool_config receive_pool;
+  /// What producers fill and push (send_pool()); 0 buffers = none.
+  buffer_pool_config send_pool;
   /// CURVE on every socket (security.hpp); null = plaintext.
   security_ptr security;
 };
@@ -93,8 +103,29 @@ struct received_transfer {
   std::string source; ///< sending node
   std::string sink;
   std::string meta;             ///< opaque bytes given to open()
-  std::vector<bulk_ptr> chunks; ///< in push order
+  std::vector<bulk_ptr> chunks; ///< in push order (empty for a stream sink's `end`)
   transfer_stats stats;
+};
+
+/// An inbound transfer as a stream sink sees it before its end.
+struct inbound_ref {
+  uint64_t id = 0;
+  std::string source;
+  std::string sink;
+  std::string meta; ///< opaque bytes given to open()
+};
+
+/// A sink that consumes a transfer as it arrives. All three run on the data plane's
+/// thread, one transfer's calls in order: `chunk` for index 0, 1, 2, ... each once,
+/// then `end` (success; `received_transfer::chunks` empty) or `abort` (cancelled by the
+/// sender, expired, or re-opened for another sink: forget what `chunk` gave), never
+/// both. `abort` runs only for a transfer `chunk` has seen. The bytes may be a receive
+/// pool buffer: it goes back when the last reference is dropped, and until then the
+/// receiver has one buffer less to grant — copy out and drop promptly.
+struct stream_handlers {
+  std::function<void(const inbound_ref&, uint32_t index, bulk_ptr bytes)> chunk;
+  std::function<void(received_transfer)> end;
+  std::function<void(const inbound_ref&, const std::string& reason)> abort;
 };
 
 /// What the link monitor reads: the data plane's view of one peer.
@@ -129,16 +160,28 @@ public:
   /// plane's thread. An unknown peer fails at once (through `done`).
   virtual void open(uint64_t id, const std::string& peer, const std::string& sink, std::string meta,
                     done_handler done) = 0;
-  /// Appends one chunk; thread-safe, never blocks. Ignored after cancel/failure.
-  virtual void push(uint64_t id, std::vector<std::byte> chunk) = 0;
+  /// Appends one chunk; thread-safe, never blocks. Ignored after cancel/failure. The
+  /// bytes are sent from where they are (no copy) and released once acknowledged:
+  /// fill a send_pool() buffer and share() it, so steady-state sending allocates nothing.
+  virtual void push(uint64_t id, bulk_ptr chunk) = 0;
+  /// The same for bytes in a vector (kept until acknowledged).
+  void push(uint64_t id, std::vector<std::byte> chunk);
+  /// Buffers for producers to fill and push; null when there is none (simulation, or
+  /// `send_pool.buffers` 0). Its size bounds what producers have pushed and not yet seen
+  /// acknowledged: a producer waiting in acquire() is back-pressure.
+  virtual buffer_pool_ptr send_pool() const { return nullptr; }
   /// No more chunks will be pushed.
   virtual void finish(uint64_t id) = 0;
   /// Gives up on a transfer: `done` gets error "cancelled"; the receiver drops it.
   virtual void cancel(uint64_t id) = 0;
 
-  /// Completed transfers addressed to `sink` go to `handler`, on the data plane's
-  /// thread. Transfers to a sink nobody listens on are refused (the sender fails).
-  virtual void add_sink(const std::string& sink, sink_handler handler) = 0;
+  /// Transfers addressed to `sink` stream to `handlers` (see stream_handlers).
+  /// Transfers to a sink nobody listens on are refused (the sender fails).
+  virtual void add_stream_sink(const std::string& sink, stream_handlers handlers) = 0;
+  /// Whole transfers: `handler` gets each completed transfer with all its chunks, on
+  /// the data plane's thread. The chunks are never receive pool buffers (those are
+  /// copied out as they arrive), so a sink that keeps transfers cannot starve the pool.
+  void add_sink(const std::string& sink, sink_handler handler);
   virtual void remove_sink(const std::string& sink) = 0;
 
   /// One report per peer ever used.

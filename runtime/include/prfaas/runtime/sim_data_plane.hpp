@@ -87,7 +87,7 @@ public:
   struct link;
   void open(sim_data_plane* src, uint64_t id, const std::string& peer, const std::string& sink,
             std::string meta, data_plane::done_handler done, duration timeout);
-  void push(const std::string& src, uint64_t id, std::vector<std::byte> chunk);
+  void push(const std::string& src, uint64_t id, bulk_ptr chunk);
   void finish(const std::string& src, uint64_t id);
   void cancel(const std::string& src, uint64_t id, const std::string& why);
   void detach(sim_data_plane* p);

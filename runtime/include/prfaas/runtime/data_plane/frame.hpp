@@ -14,7 +14,8 @@
 //       16    4 chunk index
 //       20    4 total chunks (valid with flag_total)
 //       24    8 xxh3-64 of the payload (CHUNK)
-//       32    4 credit: chunks the receiver lets one transfer have unacknowledged
+//       32    4 credit: the receiver's grant for the transfer: chunks with a lower
+//                index may be sent (ACK, ACK of an OPEN, CREDIT); it only grows
 //       36    4 seq: the sender's number for this transmission on its connection
 //                (CHUNK), echoed by the ACK/NACK that answers it
 //       40    2 length of the source node name
@@ -43,6 +44,7 @@ enum class kind : uint8_t {
   done = 5,   ///< sender → receiver: no more chunks (flag_total); receiver → sender: delivered
   cancel = 6, ///< sender → receiver: forget the transfer
   refuse = 7, ///< receiver → sender: cannot take the transfer; payload = reason
+  credit = 8, ///< receiver → sender: the grant grew (buffers came back); no payload
 };
 
 enum flag : uint16_t {
