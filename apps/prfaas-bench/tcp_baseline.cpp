@@ -215,8 +215,8 @@ std::optional<double> iperf3_loopback_gbps(uint32_t streams, int seconds, std::s
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
   pid_t server = ::fork();
   if (server == 0) {
-    ::execlp("iperf3", "iperf3", "-s", "-1", "-B", "127.0.0.1", "-p",
-             std::to_string(port).c_str(), "--logfile", "/dev/null", static_cast<char*>(nullptr));
+    ::execlp("iperf3", "iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", std::to_string(port).c_str(),
+             "--logfile", "/dev/null", static_cast<char*>(nullptr));
     _exit(127);
   }
   ::usleep(300000); // let it listen

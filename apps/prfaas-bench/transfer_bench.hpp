@@ -19,13 +19,13 @@ struct transfer_options {
   uint32_t connections = 4;             ///< data-plane connections to the peer
   uint32_t window_chunks = 64;          ///< data_plane.window_chunks (the deployment default)
   uint64_t window_bytes = 256ull << 20; ///< data_plane.window_bytes (the deployment default)
-  uint32_t pool_buffers = 16; ///< receive and send pool buffers (the deployment default)
+  uint32_t pool_buffers = 16;           ///< receive and send pool buffers (the deployment default)
   int repeat = 3;                       ///< each figure is the best of this many runs
   std::string pace;                     ///< data-plane pacing rate ("950mbit"); empty = none
   std::string link_rate;                ///< the link's rate ("1gbit"): prints utilisation
   /// Two-process mode (e.g. two network namespaces). The server binds `--listen`
-  /// tcp://HOST:PORT and PORT+1 (raw ZeroMQ), PORT+2 (control plane), PORT+5 (plain TCP); the client
-  /// binds on `client_host` PORT+3 (control plane) and PORT+4 (its data plane).
+  /// tcp://HOST:PORT and PORT+1 (raw ZeroMQ), PORT+2 (control plane), PORT+5 (plain TCP); the
+  /// client binds on `client_host` PORT+3 (control plane) and PORT+4 (its data plane).
   std::string listen;        ///< run the server here until SIGTERM/SIGINT
   std::string peer_endpoint; ///< run the client against this server
   std::string client_host = "127.0.0.1";

@@ -146,8 +146,7 @@ pool_buffer buffer_pool::take_locked() {
   st_->free.pop_back();
   ++st_->acquired;
   st_->peak_in_use = std::max<uint32_t>(st_->peak_in_use, count_ - uint32_t(st_->free.size()));
-  return pool_buffer{shared_from_this(), slot, base_ + size_t{slot} * buffer_bytes_,
-                     buffer_bytes_};
+  return pool_buffer{shared_from_this(), slot, base_ + size_t{slot} * buffer_bytes_, buffer_bytes_};
 }
 
 pool_buffer buffer_pool::try_acquire() {
@@ -185,9 +184,9 @@ uint32_t buffer_pool::available() const {
 
 buffer_pool_stats buffer_pool::stats() const {
   std::lock_guard<std::mutex> guard{st_->mtx};
-  return {count_,       static_cast<uint32_t>(st_->free.size()),
+  return {count_,           static_cast<uint32_t>(st_->free.size()),
           st_->peak_in_use, st_->acquired,
-          st_->exhausted, huge_pages_,
+          st_->exhausted,   huge_pages_,
           prefaulted_};
 }
 

@@ -373,6 +373,55 @@ void zmq_data_plane_impl::shutdown_io() {
   log_->info("data_plane_stopped node={}", cfg_.node);
 }
 
+// -- peers ---------------------------------------------------------------------------
+
+dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
+  auto i = peers_.find(name);
+  if (i != peers_.end())
+    return i->second.get();
+  auto ep = cfg_.peers.find(name);
+  if (ep == cfg_.peers.end())
+    return nullptr;
+  auto l = cfg_.links.find(name);
+  auto link = l == cfg_.links.end() ? cfg_.default_link : l->second;
+  auto p = std::make_unique<dp_peer>(name, ep->second, link, dp_clock::now());
+  auto& bh = cfg_.faults.blackhole_peers;
+  p->blackhole = std::find(bh.begin(), bh.end(), name) != bh.end();
+  prometheus::Labels lbl{{"peer", name}};
+  p->bytes_sent = &metrics_.counter("prfaas_data_bytes_sent_total",
+                                    "Data-plane payload bytes sent, re-sends included", lbl);
+  p->chunks_sent = &metrics_.counter("prfaas_data_chunks_sent_total",
+                                     "Data-plane chunk transmissions, re-sends included", lbl);
+  p->retransmits = &metrics_.counter("prfaas_data_retransmits_total",
+                                     "Data-plane chunks sent again (timeout, loss or nack)", lbl);
+  p->in_flight_gauge = &metrics_.gauge("prfaas_data_bytes_in_flight",
+                                       "Data-plane bytes sent and not yet acknowledged", lbl);
+  p->queued_gauge = &metrics_.gauge(
+      "prfaas_data_bytes_queued", "Data-plane bytes pushed and waiting for credit or pacing", lbl);
+  return peers_.emplace(name, std::move(p)).first->second.get();
+}
+
+void zmq_data_plane_impl::connect(dp_peer& p) {
+  for (uint32_t k = 0; k < p.link.connections; ++k) {
+    dp_connection c;
+    c.socket = zmq::socket_t{ctx_, zmq::socket_type::dealer};
+    configure(c.socket);
+    // Unique per connection and per instance: a restarted node never hands over
+    // (steals) the live connections of another instance of the same name.
+    c.socket.set(zmq::sockopt::routing_id,
+                 cfg_.node + "/" + std::to_string(k) + "/" + identity_nonce_);
+    c.socket.set(zmq::sockopt::immediate, 1); // no queueing into a connection not yet up
+    c.socket.set(zmq::sockopt::reconnect_ivl, 100);
+    c.socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
+    if (cfg_.security)
+      curve_client(c.socket, *cfg_.security, p.name);
+    c.socket.connect(p.endpoint);
+    p.conns.push_back(std::move(c));
+  }
+  log_->info("data_peer_connecting peer={} endpoint={} connections={} rate_bps={}", p.name,
+             p.endpoint, p.link.connections, p.link.rate_bps);
+}
+
 // -- bookkeeping ---------------------------------------------------------------------
 
 void zmq_data_plane_impl::drop_frame(const char* reason) {

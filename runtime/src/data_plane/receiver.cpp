@@ -93,182 +93,48 @@ void zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const dat
   }
 }
 
+void zmq_data_plane_impl::answer(const zmq::message_t& identity, const data_wire::header& h,
+                                 data_wire::kind k, uint16_t flags, const std::string* body,
+                                 uint32_t credit) {
+  data_wire::header a;
+  a.k = k;
+  a.id = h.id;
+  a.index = h.index;
+  a.seq = h.seq;
+  a.flags = flags;
+  a.credit = credit;
+  a.source = cfg_.node;
+  reply_header(identity, a, body);
+}
+
+void zmq_data_plane_impl::refuse(const zmq::message_t& identity, const data_wire::header& h,
+                                 const std::string& reason) {
+  log_->info("data_transfer_refused id={} source={} sink={} reason=\"{}\"", h.id, h.source, h.sink,
+             reason);
+  answer(identity, h, data_wire::kind::refuse, 0, &reason);
+}
+
+prometheus::Counter&
+zmq_data_plane_impl::peer_counter(std::map<std::string, prometheus::Counter*>& cache,
+                                  const std::string& peer, const char* name, const char* help) {
+  auto c = cache.find(peer);
+  if (c == cache.end())
+    c = cache.emplace(peer, &metrics_.counter(name, help, {{"peer", peer}})).first;
+  return *c->second;
+}
+
 void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_wire::header& h,
                                      zmq::message_t* payload) {
   using data_wire::kind;
-  auto now = dp_clock::now();
-  auto key = std::make_pair(h.source, h.id);
-  auto answer = [&](kind k, uint16_t flags = 0, const std::string* body = nullptr,
-                    uint32_t credit = 0) {
-    data_wire::header a;
-    a.k = k;
-    a.id = h.id;
-    a.index = h.index;
-    a.seq = h.seq;
-    a.flags = flags;
-    a.credit = credit;
-    a.source = cfg_.node;
-    reply_header(identity, a, body);
-  };
-  auto refuse = [&](const std::string& reason) {
-    log_->info("data_transfer_refused id={} source={} sink={} reason=\"{}\"", h.id, h.source,
-               h.sink, reason);
-    answer(kind::refuse, 0, &reason);
-  };
-  auto refuse_unknown = [&] {
-    drop_frame("unknown_transfer");
-    refuse("unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
-  };
-  auto forget = [&](const std::string& reason) {
-    if (auto it = inbound_.find(key); it != inbound_.end())
-      drop_inbound(it, reason);
-  };
-  // A per-peer counter, found once and kept in `cache`.
-  auto peer_counter = [&](std::map<std::string, prometheus::Counter*>& cache, const char* name,
-                          const char* help) -> prometheus::Counter& {
-    auto c = cache.find(h.source);
-    if (c == cache.end())
-      c = cache.emplace(h.source, &metrics_.counter(name, help, {{"peer", h.source}})).first;
-    return *c->second;
-  };
-  auto from = [&] { return std::string{static_cast<const char*>(identity.data()), identity.size()}; };
-
   switch (h.k) {
-  case kind::open: {
-    if (!sink_for(h.sink)) {
-      forget("re-opened for sink '" + h.sink + "', which is not here");
-      refuse("no sink '" + h.sink + "' on node '" + cfg_.node + "'");
-      return;
-    }
-    auto [it, fresh] = inbound_.try_emplace(key);
-    auto& in = it->second;
-    in.last_activity = now;
-    in.reply_to = from();
-    if (in.delivered) {
-      answer(kind::done); // an earlier attempt already delivered it
-      return;
-    }
-    if (fresh) {
-      in.source = h.source;
-      in.id = h.id;
-      in.stats.opened = now;
-    } else if (in.sink != h.sink) {
-      // The same id for another sink: not a resume. Start over.
-      auto reason = "re-opened for sink '" + h.sink + "'";
-      drop_inbound(it, reason);
-      auto& again = inbound_[key];
-      again.source = h.source;
-      again.id = h.id;
-      again.reply_to = from();
-      again.last_activity = now;
-      again.stats.opened = now;
-      it = inbound_.find(key);
-    }
-    auto& cur = it->second;
-    cur.sink = h.sink;
-    cur.meta = payload != nullptr ? payload->to_string() : std::string{};
-    grant(cur);
-    std::vector<data_wire::held_chunk> held;
-    held.reserve(cur.arrived());
-    for (uint32_t i = 0; i < cur.streamed.size(); ++i)
-      held.push_back({i, cur.streamed[i]});
-    for (auto& [index, c] : cur.pending)
-      held.push_back({index, c.second});
-    auto body = data_wire::encode_held(held);
-    if (!held.empty())
-      log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
-    answer(kind::ack, data_wire::flag_open, &body, cur.limit);
-    return;
-  }
-  case kind::chunk: {
-    if (payload == nullptr) {
-      drop_frame("malformed");
-      return;
-    }
-    if (payload->size() > cfg_.max_chunk_bytes) {
-      drop_frame("oversized");
-      auto reason = "chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
-                    " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes);
-      forget(reason);
-      refuse(reason);
-      return;
-    }
-    auto it = inbound_.find(key);
-    if (it == inbound_.end())
-      return refuse_unknown();
-    auto& in = it->second;
-    in.last_activity = now;
-    in.reply_to = from();
-    if (in.delivered) {
-      answer(kind::done);
-      return;
-    }
-    if ((in.total && h.index >= *in.total) || (h.has_total() && h.index >= h.total)) {
-      drop_frame("malformed");
-      return;
-    }
-    if (in.has(h.index)) {
-      ++in.stats.retransmits; // a re-send of what we have: answer again
-      answer(kind::ack, 0, nullptr, in.limit);
-      return;
-    }
-    auto data = static_cast<const std::byte*>(payload->data());
-    if (data_wire::checksum(data, payload->size()) != h.checksum) {
-      ++in.stats.corrupted;
-      peer_counter(corrupt_, "prfaas_data_corrupt_chunks_total",
-                   "Data-plane chunks that failed their checksum")
-          .Increment();
-      log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
-      answer(kind::nack, 0, nullptr, in.limit);
-      return;
-    }
-    auto size = payload->size();
-    auto bytes = land(in, h.index, *payload);
-    if (!bytes) {
-      // Sent beyond its grant with no spare buffer: unanswered, so it is re-sent.
-      drop_frame("no_credit");
-      return;
-    }
-    peer_counter(received_bytes_, "prfaas_data_bytes_received_total",
-                 "Data-plane payload bytes received intact")
-        .Increment(static_cast<double>(size));
-    in.stats.bytes += size;
-    ++in.stats.chunks;
-    in.pending.emplace(h.index, std::make_pair(std::move(bytes), h.checksum));
-    if (h.has_total() && !in.total)
-      in.total = h.total;
-    recount(in);
-    if (!stream_ready(in, identity))
-      return; // the sink went away: refused and forgotten
-    grant(in);
-    answer(kind::ack, 0, nullptr, in.limit);
-    maybe_deliver(key, identity);
-    return;
-  }
-  case kind::done: {
-    auto it = inbound_.find(key);
-    if (it == inbound_.end())
-      return refuse_unknown();
-    auto& in = it->second;
-    in.last_activity = now;
-    in.reply_to = from();
-    if (in.delivered) {
-      answer(kind::done);
-      return;
-    }
-    if (!h.has_total() || in.streamed.size() > h.total ||
-        (!in.pending.empty() && in.pending.rbegin()->first >= h.total)) {
-      drop_frame("malformed");
-      return;
-    }
-    in.total = h.total;
-    if (in.stats.finished == dp_clock::time_point{})
-      in.stats.finished = now;
-    maybe_deliver(key, identity);
-    return;
-  }
+  case kind::open:
+    return inbound_open(identity, h, payload);
+  case kind::chunk:
+    return inbound_chunk(identity, h, payload);
+  case kind::done:
+    return inbound_done(identity, h);
   case kind::cancel:
-    if (auto it = inbound_.find(key); it != inbound_.end() && !it->second.delivered) {
+    if (auto it = inbound_.find({h.source, h.id}); it != inbound_.end() && !it->second.delivered) {
       log_->info("data_transfer_cancelled id={} source={}", h.id, h.source);
       drop_inbound(it, "cancelled by the sender");
     }
@@ -277,6 +143,159 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
     drop_frame("unexpected_kind");
     return;
   }
+}
+
+namespace {
+
+std::string routing_id(const zmq::message_t& identity) {
+  return {static_cast<const char*>(identity.data()), identity.size()};
+}
+
+} // namespace
+
+void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const data_wire::header& h,
+                                       zmq::message_t* payload) {
+  auto key = std::make_pair(h.source, h.id);
+  auto now = dp_clock::now();
+  if (!sink_for(h.sink)) {
+    if (auto it = inbound_.find(key); it != inbound_.end())
+      drop_inbound(it, "re-opened for sink '" + h.sink + "', which is not here");
+    refuse(identity, h, "no sink '" + h.sink + "' on node '" + cfg_.node + "'");
+    return;
+  }
+  auto it = inbound_.find(key);
+  if (it != inbound_.end() && !it->second.delivered && it->second.sink != h.sink) {
+    // The same id for another sink: not a resume. Start over.
+    drop_inbound(it, "re-opened for sink '" + h.sink + "'");
+    it = inbound_.end();
+  }
+  if (it == inbound_.end()) {
+    it = inbound_.try_emplace(key).first;
+    it->second.source = h.source;
+    it->second.id = h.id;
+    it->second.stats.opened = now;
+  }
+  auto& in = it->second;
+  in.last_activity = now;
+  in.reply_to = routing_id(identity);
+  if (in.delivered) {
+    answer(identity, h, data_wire::kind::done); // an earlier attempt already delivered it
+    return;
+  }
+  in.sink = h.sink;
+  in.meta = payload != nullptr ? payload->to_string() : std::string{};
+  grant(in);
+  std::vector<data_wire::held_chunk> held;
+  held.reserve(in.arrived());
+  for (uint32_t i = 0; i < in.streamed.size(); ++i)
+    held.push_back({i, in.streamed[i]});
+  for (auto& [index, c] : in.pending)
+    held.push_back({index, c.second});
+  auto body = data_wire::encode_held(held);
+  if (!held.empty())
+    log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
+  answer(identity, h, data_wire::kind::ack, data_wire::flag_open, &body, in.limit);
+}
+
+void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const data_wire::header& h,
+                                        zmq::message_t* payload) {
+  using data_wire::kind;
+  auto key = std::make_pair(h.source, h.id);
+  if (payload == nullptr) {
+    drop_frame("malformed");
+    return;
+  }
+  if (payload->size() > cfg_.max_chunk_bytes) {
+    drop_frame("oversized");
+    auto reason = "chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
+                  " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes);
+    if (auto it = inbound_.find(key); it != inbound_.end())
+      drop_inbound(it, reason);
+    refuse(identity, h, reason);
+    return;
+  }
+  auto it = inbound_.find(key);
+  if (it == inbound_.end()) {
+    drop_frame("unknown_transfer");
+    refuse(identity, h,
+           "unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
+    return;
+  }
+  auto& in = it->second;
+  in.last_activity = dp_clock::now();
+  in.reply_to = routing_id(identity);
+  if (in.delivered) {
+    answer(identity, h, kind::done);
+    return;
+  }
+  if ((in.total && h.index >= *in.total) || (h.has_total() && h.index >= h.total)) {
+    drop_frame("malformed");
+    return;
+  }
+  if (in.has(h.index)) {
+    ++in.stats.retransmits; // a re-send of what we have: answer again
+    answer(identity, h, kind::ack, 0, nullptr, in.limit);
+    return;
+  }
+  auto data = static_cast<const std::byte*>(payload->data());
+  if (data_wire::checksum(data, payload->size()) != h.checksum) {
+    ++in.stats.corrupted;
+    peer_counter(corrupt_, h.source, "prfaas_data_corrupt_chunks_total",
+                 "Data-plane chunks that failed their checksum")
+        .Increment();
+    log_->info("data_chunk_corrupt id={} chunk={} source={}", h.id, h.index, h.source);
+    answer(identity, h, kind::nack, 0, nullptr, in.limit);
+    return;
+  }
+  auto size = payload->size();
+  auto bytes = land(in, h.index, *payload);
+  if (!bytes) {
+    // Sent beyond its grant with no spare buffer: unanswered, so it is re-sent.
+    drop_frame("no_credit");
+    return;
+  }
+  peer_counter(received_bytes_, h.source, "prfaas_data_bytes_received_total",
+               "Data-plane payload bytes received intact")
+      .Increment(static_cast<double>(size));
+  in.stats.bytes += size;
+  ++in.stats.chunks;
+  in.pending.emplace(h.index, std::make_pair(std::move(bytes), h.checksum));
+  if (h.has_total() && !in.total)
+    in.total = h.total;
+  recount(in);
+  if (!stream_ready(in, identity))
+    return; // the sink went away: refused and forgotten
+  grant(in);
+  answer(identity, h, kind::ack, 0, nullptr, in.limit);
+  maybe_deliver(key, identity);
+}
+
+void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const data_wire::header& h) {
+  auto key = std::make_pair(h.source, h.id);
+  auto it = inbound_.find(key);
+  if (it == inbound_.end()) {
+    drop_frame("unknown_transfer");
+    refuse(identity, h,
+           "unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
+    return;
+  }
+  auto& in = it->second;
+  auto now = dp_clock::now();
+  in.last_activity = now;
+  in.reply_to = routing_id(identity);
+  if (in.delivered) {
+    answer(identity, h, data_wire::kind::done);
+    return;
+  }
+  if (!h.has_total() || in.streamed.size() > h.total ||
+      (!in.pending.empty() && in.pending.rbegin()->first >= h.total)) {
+    drop_frame("malformed");
+    return;
+  }
+  in.total = h.total;
+  if (in.stats.finished == dp_clock::time_point{})
+    in.stats.finished = now;
+  maybe_deliver(key, identity);
 }
 
 // -- buffers and credit --------------------------------------------------------------
@@ -308,7 +327,8 @@ bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::me
 void zmq_data_plane_impl::recount(inbound_transfer& in) {
   // Granted indices (below `limit`) that have not arrived.
   uint32_t below = static_cast<uint32_t>(std::min<size_t>(in.streamed.size(), in.limit));
-  below += static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
+  below +=
+      static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
   const uint32_t want = in.limit > below ? in.limit - below : 0;
   rx_reserved_ = rx_reserved_ - in.reserved + want;
   in.reserved = want;
@@ -321,18 +341,20 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in) {
   uint32_t limit = in.limit;
   if (!rx_pool_) {
     // No pool: a window of chunks past the first one missing, as before pools.
-    limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
+    limit =
+        std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
   } else {
     uint32_t active = 0;
     for (auto& [_, other] : inbound_)
       active += other.delivered ? 0 : 1;
-    const uint32_t share = std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
+    const uint32_t share =
+        std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
     const uint32_t target = std::min(cfg_.window_chunks, share);
     const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
     const uint64_t available = rx_pool_->available();
     const uint64_t spare = available > rx_reserved_ ? available - rx_reserved_ : 0;
-    const uint32_t add = static_cast<uint32_t>(
-        std::min<uint64_t>(target > used ? target - used : 0, spare));
+    const uint32_t add =
+        static_cast<uint32_t>(std::min<uint64_t>(target > used ? target - used : 0, spare));
     // Grants run from the first index missing; never behind what was granted.
     limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size())) + add;
     if (add == 0)

@@ -76,7 +76,7 @@ struct outbound_transfer {
   uint32_t acked = 0;
   /// The receiver's grant: chunks with a lower index may be sent (0 until the OPEN ack).
   uint32_t limit = 0;
-  dp_clock::time_point limit_at{}; ///< when the grant last grew (or was asked for)
+  dp_clock::time_point limit_at{};             ///< when the grant last grew (or was asked for)
   std::unordered_map<uint32_t, uint64_t> held; ///< receiver already holds (resume)
   bool finished = false;
   bool done_sent = false;
@@ -230,6 +230,18 @@ private:
                   zmq::message_t* payload);
   void reply_header(const zmq::message_t& identity, const data_wire::header& h,
                     const std::string* payload);
+  /// Answers frame `h` on `identity` with a frame of kind `k`.
+  void answer(const zmq::message_t& identity, const data_wire::header& h, data_wire::kind k,
+              uint16_t flags = 0, const std::string* body = nullptr, uint32_t credit = 0);
+  void refuse(const zmq::message_t& identity, const data_wire::header& h,
+              const std::string& reason);
+  prometheus::Counter& peer_counter(std::map<std::string, prometheus::Counter*>& cache,
+                                    const std::string& peer, const char* name, const char* help);
+  void inbound_open(const zmq::message_t& identity, const data_wire::header& h,
+                    zmq::message_t* payload);
+  void inbound_chunk(const zmq::message_t& identity, const data_wire::header& h,
+                     zmq::message_t* payload);
+  void inbound_done(const zmq::message_t& identity, const data_wire::header& h);
   /// Hands the chunks that follow the streamed ones to the sink; false (and the
   /// transfer refused and forgotten) when the sink is gone.
   bool stream_ready(inbound_transfer& in, const zmq::message_t& identity);
