@@ -340,6 +340,7 @@ void zmq_data_plane_impl::run() {
     pump(now);
     if (now - last_expiry_ >= std::chrono::milliseconds(100)) {
       expire_inbound(now);
+      release_idle(now);
       last_expiry_ = now;
     }
     publish_links(now);

@@ -176,7 +176,7 @@ void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const dat
     it->second.stats.opened = now;
   }
   auto& in = it->second;
-  in.last_activity = now;
+  touch(in, now);
   in.reply_to = routing_id(identity);
   if (in.delivered) {
     answer(identity, h, data_wire::kind::done); // an earlier attempt already delivered it
@@ -222,7 +222,7 @@ void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const da
     return;
   }
   auto& in = it->second;
-  in.last_activity = dp_clock::now();
+  touch(in, dp_clock::now());
   in.reply_to = routing_id(identity);
   if (in.delivered) {
     answer(identity, h, kind::done);
@@ -281,7 +281,7 @@ void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const dat
   }
   auto& in = it->second;
   auto now = dp_clock::now();
-  in.last_activity = now;
+  touch(in, now);
   in.reply_to = routing_id(identity);
   if (in.delivered) {
     answer(identity, h, data_wire::kind::done);
@@ -329,13 +329,13 @@ void zmq_data_plane_impl::recount(inbound_transfer& in) {
   uint32_t below = static_cast<uint32_t>(std::min<size_t>(in.streamed.size(), in.limit));
   below +=
       static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
-  const uint32_t want = in.limit > below ? in.limit - below : 0;
+  const uint32_t want = in.idle ? 0 : in.limit > below ? in.limit - below : 0;
   rx_reserved_ = rx_reserved_ - in.reserved + want;
   in.reserved = want;
 }
 
 bool zmq_data_plane_impl::grant(inbound_transfer& in) {
-  if (in.delivered)
+  if (in.delivered || in.idle)
     return false;
   const uint32_t cap = in.total ? *in.total : UINT32_MAX;
   uint32_t limit = in.limit;
@@ -346,7 +346,7 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in) {
   } else {
     uint32_t active = 0;
     for (auto& [_, other] : inbound_)
-      active += other.delivered ? 0 : 1;
+      active += other.delivered || other.idle ? 0 : 1;
     const uint32_t share =
         std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
     const uint32_t target = std::min(cfg_.window_chunks, share);
@@ -366,6 +366,28 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in) {
   in.limit = limit;
   recount(in);
   return true;
+}
+
+void zmq_data_plane_impl::touch(inbound_transfer& in, dp_clock::time_point now) {
+  in.last_activity = now;
+  if (in.idle) {
+    in.idle = false;
+    recount(in);
+  }
+}
+
+void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
+  const auto quiet = 2 * cfg_.chunk_timeout;
+  bool freed = false;
+  for (auto& [_, in] : inbound_) {
+    if (in.delivered || in.idle || in.reserved == 0 || now - in.last_activity < quiet)
+      continue;
+    in.idle = true;
+    recount(in);
+    freed = true;
+  }
+  if (freed)
+    regrant();
 }
 
 void zmq_data_plane_impl::regrant() {

@@ -133,6 +133,10 @@ struct inbound_transfer {
   std::optional<uint32_t> total;
   uint32_t limit = 0;
   uint32_t reserved = 0;
+  /// Nothing arrived for a while (a sender that died, or is computing): its reserved
+  /// buffers were given back; the grant stands, and a chunk arriving against it takes a
+  /// spare buffer (or is dropped unanswered and re-sent).
+  bool idle = false;
   std::string reply_to; ///< routing id of the sender's latest frame: credit goes there
   bool delivered = false;
   dp_clock::time_point last_activity{};
@@ -260,6 +264,11 @@ private:
   bool grant(inbound_transfer& in);
   /// Offers freed buffers to transfers waiting for credit (CREDIT frames).
   void regrant();
+  /// Gives back the reservations of transfers nothing arrived for in a while, so a dead
+  /// sender's grant does not starve the others.
+  void release_idle(dp_clock::time_point now);
+  /// The transfer is active again (a frame arrived): it may reserve again.
+  void touch(inbound_transfer& in, dp_clock::time_point now);
   std::shared_ptr<stream_handlers> sink_for(const std::string& sink);
 
   data_plane_config cfg_;

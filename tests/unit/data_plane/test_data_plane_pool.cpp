@@ -211,3 +211,26 @@ TEST_CASE("data plane pool: pushed send pool buffers return once acknowledged") 
   require_identical(p.got.find(5), sent);
   CHECK(eventually([&] { return pool->available() == 4; }));
 }
+
+TEST_CASE("data plane pool: a sender that stops sending gives its reserved buffers back") {
+  // Three receive buffers. Transfer 10 sends one chunk and then nothing (its producer
+  // stalls, or its node died): its grant reserves every buffer. Transfer 11 must not
+  // wait for 10 to time out.
+  pool_pair p{3};
+  auto first = make_chunks(1, 10 << 10, 15);
+  p.a->open(10, "b", "s", "m", p.done.handler());
+  p.a->push(10, first[0]);
+  REQUIRE(p.rec.wait([&] { return p.rec.indices_[10].size() == 1; }));
+  auto chunks = make_chunks(8, 30 << 10, 16);
+  p.send_to_stream(11, chunks);
+  REQUIRE(p.done.wait(1));
+  REQUIRE(p.done.get(11).ok);
+  CHECK(p.done.calls(10) == 0); // 10 is still open: 11 did not wait for its end
+  REQUIRE(p.rec.wait([&] { return p.rec.ends_[11] == 1; }));
+  CHECK(p.rec.bytes(11) == chunks);
+  // And 10 still completes when its producer goes on.
+  p.a->push(10, first[0]);
+  p.a->finish(10);
+  REQUIRE(p.done.wait(2));
+  CHECK(p.done.get(10).ok);
+}
