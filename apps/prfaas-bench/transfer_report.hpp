@@ -20,6 +20,7 @@ struct cost {
 
 struct figures {
   double gbps = 0, tcp_gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
+  double gbps_pinged = 0; ///< the data plane while the control plane is pinged
   std::optional<double> iperf_gbps;
   std::string iperf_why;
   double idle_p50_us = 0, idle_p99_us = 0, load_p50_us = 0, load_p99_us = 0;

@@ -151,6 +151,7 @@ void zmq_data_plane_impl::start() {
     throw std::runtime_error("data plane: cannot bind " + cfg_.bind + ": " + e.what());
   }
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+  bulk_listen();
   log_->info("data_plane_started node={} endpoint={} peers={}", cfg_.node, endpoint_,
              cfg_.peers.size());
   io_ = std::thread{[this] {
@@ -311,6 +312,7 @@ void zmq_data_plane_impl::run() {
     for (auto& [_, p] : peers_)
       for (auto& c : p->conns)
         items.push_back({c.socket.handle(), 0, ZMQ_POLLIN, 0});
+    bulk_poll_items(items);
     auto wait = *next_wake(now);
     // Round up so that a wait of 0.3 ms does not become a busy loop of 0 ms polls.
     auto ms = std::chrono::ceil<std::chrono::milliseconds>(wait);
@@ -329,6 +331,7 @@ void zmq_data_plane_impl::run() {
       monitor_->drain();
     process_commands();
     drain_inbound();
+    bulk_after_poll(items);
     if (wake_->released.exchange(false))
       regrant();
     for (auto& [_, p] : peers_)
@@ -367,6 +370,7 @@ void zmq_data_plane_impl::shutdown_io() {
   for (auto& [_, p] : peers_)
     for (auto& c : p->conns)
       c.socket.close();
+  bulk_close_all();
   monitor_.reset(); // stops monitoring while the socket is open; closes its PAIR
   router_.close();
   inbound_.clear();
@@ -421,6 +425,34 @@ void zmq_data_plane_impl::connect(dp_peer& p) {
   }
   log_->info("data_peer_connecting peer={} endpoint={} connections={} rate_bps={}", p.name,
              p.endpoint, p.link.connections, p.link.rate_bps);
+}
+
+// -- timeouts ------------------------------------------------------------------------
+
+std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
+  std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink +
+                  " not confirmed within " + format_duration(cfg_.transfer_timeout) +
+                  " of its producer's last step: ";
+  if (!t.accepted)
+    return s + "the peer never answered OPEN";
+  s += std::to_string(t.acked) + "/" + std::to_string(t.chunks.size()) + " chunks acknowledged";
+  for (size_t i = 0; i < t.chunks.size(); ++i)
+    if (t.chunks[i].st != out_chunk::state::acked) {
+      s += ", chunk " + std::to_string(i) + " unacknowledged";
+      break;
+    }
+  if (!t.finished)
+    s += ", not finished by the producer";
+  return s;
+}
+
+void zmq_data_plane_impl::check_timeouts(dp_clock::time_point now) {
+  std::vector<uint64_t> late;
+  for (auto& [id, t] : outbound_)
+    if (now >= t.deadline)
+      late.push_back(id);
+  for (auto id : late)
+    complete(id, false, "timeout: " + fail_detail(outbound_.at(id)), "timeout");
 }
 
 // -- bookkeeping ---------------------------------------------------------------------

@@ -95,11 +95,12 @@ void zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const dat
 
 void zmq_data_plane_impl::answer(const zmq::message_t& identity, const data_wire::header& h,
                                  data_wire::kind k, uint16_t flags, const std::string* body,
-                                 uint32_t credit) {
+                                 uint32_t credit, uint32_t total) {
   data_wire::header a;
   a.k = k;
   a.id = h.id;
   a.index = h.index;
+  a.total = total;
   a.seq = h.seq;
   a.flags = flags;
   a.credit = credit;
@@ -112,6 +113,18 @@ void zmq_data_plane_impl::refuse(const zmq::message_t& identity, const data_wire
   log_->info("data_transfer_refused id={} source={} sink={} reason=\"{}\"", h.id, h.source, h.sink,
              reason);
   answer(identity, h, data_wire::kind::refuse, 0, &reason);
+}
+
+prometheus::Counter& zmq_data_plane_impl::path_counter(const char* path) {
+  auto c = chunk_paths_.find(path);
+  if (c == chunk_paths_.end())
+    c = chunk_paths_
+            .emplace(path, &metrics_.counter("prfaas_data_chunks_received_total",
+                                             "Data-plane chunk frames taken, by path (tcp: the "
+                                             "bulk connections; zmq: the ZeroMQ ones)",
+                                             {{"path", path}}))
+            .first;
+  return *c->second;
 }
 
 prometheus::Counter&
@@ -194,51 +207,44 @@ void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const dat
   auto body = data_wire::encode_held(held);
   if (!held.empty())
     log_->info("data_transfer_resume id={} source={} held={}", h.id, h.source, held.size());
-  answer(identity, h, data_wire::kind::ack, data_wire::flag_open, &body, in.limit);
+  // With the bulk path on, every answer to OPEN names its port.
+  const uint16_t flags = data_wire::flag_open | (bulk_port_ != 0 ? data_wire::flag_bulk : 0);
+  answer(identity, h, data_wire::kind::ack, flags, &body, in.limit, bulk_port_);
 }
 
-void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const data_wire::header& h,
-                                        zmq::message_t* payload) {
-  using data_wire::kind;
-  auto key = std::make_pair(h.source, h.id);
-  if (payload == nullptr) {
-    drop_frame("malformed");
-    return;
-  }
-  if (payload->size() > cfg_.max_chunk_bytes) {
-    drop_frame("oversized");
-    auto reason = "chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
-                  " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes);
-    if (auto it = inbound_.find(key); it != inbound_.end())
-      drop_inbound(it, reason);
-    refuse(identity, h, reason);
-    return;
-  }
-  auto it = inbound_.find(key);
+inbound_transfer* zmq_data_plane_impl::chunk_target(const zmq::message_t& identity,
+                                                    const data_wire::header& h) {
+  auto it = inbound_.find({h.source, h.id});
   if (it == inbound_.end()) {
     drop_frame("unknown_transfer");
     refuse(identity, h,
            "unknown transfer " + std::to_string(h.id) + " (never opened here, or expired)");
-    return;
+    return nullptr;
   }
   auto& in = it->second;
   touch(in, dp_clock::now());
   in.reply_to = routing_id(identity);
   if (in.delivered) {
-    answer(identity, h, kind::done);
-    return;
+    answer(identity, h, data_wire::kind::done);
+    return nullptr;
   }
   if ((in.total && h.index >= *in.total) || (h.has_total() && h.index >= h.total)) {
     drop_frame("malformed");
-    return;
+    return nullptr;
   }
   if (in.has(h.index)) {
     ++in.stats.retransmits; // a re-send of what we have: answer again
-    answer(identity, h, kind::ack, 0, nullptr, in.limit);
-    return;
+    answer(identity, h, data_wire::kind::ack, 0, nullptr, in.limit);
+    return nullptr;
   }
-  auto data = static_cast<const std::byte*>(payload->data());
-  if (data_wire::checksum(data, payload->size()) != h.checksum) {
+  return &in;
+}
+
+void zmq_data_plane_impl::chunk_accept(const zmq::message_t& identity, const data_wire::header& h,
+                                       inbound_transfer& in, const std::byte* data, size_t size,
+                                       bulk_ptr landed) {
+  using data_wire::kind;
+  if (data_wire::checksum(data, size) != h.checksum) {
     ++in.stats.corrupted;
     peer_counter(corrupt_, h.source, "prfaas_data_corrupt_chunks_total",
                  "Data-plane chunks that failed their checksum")
@@ -247,9 +253,7 @@ void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const da
     answer(identity, h, kind::nack, 0, nullptr, in.limit);
     return;
   }
-  auto size = payload->size();
-  auto bytes = land(in, h.index, *payload);
-  if (!bytes) {
+  if (!landed) {
     // Sent beyond its grant with no spare buffer: unanswered, so it is re-sent.
     drop_frame("no_credit");
     return;
@@ -259,7 +263,7 @@ void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const da
       .Increment(static_cast<double>(size));
   in.stats.bytes += size;
   ++in.stats.chunks;
-  in.pending.emplace(h.index, std::make_pair(std::move(bytes), h.checksum));
+  in.pending.emplace(h.index, std::make_pair(std::move(landed), h.checksum));
   if (h.has_total() && !in.total)
     in.total = h.total;
   recount(in);
@@ -267,7 +271,36 @@ void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const da
     return; // the sink went away: refused and forgotten
   grant(in);
   answer(identity, h, kind::ack, 0, nullptr, in.limit);
-  maybe_deliver(key, identity);
+  maybe_deliver({h.source, h.id}, identity);
+}
+
+void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const data_wire::header& h,
+                                        zmq::message_t* payload) {
+  if (payload == nullptr) {
+    drop_frame("malformed");
+    return;
+  }
+  if (payload->size() > cfg_.max_chunk_bytes) {
+    drop_frame("oversized");
+    auto reason = "chunk " + std::to_string(h.index) + " has " + std::to_string(payload->size()) +
+                  " bytes, above max_chunk_bytes " + std::to_string(cfg_.max_chunk_bytes);
+    if (auto it = inbound_.find({h.source, h.id}); it != inbound_.end())
+      drop_inbound(it, reason);
+    refuse(identity, h, reason);
+    return;
+  }
+  auto* in = chunk_target(identity, h);
+  if (in == nullptr)
+    return;
+  path_counter("zmq").Increment();
+  // The checksum is checked on the landed copy (a pool buffer) when there is one:
+  // the bytes are then read once from the message and once, warm, from the buffer.
+  const auto* data = static_cast<const std::byte*>(payload->data());
+  const auto size = payload->size();
+  auto landed = land(*in, h.index, *payload);
+  if (landed)
+    data = landed->data();
+  chunk_accept(identity, h, *in, data, size, std::move(landed));
 }
 
 void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const data_wire::header& h) {
@@ -303,9 +336,7 @@ void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const dat
 bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::message_t& payload) {
   if (!rx_pool_)
     return std::make_shared<zmq_chunk>(std::move(payload));
-  const bool granted = index < in.limit && in.reserved > 0;
-  const bool spare = rx_pool_->available() > rx_reserved_;
-  if (!granted && !spare)
+  if (!may_land(in, index))
     return nullptr;
   if (payload.size() > rx_pool_->buffer_bytes()) {
     // Larger than a pool buffer: kept as it arrived (one allocation, counted).
@@ -322,6 +353,13 @@ bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::me
   b.resize(payload.size());
   payload.rebuild(); // its memory goes back to the allocator now, warm for the next
   return std::move(b).share();
+}
+
+bool zmq_data_plane_impl::may_land(const inbound_transfer& in, uint32_t index) const {
+  if (!rx_pool_)
+    return true;
+  const bool granted = index < in.limit && in.reserved > 0;
+  return granted || rx_pool_->available() > rx_reserved_;
 }
 
 void zmq_data_plane_impl::recount(inbound_transfer& in) {

@@ -170,6 +170,8 @@ std::vector<size_t> zmq_data_plane_impl::by_load(const dp_peer& p) const {
 
 bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::header& h,
                                      const std::string* small, const chunk_bytes& bulk) {
+  if (h.k == data_wire::kind::chunk && bulk_send(p, conn, h, bulk))
+    return true; // on the bulk path (bulk.cpp)
   auto& s = p.conns[conn].socket;
   auto head = data_wire::encode(h);
   bool more = small != nullptr || bulk != nullptr;
@@ -468,6 +470,36 @@ void zmq_data_plane_impl::mark_acked(dp_peer& p, outbound_transfer& t, uint32_t 
   p.report.bytes_acked += c.size;
 }
 
+void zmq_data_plane_impl::on_open_ack(dp_peer& p, outbound_transfer& t, const data_wire::header& h,
+                                      const zmq::message_t* payload, dp_clock::time_point now) {
+  // The first answer to OPEN, or one to a re-sent OPEN (starved, or a lost answer):
+  // the receiver's grant, its bulk port and what it holds, current as of now.
+  t.accepted = true;
+  raise_limit(t, h.credit, now);
+  if (h.flags & data_wire::flag_bulk)
+    bulk_announced(p, static_cast<uint16_t>(h.total));
+  std::vector<data_wire::held_chunk> held;
+  if (payload == nullptr || !data_wire::decode_held(static_cast<const std::byte*>(payload->data()),
+                                                    payload->size(), held))
+    return;
+  for (auto& hc : held) {
+    if (hc.index >= t.chunks.size()) {
+      t.held[hc.index] = hc.checksum;
+      continue;
+    }
+    auto& c = t.chunks[hc.index];
+    if (c.st == out_chunk::state::queued && c.checksum == hc.checksum) {
+      c.st = out_chunk::state::acked;
+      c.data.reset();
+      ++t.acked;
+      t.queued_bytes -= c.size;
+      p.report.bytes_queued -= c.size;
+    }
+  }
+  if (!held.empty())
+    log_->info("data_transfer_resumed id={} peer={} held={}", t.id, p.name, held.size());
+}
+
 void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::header& h,
                                    const zmq::message_t* payload) {
   using data_wire::kind;
@@ -481,34 +513,8 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
   auto& cn = p.conns[conn];
   switch (h.k) {
   case kind::ack:
-    if (h.flags & data_wire::flag_open) {
-      // The first answer to OPEN, or one to a re-sent OPEN (starved, or a lost
-      // answer): the receiver's grant and what it holds, current as of now.
-      t.accepted = true;
-      raise_limit(t, h.credit, now);
-      std::vector<data_wire::held_chunk> held;
-      if (payload != nullptr &&
-          data_wire::decode_held(static_cast<const std::byte*>(payload->data()), payload->size(),
-                                 held)) {
-        for (auto& hc : held) {
-          if (hc.index < t.chunks.size()) {
-            auto& c = t.chunks[hc.index];
-            if (c.st == out_chunk::state::queued && c.checksum == hc.checksum) {
-              c.st = out_chunk::state::acked;
-              c.data.reset();
-              ++t.acked;
-              t.queued_bytes -= c.size;
-              p.report.bytes_queued -= c.size;
-            }
-          } else {
-            t.held[hc.index] = hc.checksum;
-          }
-        }
-        if (!held.empty())
-          log_->info("data_transfer_resumed id={} peer={} held={}", t.id, p.name, held.size());
-      }
-      return;
-    }
+    if (h.flags & data_wire::flag_open)
+      return on_open_ack(p, t, h, payload, now);
     cn.last_ack = now;
     cn.acked_seq = std::max(cn.acked_seq, h.seq);
     raise_limit(t, h.credit, now);
@@ -549,32 +555,6 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
 }
 
 // -- endings -------------------------------------------------------------------------
-
-std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
-  std::string s = "transfer " + std::to_string(t.id) + " to " + t.peer + "/" + t.sink +
-                  " not confirmed within " + format_duration(cfg_.transfer_timeout) +
-                  " of its producer's last step: ";
-  if (!t.accepted)
-    return s + "the peer never answered OPEN";
-  s += std::to_string(t.acked) + "/" + std::to_string(t.chunks.size()) + " chunks acknowledged";
-  for (size_t i = 0; i < t.chunks.size(); ++i)
-    if (t.chunks[i].st != out_chunk::state::acked) {
-      s += ", chunk " + std::to_string(i) + " unacknowledged";
-      break;
-    }
-  if (!t.finished)
-    s += ", not finished by the producer";
-  return s;
-}
-
-void zmq_data_plane_impl::check_timeouts(dp_clock::time_point now) {
-  std::vector<uint64_t> late;
-  for (auto& [id, t] : outbound_)
-    if (now >= t.deadline)
-      late.push_back(id);
-  for (auto id : late)
-    complete(id, false, "timeout: " + fail_detail(outbound_.at(id)), "timeout");
-}
 
 void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, const char* outcome) {
   auto it = outbound_.find(id);

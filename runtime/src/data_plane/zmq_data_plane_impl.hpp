@@ -86,6 +86,35 @@ struct outbound_transfer {
   transfer_stats stats;
 };
 
+/// Sender side of the bulk path: one TCP connection beside DEALER k of a peer, a queue
+/// of frames being written (the payload from the producer's buffer, no copy).
+struct bulk_out {
+  struct frame {
+    std::string head; ///< [u32 header length][u64 payload length][header]
+    chunk_bytes payload;
+    size_t written = 0; ///< of head + payload
+  };
+  int fd = -1;
+  bool connected = false;
+  std::deque<frame> queue;
+};
+
+/// Receiver side of the bulk path: one accepted connection, read frame by frame.
+struct bulk_in {
+  enum class part : uint8_t { hello, prefix, header, payload };
+  int fd = -1;
+  std::string reply_to; ///< the sender's DEALER routing id (from its hello): acks go there
+  part at = part::hello;
+  std::string buf; ///< bytes of the part being read (hello, prefix, header)
+  size_t need = 0; ///< bytes the part has in all
+  uint64_t payload_bytes = 0;
+  data_wire::header h;
+  pool_buffer into;             ///< where the payload lands (a receive pool buffer) ...
+  std::vector<std::byte> spill; ///< ... or here (no pool, larger than a buffer, discarded)
+  size_t got = 0;               ///< payload bytes read
+  bool discard = false;         ///< read and dropped (no credit, unknown transfer)
+};
+
 /// One DEALER to a peer.
 struct dp_connection {
   zmq::socket_t socket;
@@ -101,6 +130,8 @@ struct dp_peer {
   std::string endpoint;
   data_link_config link;
   std::vector<dp_connection> conns; ///< empty until first used
+  std::vector<bulk_out> bulk;       ///< beside conns, once the peer announced its bulk port
+  uint16_t bulk_port = 0;           ///< 0: chunks go on ZeroMQ
   token_bucket bucket;
   bool blackhole = false;      ///< fault: every frame to this peer vanishes
   std::vector<uint64_t> order; ///< its transfers, open order
@@ -223,10 +254,31 @@ private:
   void on_reply(dp_peer& p, size_t conn, const data_wire::header& h, const zmq::message_t* payload);
   void mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index, dp_clock::time_point now);
   void raise_limit(outbound_transfer& t, uint32_t limit, dp_clock::time_point now);
+  void on_open_ack(dp_peer& p, outbound_transfer& t, const data_wire::header& h,
+                   const zmq::message_t* payload, dp_clock::time_point now);
   void check_timeouts(dp_clock::time_point now);
   /// Runs `done` once and forgets the transfer.
   void complete(uint64_t id, bool ok, std::string error, const char* outcome);
   std::string fail_detail(const outbound_transfer& t) const;
+
+  // -- data_plane/bulk.cpp -----------------------------------------------------------
+  void bulk_listen();
+  void bulk_close_all();
+  /// Poll items for the bulk sockets; `bulk_poll_base_` is where they start.
+  void bulk_poll_items(std::vector<zmq::pollitem_t>& items);
+  void bulk_after_poll(const std::vector<zmq::pollitem_t>& items);
+  /// The peer announced (or re-announced) its bulk port.
+  void bulk_announced(dp_peer& p, uint16_t port);
+  /// Queues a CHUNK frame on bulk connection `conn`; false when it is not usable.
+  bool bulk_send(dp_peer& p, size_t conn, const data_wire::header& h, const chunk_bytes& payload);
+  void bulk_flush(dp_peer& p, size_t conn);
+  void bulk_fail(dp_peer& p, size_t conn, const char* what, int err);
+  void bulk_accept();
+  /// Reads what connection `i` has; false when it closed or broke the protocol.
+  bool bulk_read(bulk_in& c);
+  /// The header of a bulk frame is in; false when it breaks the protocol.
+  bool bulk_header_done(bulk_in& c);
+  void bulk_payload_done(bulk_in& c);
 
   // -- data_plane/receiver.cpp -------------------------------------------------------
   void drain_inbound();
@@ -236,9 +288,11 @@ private:
                     const std::string* payload);
   /// Answers frame `h` on `identity` with a frame of kind `k`.
   void answer(const zmq::message_t& identity, const data_wire::header& h, data_wire::kind k,
-              uint16_t flags = 0, const std::string* body = nullptr, uint32_t credit = 0);
+              uint16_t flags = 0, const std::string* body = nullptr, uint32_t credit = 0,
+              uint32_t total = 0);
   void refuse(const zmq::message_t& identity, const data_wire::header& h,
               const std::string& reason);
+  prometheus::Counter& path_counter(const char* path);
   prometheus::Counter& peer_counter(std::map<std::string, prometheus::Counter*>& cache,
                                     const std::string& peer, const char* name, const char* help);
   void inbound_open(const zmq::message_t& identity, const data_wire::header& h,
@@ -258,6 +312,15 @@ private:
   /// Lands a chunk's bytes: in a receive pool buffer when one is free for it, else
   /// kept as the message it arrived in. Null when neither credit nor a buffer is left.
   bulk_ptr land(inbound_transfer& in, uint32_t index, zmq::message_t& payload);
+  /// Whether chunk `index` may take a receive buffer now (granted, or a spare one).
+  bool may_land(const inbound_transfer& in, uint32_t index) const;
+  /// The transfer a CHUNK belongs to, when it is one to take; else null, the frame
+  /// answered (DONE, a repeated ACK, REFUSE) or dropped. Shared by both paths.
+  inbound_transfer* chunk_target(const zmq::message_t& identity, const data_wire::header& h);
+  /// Checks a chunk's `size` bytes at `data` and takes them (`landed`: where they lie,
+  /// null when no buffer was free); answers on `identity`. Shared by both paths.
+  void chunk_accept(const zmq::message_t& identity, const data_wire::header& h,
+                    inbound_transfer& in, const std::byte* data, size_t size, bulk_ptr landed);
   /// Recounts `in.reserved` for its grant and the chunks that arrived.
   void recount(inbound_transfer& in);
   /// Raises `in.limit` as free buffers allow; true when it grew.
@@ -309,6 +372,10 @@ private:
   std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;
   std::deque<delayed_frame> delayed_;
   uint64_t rx_reserved_ = 0; ///< sum of inbound `reserved`
+  int bulk_listen_fd_ = -1;  ///< -1: no bulk path here
+  uint16_t bulk_port_ = 0;
+  std::vector<std::unique_ptr<bulk_in>> bulk_in_;
+  size_t bulk_poll_base_ = 0;
   std::mt19937_64 rng_;
   bool faults_on_ = false;
   bool blocked_ = false; ///< a socket refused a frame: poll again soon
@@ -318,6 +385,7 @@ private:
   std::map<std::string, prometheus::Counter*> dropped_;
   std::map<std::string, prometheus::Counter*> corrupt_;
   std::map<std::string, prometheus::Counter*> received_bytes_;
+  std::map<std::string, prometheus::Counter*> chunk_paths_;
 };
 
 } // namespace prfaas::detail

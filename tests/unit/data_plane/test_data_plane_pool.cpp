@@ -234,3 +234,41 @@ TEST_CASE("data plane pool: a sender that stops sending gives its reserved buffe
   REQUIRE(p.done.wait(2));
   CHECK(p.done.get(10).ok);
 }
+
+TEST_CASE("data plane: chunks travel on the bulk TCP path by default, on ZeroMQ when asked") {
+  for (bool bulk : {true, false}) {
+    INFO("bulk_tcp " << bulk);
+    auto tweak = [bulk](data_plane_config& c) {
+      c.bulk_tcp = bulk;
+      c.receive_pool = {.buffer_bytes = 64 << 10, .buffers = 3};
+      c.default_link.connections = 2;
+    };
+    dp_pair p{tweak, tweak};
+    std::mt19937_64 rng{bulk ? 21u : 22u};
+    std::map<uint64_t, std::vector<std::vector<std::byte>>> sent;
+    for (uint64_t id = 1; id <= 6; ++id) {
+      std::vector<std::vector<std::byte>> chunks;
+      for (size_t i = 0, n = rng() % 10; i < n; ++i)
+        chunks.push_back(random_bytes(rng() % (90u << 10), rng())); // some above a buffer
+      p.send(id, chunks);
+      sent[id] = std::move(chunks);
+    }
+    REQUIRE(p.done.wait(6));
+    REQUIRE(p.got.wait(6));
+    uint64_t chunks = 0;
+    for (auto& [id, c] : sent) {
+      REQUIRE(p.done.get(id).ok);
+      require_identical(p.got.find(id), c);
+      chunks += c.size();
+    }
+    auto tcp = p.mb.counter_value("prfaas_data_chunks_received_total", {{"path", "tcp"}});
+    auto zmq = p.mb.counter_value("prfaas_data_chunks_received_total", {{"path", "zmq"}});
+    if (bulk) {
+      CHECK(tcp >= chunks); // re-sends count again
+      CHECK(zmq == 0);
+    } else {
+      CHECK(zmq >= chunks);
+      CHECK(tcp == 0);
+    }
+  }
+}

@@ -121,6 +121,9 @@ struct data_plane_settings {
   uint32_t pool_send_buffers = 16;
   bool pool_prefault = true;   ///< touch the pools' pages at start-up
   bool pool_huge_pages = true; ///< ask for transparent huge pages
+  /// Chunk payloads on plain TCP connections of their own ("tcp", read straight into
+  /// receive pool buffers) or on ZeroMQ ("zmq"). With `security`, always ZeroMQ.
+  bool bulk_tcp = true;
   data_fault_config faults;
 
   bool operator==(const data_plane_settings&) const = default;

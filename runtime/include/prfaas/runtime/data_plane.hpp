@@ -73,6 +73,10 @@ struct data_plane_config {
   buffer_pool_config send_pool;
   /// CURVE on every socket (security.hpp); null = plaintext.
   security_ptr security;
+  /// Chunk payloads on plain TCP connections of their own, read straight into receive
+  /// pool buffers (control frames stay on ZeroMQ). Off with `security` (the bytes would
+  /// travel unencrypted): chunks then go on ZeroMQ too.
+  bool bulk_tcp = true;
 };
 
 /// Timing and counts of one transfer. Times are steady_clock.
