@@ -53,6 +53,18 @@ dedup_cache::verdict dedup_cache::check(const key& k, time_point now, const answ
   return verdict::answered;
 }
 
+dedup_cache::verdict dedup_cache::peek(const key& k, time_point now, const answer** cached) {
+  expire(now);
+  auto i = entries_.find(k);
+  if (i == entries_.end())
+    return verdict::fresh;
+  if (!i->second.result)
+    return verdict::in_progress;
+  if (cached)
+    *cached = &*i->second.result;
+  return verdict::answered;
+}
+
 void dedup_cache::complete(const key& k, answer a, time_point now) {
   auto i = entries_.find(k);
   if (i == entries_.end())

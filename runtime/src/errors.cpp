@@ -34,6 +34,8 @@ const char* to_string(errc e) {
     return "cancelled";
   case errc::bad_reply:
     return "bad_reply";
+  case errc::request_unknown:
+    return "request_unknown";
   }
   return "unknown";
 }

@@ -114,7 +114,10 @@ decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
     return fail(drop_reason::malformed);
   if (out.kind() == wire::REQUEST && out.request_id() == 0)
     return fail(drop_reason::malformed);
-  if ((out.kind() == wire::RESPONSE || out.kind() == wire::ERROR) && out.correlation_id() == 0)
+  if ((out.kind() == wire::RESPONSE || out.kind() == wire::ERROR || out.kind() == wire::PROGRESS) &&
+      out.correlation_id() == 0)
+    return fail(drop_reason::malformed);
+  if (out.probe() && (out.kind() != wire::REQUEST || !out.payload().empty() || f.bulk))
     return fail(drop_reason::malformed);
   if (out.deadline_budget_ns() < 0)
     return fail(drop_reason::malformed);
@@ -355,6 +358,10 @@ void messenger::on_frame(const inbound_frame& f) {
     counters_.frames_accepted.Increment();
     on_response(env, f.bulk, eu);
     return;
+  case wire::PROGRESS:
+    counters_.frames_accepted.Increment();
+    counters_.progress.Increment();
+    return;  // the request stays pending; probes go on, at the back-off's pace
   default: { // HEARTBEAT: failure detection lives in the transport actor
     counters_.frames_accepted.Increment();
     if (running_ && transport_) {

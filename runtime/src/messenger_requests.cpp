@@ -16,6 +16,20 @@ std::chrono::nanoseconds to_ns(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(d);
 }
 
+/// The payload-free retry of request `env`: "do you hold it?"
+wire::Envelope probe_of(const wire::Envelope& env) {
+  wire::Envelope p;
+  p.set_kind(wire::REQUEST);
+  *p.mutable_source() = env.source();
+  *p.mutable_destination() = env.destination();
+  p.set_destination_incarnation(env.destination_incarnation());
+  p.set_request_id(env.request_id());
+  p.set_deadline_budget_ns(env.deadline_budget_ns());
+  p.set_attempt(env.attempt());
+  p.set_probe(true);
+  return p;
+}
+
 } // namespace
 
 // -- outbound: this node asks ----------------------------------------------------------
@@ -150,7 +164,12 @@ messenger::sweep(uint64_t generation) {
       }
       r.env.set_attempt(r.env.attempt() + 1);
       r.env.set_deadline_budget_ns(to_ns(r.deadline - t).count());
-      resend.emplace_back(r.peer, r.env, r.bulk);
+      if (r.resend_payload) {
+        resend.emplace_back(r.peer, r.env, r.bulk);
+        r.resend_payload = false;
+      } else {
+        resend.emplace_back(r.peer, probe_of(r.env), nullptr);
+      }
       due_.erase(due_.begin());
       // Back off: retry_interval × 2^attempt, at most max_retry_interval.
       auto wait = cfg_.retry_interval;
@@ -167,6 +186,7 @@ messenger::sweep(uint64_t generation) {
   }
   for (auto& [peer, env, bulk] : resend) {
     counters_.retries.Increment();
+    (env.probe() ? counters_.probes : counters_.payload_resends).Increment();
     probe_hit(*metrics_, "transport.request_retry");
     send_envelope(peer, env, bulk);
   }
@@ -182,6 +202,7 @@ messenger::sweep(uint64_t generation) {
 
 void messenger::on_response(wire::Envelope& env, bulk_ptr bulk, caf::execution_unit* eu) {
   outbound_request done;
+  std::optional<std::pair<wire::Envelope, bulk_ptr>> again;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
     auto i = outbound_requests_.find(env.correlation_id());
@@ -189,7 +210,23 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk, caf::execution_u
       counters_.drop(drop_reason::late);
       return;
     }
-    done = take(i);
+    if (env.kind() == wire::ERROR && static_cast<errc>(env.error_code()) == errc::request_unknown) {
+      // A probe found nothing: the request was lost on its way. Send it again, whole,
+      // now; the timer goes on probing after that.
+      auto& r = i->second;
+      r.env.set_attempt(r.env.attempt() + 1);
+      r.env.set_deadline_budget_ns(to_ns(r.deadline - now()).count());
+      again.emplace(r.env, r.bulk);
+    } else {
+      done = take(i);
+    }
+  }
+  if (again) {
+    counters_.retries.Increment();
+    counters_.payload_resends.Increment();
+    probe_hit(*metrics_, "transport.request_retry");
+    send_envelope(env.source().node(), again->first, std::move(again->second));
+    return;
   }
   if (env.kind() == wire::ERROR) {
     auto code = static_cast<errc>(env.error_code());
@@ -265,6 +302,8 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_un
   *answer.mutable_destination() = env.source();
   answer.set_destination_incarnation(env.source_incarnation());
   answer.set_correlation_id(env.request_id());
+  if (env.probe())
+    return on_probe(key, answer, t);
   uint64_t seq = 0;
   std::string cached_header;
   bulk_ptr cached_bulk;
@@ -322,6 +361,39 @@ void messenger::on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_un
       caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(reply_proxy_),
                                 caf::make_message_id(seq), {}, std::move(msg)),
       eu);
+}
+
+void messenger::on_probe(const dedup_cache::key& key, wire::Envelope& answer,
+                         clock_type::time_point t) {
+  std::string cached_header;
+  bulk_ptr cached_bulk;
+  dedup_cache::verdict v;
+  {
+    std::lock_guard<std::mutex> guard{in_mtx_};
+    const dedup_cache::answer* cached = nullptr;
+    v = dedup_.peek(key, t, &cached);
+    if (v == dedup_cache::verdict::answered) {
+      cached_header = cached->header;
+      cached_bulk = cached->bulk;
+    }
+  }
+  switch (v) {
+  case dedup_cache::verdict::answered: // the answer was lost: here it is again
+    probe_hit(*metrics_, "transport.duplicate_suppressed");
+    send_bytes(key.node, std::move(cached_header), std::move(cached_bulk));
+    return;
+  case dedup_cache::verdict::in_progress:
+    answer.set_kind(wire::PROGRESS);
+    send_envelope(key.node, answer, nullptr);
+    return;
+  case dedup_cache::verdict::fresh:
+    answer.set_kind(wire::ERROR);
+    answer.set_error_code(static_cast<uint32_t>(errc::request_unknown));
+    answer.set_error_text("no request " + std::to_string(key.request_id) + " from " + key.node +
+                          " is held on " + node_);
+    send_envelope(key.node, answer, nullptr);
+    return;
+  }
 }
 
 void messenger::on_reply(caf::mailbox_element_ptr& what) {

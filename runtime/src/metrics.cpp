@@ -111,6 +111,16 @@ transport_metrics::transport_metrics(metrics& m)
       bytes_received(tc(m, "prfaas_transport_bytes_received_total", "Header plus bulk bytes read")),
       requests(tc(m, "prfaas_transport_requests_total", "Cross-node requests started")),
       retries(tc(m, "prfaas_transport_retries_total", "Request re-sends after no answer")),
+      payload_resends(m.counter("prfaas_transport_request_resends_total",
+                                "Request retries, by what they carried (payload: the request "
+                                "again; probe: only its id)",
+                                {{"kind", "payload"}})),
+      probes(m.counter("prfaas_transport_request_resends_total",
+                       "Request retries, by what they carried (payload: the request again; "
+                       "probe: only its id)",
+                       {{"kind", "probe"}})),
+      progress(tc(m, "prfaas_transport_progress_total",
+                  "PROGRESS answers: a probed request is in the receiver's hands")),
       timeouts(
           tc(m, "prfaas_transport_request_timeouts_total", "Requests that hit their deadline")),
       heartbeats_sent(tc(m, "prfaas_transport_heartbeats_sent_total", "Heartbeats sent")),

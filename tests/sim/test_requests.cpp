@@ -165,18 +165,49 @@ TEST_CASE("lost replies are retried and the handler runs once") {
   two_nodes_up f;
   f.net().block("b", "a"); // replies (and b's heartbeats) are lost
   auto out = f.request("a", ping_to("b", "tally", 1), 2s);
-  f.advance(350ms); // the first send and three retries reach b
+  f.advance(350ms); // the first send and three probes reach b
   CHECK_FALSE(out->done);
   CHECK(executed(f) == 1);
   f.net().unblock("b", "a");
-  f.advance(150ms); // the next retry gets the cached answer
+  f.advance(150ms); // the next probe gets the cached answer
   REQUIRE(out->done);
   REQUIRE(out->reply);
   CHECK(executed(f) == 1);
-  auto& bm = *f.at("b").node_metrics();
-  CHECK(bm.counter_value("prfaas_transport_dropped_total",
-                         {{"reason", "duplicate"}, {"direction", "out"}}) >= 3);
-  CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_retries_total") >= 3);
+  auto& am = *f.at("a").node_metrics();
+  CHECK(am.counter_value("prfaas_transport_retries_total") >= 3);
+  // b holds the request, so no retry carried it again: they only asked after it.
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "probe"}}) >= 3);
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "payload"}}) == 0);
+}
+
+TEST_CASE("a request held by a slow handler is probed, never re-sent with its payload") {
+  two_nodes_up f;
+  auto out = f.request("a", ping_to("b", "hole", 1, std::string(4096, 'p')), 1500ms);
+  f.advance(1400ms); // ~13 probes at the fixed 100 ms
+  CHECK_FALSE(out->done);
+  auto& am = *f.at("a").node_metrics();
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "probe"}}) >= 10);
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "payload"}}) == 0);
+  // b answered each probe: in progress.
+  CHECK(am.counter_value("prfaas_transport_progress_total") >= 10);
+  f.advance(200ms);
+  REQUIRE(out->done);
+  CHECK(prfaas::error_code(out->error) == errc::request_timeout);
+}
+
+TEST_CASE("a request lost on its way is found missing by a probe and sent again, once") {
+  two_nodes_up f;
+  f.net().block("a", "b");
+  auto out = f.request("a", ping_to("b", "tally", 1), 2s);
+  f.advance(50ms); // the request is lost
+  f.net().unblock("a", "b");
+  f.advance(150ms); // the probe at +100 ms: b holds nothing, so a sends it again
+  REQUIRE(out->done);
+  REQUIRE(out->reply);
+  CHECK(executed(f) == 1);
+  auto& am = *f.at("a").node_metrics();
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "probe"}}) == 1);
+  CHECK(am.counter_value("prfaas_transport_request_resends_total", {{"kind", "payload"}}) == 1);
 }
 
 TEST_CASE("re-sends back off, doubling from retry_interval up to max_retry_interval") {

@@ -29,6 +29,10 @@ namespace prfaas::detail {
 
 namespace {
 
+std::string routing_id(const zmq::message_t& identity) {
+  return {static_cast<const char*>(identity.data()), identity.size()};
+}
+
 /// Keeps an inbound ZeroMQ frame alive as a bulk buffer: zero-copy receive.
 class zmq_chunk final : public bulk_buffer {
 public:
@@ -75,21 +79,24 @@ void zmq_data_plane_impl::drain_inbound() {
   }
 }
 
-void zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const data_wire::header& h,
-                                       const std::string* payload) {
+bool zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const data_wire::header& h,
+                                       const std::string* payload, bool quiet) {
   auto head = data_wire::encode(h);
   try {
     if (!router_.send(zmq::buffer(identity.data(), identity.size()),
                       zmq::send_flags::dontwait | zmq::send_flags::sndmore)) {
       drop_frame("reply_overflow"); // the sender re-sends what stays unanswered
-      return;
+      return false;
     }
     router_.send(zmq::buffer(head),
                  payload != nullptr ? zmq::send_flags::sndmore : zmq::send_flags::none);
     if (payload != nullptr)
       router_.send(zmq::buffer(*payload), zmq::send_flags::none);
+    return true;
   } catch (const zmq::error_t&) {
-    drop_frame("unroutable_reply"); // that connection is gone (ROUTER_MANDATORY)
+    if (!quiet)
+      drop_frame("unroutable_reply"); // that connection is gone (ROUTER_MANDATORY)
+    return false;
   }
 }
 
@@ -105,7 +112,19 @@ void zmq_data_plane_impl::answer(const zmq::message_t& identity, const data_wire
   a.flags = flags;
   a.credit = credit;
   a.source = cfg_.node;
-  reply_header(identity, a, body);
+  if (k != data_wire::kind::ack && k != data_wire::kind::nack)
+    return (void)reply_header(identity, a, body);
+  // A bulk chunk is answered on the DEALER its hello named, which may not be known to
+  // our ROUTER yet (its handshake still running): then on the one that sent OPEN,
+  // flagged, so the sender does not take the answer's seq for that connection's.
+  auto in = inbound_.find({h.source, h.id});
+  const bool other = in != inbound_.end() && !in->second.open_reply_to.empty() &&
+                     routing_id(identity) != in->second.open_reply_to;
+  if (reply_header(identity, a, body, other) || !other)
+    return;
+  a.flags |= data_wire::flag_rerouted;
+  const zmq::message_t to(in->second.open_reply_to.data(), in->second.open_reply_to.size());
+  reply_header(to, a, body);
 }
 
 void zmq_data_plane_impl::refuse(const zmq::message_t& identity, const data_wire::header& h,
@@ -158,14 +177,6 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
   }
 }
 
-namespace {
-
-std::string routing_id(const zmq::message_t& identity) {
-  return {static_cast<const char*>(identity.data()), identity.size()};
-}
-
-} // namespace
-
 void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const data_wire::header& h,
                                        zmq::message_t* payload) {
   auto key = std::make_pair(h.source, h.id);
@@ -191,6 +202,7 @@ void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const dat
   auto& in = it->second;
   touch(in, now);
   in.reply_to = routing_id(identity);
+  in.open_reply_to = in.reply_to;
   if (in.delivered) {
     answer(identity, h, data_wire::kind::done); // an earlier attempt already delivered it
     return;

@@ -515,8 +515,10 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
   case kind::ack:
     if (h.flags & data_wire::flag_open)
       return on_open_ack(p, t, h, payload, now);
-    cn.last_ack = now;
-    cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    if (!(h.flags & data_wire::flag_rerouted)) {
+      cn.last_ack = now;
+      cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    }
     raise_limit(t, h.credit, now);
     mark_acked(p, t, h.index, now);
     return;
@@ -524,8 +526,10 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
     raise_limit(t, h.credit, now);
     return;
   case kind::nack:
-    cn.last_ack = now;
-    cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    if (!(h.flags & data_wire::flag_rerouted)) {
+      cn.last_ack = now;
+      cn.acked_seq = std::max(cn.acked_seq, h.seq);
+    }
     if (h.index < t.chunks.size() && t.chunks[h.index].st == out_chunk::state::in_flight) {
       t.chunks[h.index].resend = true;
       ++t.stats.corrupted;

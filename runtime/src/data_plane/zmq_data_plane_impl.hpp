@@ -168,7 +168,8 @@ struct inbound_transfer {
   /// buffers were given back; the grant stands, and a chunk arriving against it takes a
   /// spare buffer (or is dropped unanswered and re-sent).
   bool idle = false;
-  std::string reply_to; ///< routing id of the sender's latest frame: credit goes there
+  std::string reply_to;      ///< routing id of the sender's latest frame: credit goes there
+  std::string open_reply_to; ///< routing id its OPEN came from (connected, surely)
   bool delivered = false;
   dp_clock::time_point last_activity{};
   transfer_stats stats;
@@ -284,8 +285,9 @@ private:
   void drain_inbound();
   void on_inbound(const zmq::message_t& identity, const data_wire::header& h,
                   zmq::message_t* payload);
-  void reply_header(const zmq::message_t& identity, const data_wire::header& h,
-                    const std::string* payload);
+  /// False when it could not be queued (counted as dropped unless `quiet`).
+  bool reply_header(const zmq::message_t& identity, const data_wire::header& h,
+                    const std::string* payload, bool quiet = false);
   /// Answers frame `h` on `identity` with a frame of kind `k`.
   void answer(const zmq::message_t& identity, const data_wire::header& h, data_wire::kind k,
               uint16_t flags = 0, const std::string* body = nullptr, uint32_t credit = 0,

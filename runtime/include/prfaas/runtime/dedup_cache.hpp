@@ -46,6 +46,8 @@ public:
   /// Looks `k` up at `now`; a fresh key is recorded as in progress, kept at least
   /// until `deadline` (when its requester stops waiting) while it runs.
   verdict check(const key& k, time_point now, const answer** cached, time_point deadline = {});
+  /// Looks `k` up without recording it (a probe): fresh means "not held".
+  verdict peek(const key& k, time_point now, const answer** cached);
 
   /// Records the answer of a request that was in progress; kept for `window` from `now`.
   void complete(const key& k, answer a, time_point now);

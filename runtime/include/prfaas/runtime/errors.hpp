@@ -14,19 +14,20 @@ namespace prfaas {
 
 enum class errc : uint8_t {
   none = 0,
-  request_timeout = 1, ///< no answer before the deadline (after retries)
-  peer_down = 2,       ///< the failure detector declared the peer down
-  unknown_actor = 3,   ///< no actor of that name on the destination node
-  unknown_type = 4,    ///< the actor does not understand the payload type
-  unreachable = 5,     ///< not connected / not in the deployment
-  overflow = 6,        ///< outbound queue full
-  remote_error = 7,    ///< the remote handler failed; text says why
-  bad_request = 8,     ///< the payload did not parse or was invalid
-  shutting_down = 9,   ///< the node is stopping
-  escalated = 10,      ///< a supervisor exceeded its restart intensity
-  overloaded = 11,     ///< the receiver's bounded queue is full; retry later
-  cancelled = 12,      ///< the requester gave up (deadline, client gone)
-  bad_reply = 13,      ///< the reply was not the type the role contract declares
+  request_timeout = 1,  ///< no answer before the deadline (after retries)
+  peer_down = 2,        ///< the failure detector declared the peer down
+  unknown_actor = 3,    ///< no actor of that name on the destination node
+  unknown_type = 4,     ///< the actor does not understand the payload type
+  unreachable = 5,      ///< not connected / not in the deployment
+  overflow = 6,         ///< outbound queue full
+  remote_error = 7,     ///< the remote handler failed; text says why
+  bad_request = 8,      ///< the payload did not parse or was invalid
+  shutting_down = 9,    ///< the node is stopping
+  escalated = 10,       ///< a supervisor exceeded its restart intensity
+  overloaded = 11,      ///< the receiver's bounded queue is full; retry later
+  cancelled = 12,       ///< the requester gave up (deadline, client gone)
+  bad_reply = 13,       ///< the reply was not the type the role contract declares
+  request_unknown = 14, ///< a probed request is not held by the receiver: send it again
 };
 
 const char* to_string(errc);

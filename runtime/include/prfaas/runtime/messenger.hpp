@@ -7,11 +7,15 @@
 //    - outbound: callers `request()` the messenger's outbound proxy (see remote.hpp).
 //      Its enqueue runs in the caller's thread and puts the REQUEST on the wire; the
 //      RESPONSE is enqueued straight into the caller's mailbox as the answer to its
-//      CAF request. Unanswered requests are re-sent until their deadline (after
-//      retry_interval, then doubling up to max_retry_interval), then fail with
-//      request_timeout. One timer per node drives this (the
-//      transport actor's, armed for the earliest due request), not one per request:
-//      a request costs CAF's clock thread nothing in the common case;
+//      CAF request. An unanswered request is probed until its deadline (after
+//      retry_interval, then doubling up to max_retry_interval), then fails with
+//      request_timeout. A probe carries only the request's id: the receiver answers
+//      PROGRESS while it holds the request, the cached answer once done, or
+//      request_unknown when the request never arrived (lost) — only then is the
+//      request, with its payload, sent again. A prefill order waiting 10 s in a queue
+//      therefore costs a few probes, not its prompt re-sent every 2 s. One timer per node drives
+//      this (the transport actor's, armed for the earliest due request), not one per request: a
+//      request costs CAF's clock thread nothing in the common case;
 //    - inbound: a REQUEST is de-duplicated and enqueued straight into the destination
 //      actor as a CAF request from the reply proxy; the actor's answer (a reply or an
 //      error) comes back through the reply proxy, in the actor's own thread, and goes
@@ -159,6 +163,7 @@ private:
     clock_type::time_point deadline;
     clock_type::time_point due; ///< next re-send or the deadline, whichever is first
     clock_type::time_point started;
+    bool resend_payload = false; ///< the receiver said it does not hold it: send it whole
   };
   struct inbound_request {
     dedup_cache::key key;
@@ -190,6 +195,8 @@ private:
 
   // inbound requests
   void on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_unit* eu);
+  /// A probe: PROGRESS, the cached answer, or request_unknown.
+  void on_probe(const dedup_cache::key& key, wire::Envelope& answer, clock_type::time_point t);
   void on_reply(caf::mailbox_element_ptr& what);
   void reply(const dedup_cache::key& key, wire::Envelope& answer, bulk_ptr bulk);
   /// Answers with an error every request handed to local actor `actor` (named `name`).

@@ -81,6 +81,9 @@ struct transport_metrics {
   prometheus::Counter& bytes_received;
   prometheus::Counter& requests;
   prometheus::Counter& retries;
+  prometheus::Counter& payload_resends; ///< retries that carried the request again
+  prometheus::Counter& probes;          ///< retries that only asked after it
+  prometheus::Counter& progress;        ///< PROGRESS answers received
   prometheus::Counter& timeouts;
   prometheus::Counter& heartbeats_sent;
   prometheus::Gauge& peers_up;

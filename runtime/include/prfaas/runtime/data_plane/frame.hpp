@@ -48,9 +48,10 @@ enum class kind : uint8_t {
 };
 
 enum flag : uint16_t {
-  flag_total = 1, ///< `total` is valid
-  flag_open = 2,  ///< an ACK that answers an OPEN; payload = held chunks
-  flag_bulk = 4,  ///< with flag_open: the receiver takes chunks on TCP port `total` (bulk.cpp)
+  flag_total = 1,    ///< `total` is valid
+  flag_open = 2,     ///< an ACK that answers an OPEN; payload = held chunks
+  flag_bulk = 4,     ///< with flag_open: the receiver takes chunks on TCP port `total` (bulk.cpp)
+  flag_rerouted = 8, ///< ACK/NACK on another connection than the chunk's: `seq` is not its
 };
 
 struct header {
