@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 
 #include "data_plane/zmq_data_plane_impl.hpp"
@@ -425,6 +426,15 @@ void zmq_data_plane_impl::connect(dp_peer& p) {
   }
   log_->info("data_peer_connecting peer={} endpoint={} connections={} rate_bps={}", p.name,
              p.endpoint, p.link.connections, p.link.rate_bps);
+}
+
+std::vector<size_t> zmq_data_plane_impl::by_load(const dp_peer& p) const {
+  std::vector<size_t> idx(p.conns.size());
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    return p.conns[a].in_flight_bytes < p.conns[b].in_flight_bytes;
+  });
+  return idx;
 }
 
 // -- timeouts ------------------------------------------------------------------------

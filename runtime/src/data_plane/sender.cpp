@@ -159,15 +159,6 @@ void zmq_data_plane_impl::on_cancel(dp_command& c) {
 
 // -- sending -------------------------------------------------------------------------
 
-std::vector<size_t> zmq_data_plane_impl::by_load(const dp_peer& p) const {
-  std::vector<size_t> idx(p.conns.size());
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    return p.conns[a].in_flight_bytes < p.conns[b].in_flight_bytes;
-  });
-  return idx;
-}
-
 bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::header& h,
                                      const std::string* small, const chunk_bytes& bulk) {
   if (h.k == data_wire::kind::chunk && bulk_send(p, conn, h, bulk))
@@ -510,15 +501,16 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
   }
   auto& t = it->second;
   auto now = dp_clock::now();
-  auto& cn = p.conns[conn];
+  // An answer's seq is progress of the connection it came on (unless rerouted there).
+  if ((h.k == kind::ack || h.k == kind::nack) &&
+      !(h.flags & (data_wire::flag_open | data_wire::flag_rerouted))) {
+    p.conns[conn].last_ack = now;
+    p.conns[conn].acked_seq = std::max(p.conns[conn].acked_seq, h.seq);
+  }
   switch (h.k) {
   case kind::ack:
     if (h.flags & data_wire::flag_open)
       return on_open_ack(p, t, h, payload, now);
-    if (!(h.flags & data_wire::flag_rerouted)) {
-      cn.last_ack = now;
-      cn.acked_seq = std::max(cn.acked_seq, h.seq);
-    }
     raise_limit(t, h.credit, now);
     mark_acked(p, t, h.index, now);
     return;
@@ -526,10 +518,6 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
     raise_limit(t, h.credit, now);
     return;
   case kind::nack:
-    if (!(h.flags & data_wire::flag_rerouted)) {
-      cn.last_ack = now;
-      cn.acked_seq = std::max(cn.acked_seq, h.seq);
-    }
     if (h.index < t.chunks.size() && t.chunks[h.index].st == out_chunk::state::in_flight) {
       t.chunks[h.index].resend = true;
       ++t.stats.corrupted;
