@@ -32,6 +32,7 @@
 #include "common/sampling_wire.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
+#include "prefill/kv_messages.hpp"
 #include "prefill/prefill_state.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prefill/prefix_cache.hpp"
@@ -174,24 +175,10 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
                 cache = self->state.cache, cache_events = self->state.cache_events,
                 group = self->state.layers_per_push,
                 cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
-    // Chunks go out `group` at a time, concatenated (the receiver parses a stream); a
-    // message never grows past the data plane's max_chunk_bytes for that, though.
-    std::vector<std::byte> out;
-    uint32_t held = 0;
-    auto flush = [&] {
-      if (held == 0)
-        return;
-      dp->push(tid, std::move(out));
-      out = {};
-      held = 0;
-    };
-    auto send = [&](const engine::kv_chunk& c) {
-      if (out.size() + engine::chunk_header::wire_size + c.payload.size() > cap)
-        flush();
-      engine::serialize_append(c, out);
-      if (++held >= group)
-        flush();
-    };
+    // Chunks go out `group` at a time, concatenated (the receiver parses a stream), in
+    // send pool buffers where they fit (kv_messages.hpp).
+    kv_messages messages{*dp, tid, group, cap, std::chrono::milliseconds(200)};
+    auto send = [&](const engine::kv_chunk& c) { messages.add(c); };
     // The order is not changed once queued: the engine reads its prompt in place.
     const std::span<const engine::token> prompt(o->po.prompt().data(),
                                                 static_cast<size_t>(o->po.prompt_size()));
@@ -213,7 +200,14 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
           send(c);
     }
     auto r = e.prefill(req, [&](engine::kv_chunk&& c) { send(c); });
-    flush();
+    messages.flush();
+    if (auto n = messages.unpooled(); n > 0)
+      ctx->node_metrics()
+          .counter("prfaas_prefill_unpooled_messages_total",
+                   "KV messages built outside the send pool (larger than a pool buffer, or "
+                   "no buffer came back within 200 ms)",
+                   {{"worker", name}})
+          .Increment(static_cast<double>(n));
     const auto ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
     std::string error;

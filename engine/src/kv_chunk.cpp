@@ -5,6 +5,8 @@
 
 #include <bit>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 static_assert(std::endian::native == std::endian::little,
               "prfaas::engine assumes a little-endian host (chunk payloads are raw floats)");
@@ -69,16 +71,25 @@ void serialize_header(const chunk_header& h, std::span<std::byte, chunk_header::
   put<uint64_t>(p, 56, XXH3_64bits(p, header_checked_bytes));
 }
 
-void serialize_append(const kv_chunk& chunk, std::vector<std::byte>& out) {
-  const size_t at = out.size();
-  out.resize(at + chunk_header::wire_size + chunk.payload.size());
+size_t serialized_size(const kv_chunk& chunk) noexcept {
+  return chunk_header::wire_size + chunk.payload.size();
+}
+
+void serialize_into(const kv_chunk& chunk, std::span<std::byte> out) {
+  if (out.size() != serialized_size(chunk))
+    throw std::length_error("serialize_into: " + std::to_string(out.size()) + " bytes for a " +
+                            std::to_string(serialized_size(chunk)) + "-byte chunk");
   chunk_header h = chunk.header;
   h.payload_bytes = chunk.payload.size(); // the wire always describes the real payload
-  serialize_header(
-      h, std::span<std::byte, chunk_header::wire_size>(out.data() + at, chunk_header::wire_size));
+  serialize_header(h, out.first<chunk_header::wire_size>());
   if (!chunk.payload.empty())
-    std::memcpy(out.data() + at + chunk_header::wire_size, chunk.payload.data(),
-                chunk.payload.size());
+    std::memcpy(out.data() + chunk_header::wire_size, chunk.payload.data(), chunk.payload.size());
+}
+
+void serialize_append(const kv_chunk& chunk, std::vector<std::byte>& out) {
+  const size_t at = out.size();
+  out.resize(at + serialized_size(chunk));
+  serialize_into(chunk, std::span<std::byte>(out).subspan(at));
 }
 
 std::vector<std::byte> serialize(const kv_chunk& chunk) {

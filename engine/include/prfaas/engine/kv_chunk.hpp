@@ -50,6 +50,11 @@ kv_chunk make_chunk(chunk_header header, std::vector<std::byte> payload);
 std::vector<std::byte> serialize(const kv_chunk& chunk);
 /// Append the serialized chunk to `out` (for building a stream of chunks).
 void serialize_append(const kv_chunk& chunk, std::vector<std::byte>& out);
+/// Bytes serialize() produces for `chunk`.
+size_t serialized_size(const kv_chunk& chunk) noexcept;
+/// Serialize into exactly serialized_size(chunk) bytes (e.g. a send pool buffer);
+/// throws std::length_error for any other size.
+void serialize_into(const kv_chunk& chunk, std::span<std::byte> out);
 /// Only the 64-byte header (for streaming the payload separately).
 void serialize_header(const chunk_header& header,
                       std::span<std::byte, chunk_header::wire_size> out);
