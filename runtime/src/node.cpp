@@ -107,7 +107,6 @@ void node::start_data_plane() {
   if (opts_.sim) {
     data_ = attach_sim_data_plane(std::move(dc));
     data_->start();
-    ctx_->set_data_plane(data_);
     return;
   }
   data_ = make_zmq_data_plane(std::move(dc), *metrics_, log_);
@@ -116,7 +115,6 @@ void node::start_data_plane() {
   } catch (const std::exception& e) {
     throw std::runtime_error("node " + cfg_.name + ": cannot start the data plane: " + e.what());
   }
-  ctx_->set_data_plane(data_);
 }
 
 data_plane_ptr node::attach_sim_data_plane(data_plane_config dc) {
@@ -175,13 +173,17 @@ void node::start() {
                                ": " + e.what());
     }
   }
+  // The data plane first: mapping and pre-faulting its buffer pools takes a moment,
+  // and peers should not see this node up (heartbeats) before it can take work.
+  if (!cfg_.data.empty())
+    start_data_plane();
   transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
   messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
   ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
                                         metrics_, log_);
   ctx_->set_faults(faults_);
-  if (!cfg_.data.empty())
-    start_data_plane();
+  if (data_)
+    ctx_->set_data_plane(data_);
   if (opts_.serve_admin && !cfg_.admin.empty())
     start_admin();
 

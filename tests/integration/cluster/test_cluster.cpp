@@ -160,6 +160,12 @@ TEST_CASE("three node processes detect a kill and a restart") {
         5s);
     INFO(n << ": requests " << requests << " replies " << replies << " errors " << errors
            << " in flight " << in_flight);
+    std::istringstream lines{m};
+    std::string line, codes;
+    while (std::getline(lines, line))
+      if (line.find("prfaas_pinger_errors_total") != std::string::npos && line[0] != '#')
+        codes += line + "\n";
+    INFO("pinger errors:\n" << codes);
     CHECK(errors > 0);
     CHECK(balanced);
     CHECK(in_flight <= 1); // at most the one started in the current round

@@ -119,7 +119,7 @@ struct data_plane_settings {
   uint64_t pool_buffer_bytes = 4ull << 20;
   uint32_t pool_receive_buffers = 16;
   uint32_t pool_send_buffers = 16;
-  bool pool_prefault = true;   ///< touch the pools' pages at start-up
+  bool pool_prefault = false;  ///< touch the pools' pages at start-up
   bool pool_huge_pages = true; ///< ask for transparent huge pages
   /// Chunk payloads on plain TCP connections of their own ("tcp", read straight into
   /// receive pool buffers) or on ZeroMQ ("zmq"). With `security`, always ZeroMQ.
