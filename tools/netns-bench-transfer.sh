@@ -88,7 +88,7 @@ ip netns exec "$ns_src" tc qdisc show dev "$veth_src"
 pace_args=()
 [[ "$pace" != none ]] && pace_args=(--pace "$pace")
 ip netns exec "$ns_dst" "$bench" transfer --listen "tcp://$ip_dst:$port" --client-host "$ip_src" \
-  --connections "$connections" &
+  --connections "$connections" --chunk "$chunk" &
 server_pid=$!
 ip netns exec "$ns_src" "$bench" transfer --peer-endpoint "tcp://$ip_dst:$port" --client-host "$ip_src" \
   --connections "$connections" --link-rate "$rate" --chunk "$chunk" --repeat 1 "${pace_args[@]}" \
