@@ -60,7 +60,11 @@ std::string node::data_endpoint() const {
   return data_ ? data_->local_endpoint() : std::string{};
 }
 
+// Runs before the transport starts: mapping (and pre-faulting) the buffer pools takes
+// a moment, and peers should not see this node up (heartbeats) before it can take work.
 void node::start_data_plane() {
+  if (cfg_.data.empty())
+    return;
   const auto& s = dep_.data_plane;
   data_plane_config dc;
   dc.node = cfg_.name;
@@ -173,17 +177,13 @@ void node::start() {
                                ": " + e.what());
     }
   }
-  // The data plane first: mapping and pre-faulting its buffer pools takes a moment,
-  // and peers should not see this node up (heartbeats) before it can take work.
-  if (!cfg_.data.empty())
-    start_data_plane();
+  start_data_plane(); // before the transport: see there
   transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
   messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
   ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
                                         metrics_, log_);
   ctx_->set_faults(faults_);
-  if (data_)
-    ctx_->set_data_plane(data_);
+  ctx_->set_data_plane(data_); // null without a data endpoint
   if (opts_.serve_admin && !cfg_.admin.empty())
     start_admin();
 
