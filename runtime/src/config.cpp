@@ -191,9 +191,9 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
   if (auto n = node["pool_send_buffers"])
     out.pool_send_buffers = uint32(n, key("pool_send_buffers"));
   if (auto n = node["pool_prefault"])
-    out.pool_prefault = choice(n, key("pool_prefault"), {"true", "false"}) == "true";
+    out.pool_prefault = boolean(n, key("pool_prefault"));
   if (auto n = node["pool_huge_pages"])
-    out.pool_huge_pages = choice(n, key("pool_huge_pages"), {"true", "false"}) == "true";
+    out.pool_huge_pages = boolean(n, key("pool_huge_pages"));
   if (auto n = node["chunk_transport"])
     out.bulk_tcp = choice(n, key("chunk_transport"), {"tcp", "zmq"}) == "tcp";
   if (out.chunk_timeout >= out.transfer_timeout)
@@ -303,7 +303,7 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
   if (auto n = node["receive_hwm"])
     out.receive_hwm = uint32(n, key("receive_hwm"));
   if (auto n = node["inline_delivery"])
-    out.inline_delivery = choice(n, key("inline_delivery"), {"true", "false"}) == "true";
+    out.inline_delivery = boolean(n, key("inline_delivery"));
 }
 
 void deployment_parser::parse_clusters(const YAML::Node& node, deployment_config& cfg) const {

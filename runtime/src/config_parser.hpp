@@ -205,6 +205,11 @@ private:
     return *value;
   }
 
+  /// `true` or `false`.
+  bool boolean(const YAML::Node& node, const std::string& path) const {
+    return choice(node, path, {"true", "false"}) == "true";
+  }
+
   uint32_t uint32(const YAML::Node& node, const std::string& path, uint32_t min = 0) const {
     return static_cast<uint32_t>(
         unsigned_int(node, path, min, std::numeric_limits<uint32_t>::max()));
