@@ -261,7 +261,15 @@ send_status messenger::send_envelope(const std::string& peer, wire::Envelope& en
   if (env.source().node().empty())
     env.mutable_source()->set_node(node_);
   env.set_bulk_bytes(bulk ? bulk->size() : 0);
-  return send_bytes(peer, env.SerializeAsString(), std::move(bulk));
+  // Serialized by the wire, straight into its frame (no intermediate string).
+  auto bytes = env.ByteSizeLong() + (bulk ? bulk->size() : 0);
+  if (faults_->fire("transport.drop"))
+    return send_status::queued; // lost on the way, as far as the sender can tell
+  if (running_ && faults_->fire("transport.duplicate"))
+    wire_->send_message(peer, env, bulk);
+  return count_send(peer, bytes,
+                    running_ ? wire_->send_message(peer, env, std::move(bulk))
+                             : send_status::stopped);
 }
 
 send_status messenger::send_bytes(const std::string& peer, std::string header, bulk_ptr bulk) {
@@ -270,7 +278,12 @@ send_status messenger::send_bytes(const std::string& peer, std::string header, b
     return send_status::queued; // lost on the way, as far as the sender can tell
   if (running_ && faults_->fire("transport.duplicate"))
     wire_->send(peer, header, bulk);
-  auto st = running_ ? wire_->send(peer, std::move(header), std::move(bulk)) : send_status::stopped;
+  return count_send(peer, bytes,
+                    running_ ? wire_->send(peer, std::move(header), std::move(bulk))
+                             : send_status::stopped);
+}
+
+send_status messenger::count_send(const std::string& peer, size_t bytes, send_status st) {
   switch (st) {
   case send_status::queued:
     counters_.frames_sent.Increment();

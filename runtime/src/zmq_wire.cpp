@@ -111,12 +111,12 @@ size_t zmq_wire::backlog() const {
 
 bool zmq_wire::try_send(peer_link& p, outbound& o) {
   try {
-    if (!o.bulk) {
-      return p.dealer.send(zmq::buffer(o.header), zmq::send_flags::dontwait).has_value();
-    }
-    // The header is copied into ZeroMQ (small); the bulk frame is handed over
-    // zero-copy, kept alive by a bulk_ptr until ZeroMQ releases it.
-    if (!p.dealer.send(zmq::buffer(o.header), zmq::send_flags::dontwait | zmq::send_flags::sndmore))
+    // On EAGAIN ZeroMQ leaves the message with us, unchanged, for the next try.
+    if (!o.bulk)
+      return p.dealer.send(o.header, zmq::send_flags::dontwait).has_value();
+    // The bulk frame is handed over zero-copy, kept alive by a bulk_ptr until
+    // ZeroMQ releases it.
+    if (!p.dealer.send(o.header, zmq::send_flags::dontwait | zmq::send_flags::sndmore))
       return false;
     auto* b = new bulk_ptr(o.bulk);
     zmq::message_t bm(const_cast<std::byte*>((*b)->data()), (*b)->size(), release_bulk, b);
@@ -132,13 +132,23 @@ bool zmq_wire::try_send(peer_link& p, outbound& o) {
 }
 
 send_status zmq_wire::send(const std::string& peer, std::string header, bulk_ptr bulk) {
+  return enqueue(peer, outbound{zmq::message_t{header.data(), header.size()}, std::move(bulk)});
+}
+
+send_status zmq_wire::send_message(const std::string& peer,
+                                   const google::protobuf::MessageLite& header, bulk_ptr bulk) {
+  zmq::message_t m{header.ByteSizeLong()};
+  header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(m.data()));
+  return enqueue(peer, outbound{std::move(m), std::move(bulk)});
+}
+
+send_status zmq_wire::enqueue(const std::string& peer, outbound o) {
   if (stop_)
     return send_status::stopped;
   auto i = peers_.find(peer);
   if (i == peers_.end())
     return send_status::unknown_peer;
   auto& p = *i->second;
-  outbound o{std::move(header), std::move(bulk)};
   std::lock_guard<std::mutex> guard{p.mtx};
   if (stop_)
     return send_status::stopped;

@@ -50,6 +50,9 @@ public:
 
   void start(inbound_handler on_frame, drop_handler on_drop) override;
   send_status send(const std::string& peer, std::string header, bulk_ptr bulk) override;
+  /// Serializes `header` into the ZeroMQ message it is sent as: no string, no copy.
+  send_status send_message(const std::string& peer, const google::protobuf::MessageLite& header,
+                           bulk_ptr bulk) override;
   size_t purge(const std::string& peer) override;
   void stop() override;
   std::string local_endpoint() const override { return endpoint_; }
@@ -60,7 +63,7 @@ public:
 
 private:
   struct outbound {
-    std::string header;
+    zmq::message_t header; ///< handed to ZeroMQ as is (sent: left empty)
     bulk_ptr bulk;
   };
   struct peer_link {
@@ -70,6 +73,8 @@ private:
   };
 
   void run();
+  /// Sends `o` now if nothing waits before it, else queues it (bounded).
+  send_status enqueue(const std::string& peer, outbound o);
   /// Hands `o` to the DEALER without blocking; false if ZeroMQ cannot take it now.
   bool try_send(peer_link& p, outbound& o);
   /// Retries every backlog; true if something is still waiting.
