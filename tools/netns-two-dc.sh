@@ -14,11 +14,6 @@
 #       start, write the namespaces, veth ends and addresses to FILE (shell
 #       assignments: NS_A NS_B VETH_A VETH_B IP_A IP_B RATE) for a test that changes
 #       the link while it drives traffic; run until SIGTERM (then clean up)
-#   tools/netns-two-dc.sh --setup FILE
-#       the namespaces, the link and the rewritten deployment only, no node started: FILE
-#       gets the --hold assignments plus CONFIG (the rewritten file) and NODES_A (the
-#       nodes that belong in NS_A), for a tool that starts, kills and restarts the nodes
-#       itself (prfaas-chaos); run until SIGTERM (then clean up)
 #   --config FILE   another deployment: its node prfaas-0 goes to dc-a, every other to dc-b
 #                   (configs/llama-two-dc.yaml: a GGUF through llama.cpp)
 #
@@ -40,16 +35,15 @@ while [ $# -gt 0 ]; do
     --threshold) threshold=$2; shift 2 ;;
     --max-tokens) max_tokens=$2; shift 2 ;;
     --hold) mode=hold; hold=$2; shift 2 ;;
-    --setup) mode=setup; hold=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --probe) mode=probe; shift; while [ $# -gt 0 ] && [[ "$1" != --* ]]; do probe+=("$1"); shift; done ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "netns-two-dc: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
 node_bin=${PRFAAS_NODE:-build/bin/prfaas-node}
-[ -x "$node_bin" ] || [ "$mode" = setup ] || { echo "netns-two-dc: $node_bin not built (run tools/test.sh or cmake --build build)" >&2; exit 2; }
+[ -x "$node_bin" ] || { echo "netns-two-dc: $node_bin not built (run tools/test.sh or cmake --build build)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "netns-two-dc: curl missing (tools/bootstrap.sh installs it)" >&2; exit 2; }
 
 id=$$
@@ -96,15 +90,6 @@ awk -v a="$ip_a" -v b="$ip_b" -v t="$threshold" '
   { sub(/ threshold: [0-9]+/, " threshold: " t) }
   { print }' "$config" > "$work/netns.yaml"
 
-if [ "$mode" = setup ]; then
-  printf 'NS_A=%s\nNS_B=%s\nVETH_A=%s\nVETH_B=%s\nIP_A=%s\nIP_B=%s\nRATE=%s\nCONFIG=%s\nNODES_A=prfaas-0\n' \
-    "$ns_a" "$ns_b" "$veth_a" "$veth_b" "$ip_a" "$ip_b" "$rate" "$work/netns.yaml" >"$hold.tmp"
-  mv "$hold.tmp" "$hold" # appears whole
-  sleep infinity &
-  pids+=($!)
-  wait "${pids[@]}" || true
-  exit 0
-fi
 
 start() { # ns node
   ip netns exec "$1" "$node_bin" --config "$work/netns.yaml" --node "$2" >"$work/$2.log" 2>&1 &

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 namespace prfaas::chaos {
@@ -26,7 +28,7 @@ std::string unsupported(const fault_spec& f, const topology& t) {
   switch (f.kind) {
   case fault_kind::link_down:
   case fault_kind::rate:
-    if (!t.link())
+    if (!t.link_for(f))
       return f.path + ": " + to_string(f.kind) + " needs the netns topology (a veth link), not " +
              to_string(t.kind());
     return {};
@@ -62,11 +64,35 @@ void injector::must(const std::string& ns, std::vector<std::string> argv) {
   }
 }
 
-void injector::tbf(const std::string& rate) {
-  auto l = *topo_.link();
-  for (auto [ns, dev] : {std::pair{l.ns_a, l.veth_a}, std::pair{l.ns_b, l.veth_b}})
-    must(ns, {"tc", "qdisc", "change", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb",
+void injector::tbf(const link_place& l, const std::string& rate) {
+  for (auto& ns : {l.ns_a, l.ns_b})
+    must(ns, {"tc", "qdisc", "change", "dev", l.dev, "root", "tbf", "rate", rate, "burst", "256kb",
               "latency", "50ms"});
+}
+
+injector::tbf_stats injector::read_tbf(const link_place& l) {
+  tbf_stats st;
+  for (auto& ns : {l.ns_a, l.ns_b}) {
+    std::string out;
+    if (!topo_.query_in(ns, {"tc", "-s", "-j", "qdisc", "show", "dev", l.dev}, out))
+      throw std::runtime_error("tc -s qdisc show dev " + l.dev + " in " + ns + " failed: " + out);
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    if (j.is_discarded() || !j.is_array() || j.empty())
+      throw std::runtime_error("tc gave no qdisc for " + l.dev + " in " + ns + ": " + out);
+    (ns == l.ns_a ? st.bytes_a : st.bytes_b) = j[0].value("bytes", uint64_t{0});
+    st.overlimits += j[0].value("overlimits", uint64_t{0});
+  }
+  return st;
+}
+
+std::optional<rule_counts> injector::counts(size_t id) const {
+  auto it = counts_.find(id);
+  return it == counts_.end() ? std::nullopt : std::optional{it->second};
+}
+
+std::optional<link_usage> injector::usage(size_t id) const {
+  auto it = usage_.find(id);
+  return it == usage_.end() ? std::nullopt : std::optional{it->second};
 }
 
 void injector::apply(size_t id, const fault_spec& f) {
@@ -78,10 +104,11 @@ void injector::apply(size_t id, const fault_spec& f) {
     topo_.signal(f.node, SIGSTOP);
     break;
   case fault_kind::link_down:
-    must(topo_.link()->ns_a, {"ip", "link", "set", topo_.link()->veth_a, "down"});
+    must(topo_.link_for(f)->ns_a, {"ip", "link", "set", topo_.link_for(f)->dev, "down"});
     break;
   case fault_kind::rate:
-    tbf(f.rate);
+    tbf(*topo_.link_for(f), f.rate);
+    rate_start_[id] = {std::chrono::steady_clock::now(), read_tbf(*topo_.link_for(f))};
     break;
   case fault_kind::blackhole:
     blackhole(id, f, true);
@@ -104,11 +131,21 @@ void injector::undo(size_t id) {
     topo_.signal(f.node, SIGCONT);
     break;
   case fault_kind::link_down:
-    must(topo_.link()->ns_a, {"ip", "link", "set", topo_.link()->veth_a, "up"});
+    must(topo_.link_for(f)->ns_a, {"ip", "link", "set", topo_.link_for(f)->dev, "up"});
+    for (auto& route : topo_.link_for(f)->routes)
+      must("", route);
     break;
-  case fault_kind::rate:
-    tbf(topo_.link()->rate);
+  case fault_kind::rate: {
+    auto& l = *topo_.link_for(f);
+    auto [t0, before] = rate_start_[id];
+    auto after = read_tbf(l);
+    auto secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto busier = std::max(after.bytes_a - before.bytes_a, after.bytes_b - before.bytes_b);
+    usage_[id] = {secs > 0 ? 8.0 * static_cast<double>(busier) / secs : 0,
+                  after.overlimits - before.overlimits};
+    tbf(l, l.rate);
     break;
+  }
   case fault_kind::blackhole:
     blackhole(id, f, false);
     break;
@@ -116,38 +153,64 @@ void injector::undo(size_t id) {
 }
 
 void injector::blackhole(size_t id, const fault_spec& f, bool on) {
-  // One table per fault and namespace: rules for every (sender, receiver) pair whose
-  // sender lives there.
-  std::map<std::string, std::ostringstream> out_rules, in_rules;
-  auto cut = [&](const std::string& src, const std::string& dst) {
-    const auto& s = topo_.place(src);
+  if (topo_.kind() != topology_kind::netns) {
+    blackhole_loopback(id, f, on);
+    return;
+  }
+  const auto table = table_name(id);
+  if (!on) {
+    auto ns = rule_ns_[id];
+    std::string out;
+    if (topo_.query_in(ns, {"nft", "-j", "list", "table", "inet", table}, out))
+      counts_[id] = read_counts(out);
+    must(ns, {"nft", "delete", "table", "inet", table});
+    return;
+  }
+  auto where = [&](const std::string& n) {
+    const auto& p = topo_.place(n);
+    return node_address{p.ip, p.control_port, p.data_port};
+  };
+  auto rules = plan_blackhole(f, where, precise_);
+  // Every packet to or from `from` is routed by its cluster's switch.
+  auto ns = topo_.switch_of(f.from);
+  auto file = topo_.log_of("blackhole-" + std::to_string(id));
+  file.replace_extension(".nft");
+  std::ofstream{file} << render_forward_table(table, rules);
+  must(ns, {"nft", "-f", file.string()});
+  rule_ns_[id] = ns;
+}
+
+void injector::blackhole_loopback(size_t id, const fault_spec& f, bool on) {
+  // One namespace shared by every node: rules for every (sender, receiver) pair on
+  // the receivers' ports.
+  std::ostringstream out_rules, in_rules;
+  auto cut = [&](const std::string& dst) {
     const auto& d = topo_.place(dst);
     const auto ports =
         "{ " + std::to_string(d.control_port) + ", " + std::to_string(d.data_port) + " }";
-    out_rules[s.ns] << "    ip daddr " << d.ip << " tcp dport " << ports << " drop\n";
-    in_rules[s.ns] << "    ip saddr " << d.ip << " tcp sport " << ports << " drop\n";
+    out_rules << "    ip daddr " << d.ip << " tcp dport " << ports << " drop\n";
+    in_rules << "    ip saddr " << d.ip << " tcp sport " << ports << " drop\n";
   };
   for (auto& to : f.to) {
-    cut(f.from, to);
+    cut(to);
     if (f.both_ways)
-      cut(to, f.from);
+      cut(f.from);
   }
-  for (auto& [ns, rules] : out_rules) {
-    if (!on) {
-      must(ns, {"nft", "delete", "table", "inet", table_name(id)});
-      continue;
-    }
-    std::ostringstream text;
-    text << "table inet " << table_name(id) << " {\n"
-         << "  chain out {\n    type filter hook output priority -10; policy accept;\n"
-         << rules.str() << "  }\n"
-         << "  chain in {\n    type filter hook input priority -10; policy accept;\n"
-         << in_rules[ns].str() << "  }\n}\n";
-    auto file = topo_.log_of("blackhole-" + std::to_string(id) + (ns.empty() ? "" : "-" + ns));
-    file.replace_extension(".nft");
-    std::ofstream{file} << text.str();
-    must(ns, {"nft", "-f", file.string()});
+  const auto ns = topo_.place(f.from).ns;
+  if (!on) {
+    must(ns, {"nft", "delete", "table", "inet", table_name(id)});
+    return;
   }
+  std::ostringstream text;
+  text << "table inet " << table_name(id) << " {\n"
+       << "  chain out {\n    type filter hook output priority -10; policy accept;\n"
+       << out_rules.str() << "  }\n"
+       << "  chain in {\n    type filter hook input priority -10; policy accept;\n"
+       << in_rules.str() << "  }\n}\n";
+  auto file = topo_.log_of("blackhole-" + std::to_string(id));
+  file.replace_extension(".nft");
+  std::ofstream{file} << text.str();
+  must(ns, {"nft", "-f", file.string()});
 }
 
 } // namespace prfaas::chaos

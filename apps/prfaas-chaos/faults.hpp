@@ -3,27 +3,33 @@
 // Applying and undoing each fault class on a running topology:
 //   kill       SIGKILL (kill -9) the node; undone by starting it again (new incarnation)
 //   pause      SIGSTOP; undone by SIGCONT
-//   link_down  the veth end in the PrfaaS namespace down (the peer loses carrier too)
-//   rate       tc tbf on both veth ends at the fault's rate; undone to the link's rate
-//   blackhole  nftables rules in the `from` node's namespace dropping every packet of
-//              its connections to the `to` nodes' control and data ports (both
-//              directions of those TCP connections, so what `from` sends is lost while
-//              what the `to` nodes send over their own connections still arrives);
-//              `both_ways` adds the mirror rules. On loopback every node shares one
-//              namespace, so the rules cut everyone's traffic to the `to` nodes.
+//   link_down  the named link's veth end in its first cluster's switch down (the peer
+//              loses carrier too)
+//   rate       tc tbf on both ends of the named link at the fault's rate; undone to
+//              the link's rate. The link's bytes and the bucket's overlimits during the
+//              fault are read from tc, so a cut that never bound is told apart.
+//   blackhole  netns: the rules of nft_rules.hpp in the `from` node's cluster switch,
+//              naming both ends (their collateral counters are read before removal).
+//              Loopback: every node shares one namespace and address, so the rules
+//              match the `to` nodes' ports and cut everyone's traffic to them.
 // Whatever is still applied when the injector is destroyed is undone.
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "nft_rules.hpp"
 #include "scenario.hpp"
 #include "topology.hpp"
+#include "watcher.hpp"
 
 namespace prfaas::chaos {
 
 class injector {
 public:
-  explicit injector(topology& t) : topo_(t) {}
+  /// `precise` false: the negative control's blackhole rules (nft_rules.hpp).
+  explicit injector(topology& t, bool precise = true) : topo_(t), precise_(precise) {}
   ~injector();
   injector(const injector&) = delete;
   injector& operator=(const injector&) = delete;
@@ -33,13 +39,29 @@ public:
   /// Undoes fault `id` if it is applied.
   void undo(size_t id);
 
+  /// A netns blackhole's rule counters, read when it was undone.
+  std::optional<rule_counts> counts(size_t id) const;
+  /// A rate fault's link usage between apply and undo.
+  std::optional<link_usage> usage(size_t id) const;
+
 private:
+  struct tbf_stats {
+    uint64_t bytes_a = 0, bytes_b = 0, overlimits = 0;
+  };
   void blackhole(size_t id, const fault_spec& f, bool on);
+  void blackhole_loopback(size_t id, const fault_spec& f, bool on);
   void must(const std::string& ns, std::vector<std::string> argv);
-  void tbf(const std::string& rate);
+  void tbf(const link_place& l, const std::string& rate);
+  /// Both ends' bytes sent and overlimits (summed).
+  tbf_stats read_tbf(const link_place& l);
 
   topology& topo_;
+  bool precise_;
   std::map<size_t, fault_spec> active_;
+  std::map<size_t, std::string> rule_ns_; ///< blackhole id -> where its table is
+  std::map<size_t, rule_counts> counts_;
+  std::map<size_t, std::pair<std::chrono::steady_clock::time_point, tbf_stats>> rate_start_;
+  std::map<size_t, link_usage> usage_;
 };
 
 /// Why `f` cannot run on `t` (a link fault on loopback, nft missing, nft on the

@@ -1,6 +1,7 @@
 // prfaas-chaos: live chaos scenarios against a multi-process deployment.
 //
 //   prfaas-chaos run SCENARIO.yaml [--json FILE] [--keep-logs | --discard-logs]
+//                    [--imprecise-blackhole]
 //   prfaas-chaos check SCENARIO.yaml...
 //
 // Exit codes: 0 passed (no request lost or duplicated, every bound held), 1 failed,
@@ -45,7 +46,8 @@ void show_logs(const fs::path& dir) {
   }
 }
 
-int run(const std::string& file, const std::string& json_out, bool keep_logs, bool discard_logs) {
+int run(const std::string& file, const std::string& json_out, bool keep_logs, bool discard_logs,
+        const chaos::run_options& opts) {
   chaos::scenario s;
   try {
     s = chaos::load_scenario(file);
@@ -61,7 +63,7 @@ int run(const std::string& file, const std::string& json_out, bool keep_logs, bo
   chaos::environment env{fs::current_path(), own_folder(), tmpl};
   int code = 1;
   try {
-    auto rep = chaos::run_scenario(s, env);
+    auto rep = chaos::run_scenario(s, env, opts);
     std::cout << rep.text() << std::flush;
     if (!json_out.empty()) {
       std::ofstream out{json_out};
@@ -99,6 +101,7 @@ int check(const std::vector<std::string>& files) {
       for (auto& n : d.nodes)
         nodes.push_back(n.name);
       chaos::check_nodes(s, nodes);
+      chaos::check_links(s, d);
       std::cout << f << ": ok (" << s.faults.size() << " faults)\n";
     } catch (const prfaas::config_error& e) {
       std::cerr << "prfaas-chaos: scenario error: " << e.what() << "\n";
@@ -121,11 +124,14 @@ int main(int argc, char** argv) {
   bool discard_logs = false;
   r->add_flag("--keep-logs", keep_logs, "keep the node and load logs (always kept on failure)");
   r->add_flag("--discard-logs", discard_logs, "remove the logs even on failure (an expected one)");
+  bool imprecise = false;
+  r->add_flag("--imprecise-blackhole", imprecise,
+              "negative control: blackholes match only the target's address and ports");
   std::vector<std::string> files;
   auto* c = app.add_subcommand("check", "validate scenario files and exit");
   c->add_option("scenarios", files, "scenario files")->required();
   CLI11_PARSE(app, argc, argv);
   if (r->parsed())
-    return run(file, json_out, keep_logs, discard_logs);
+    return run(file, json_out, keep_logs, discard_logs, chaos::run_options{!imprecise});
   return check(files);
 }

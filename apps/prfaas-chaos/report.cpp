@@ -21,6 +21,15 @@ std::string bound(const std::optional<seconds>& b) {
   return b ? " (bound " + secs(b->count()) + ")" : "";
 }
 
+std::string bits(double bps) {
+  char buf[32];
+  if (bps >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1f Mbit/s", bps / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f kbit/s", bps / 1e3);
+  return buf;
+}
+
 json opt(std::optional<double> v) {
   return v ? json(*v) : json(nullptr);
 }
@@ -71,9 +80,12 @@ tally classify(const std::vector<request_record>& records, double deadline_s) {
 }
 
 fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double> undone_s,
-                    const detection& seen) {
-  fault_outcome o{f, applied_s, undone_s, seen};
-  if (f.detect_within)
+                    const detection& seen, std::optional<rule_counts> rules,
+                    std::optional<link_usage> usage) {
+  fault_outcome o{f, applied_s, undone_s, seen, rules, usage};
+  o.collateral_ok = !rules || rules->collateral == 0;
+  o.no_effect = f.kind == fault_kind::rate && usage && usage->overlimits == 0 && !seen.detected_s;
+  if (f.detect_within && !o.no_effect)
     o.detect_ok = seen.detected_s && *seen.detected_s <= f.detect_within->count();
   if (f.recover_within && undone_s)
     o.recover_ok = seen.recovered_s && *seen.recovered_s <= f.recover_within->count();
@@ -86,7 +98,7 @@ bool report::passed() const {
   if (!unhealthy_at_end.empty() || !unexpected_exits.empty())
     return false;
   for (auto& f : faults)
-    if (!f.detect_ok || !f.recover_ok)
+    if (!f.detect_ok || !f.recover_ok || !f.collateral_ok)
       return false;
   return true;
 }
@@ -112,21 +124,29 @@ json report::to_json() const {
   if (!note.empty())
     j["note"] = note;
   j["faults"] = json::array();
-  for (auto& f : faults)
-    j["faults"].push_back(
-        {{"fault", to_string(f.fault.kind)},
-         {"what", f.fault.describe()},
-         {"applied_s", f.applied_s},
-         {"undone_s", opt(f.undone_s)},
-         {"detected_s", opt(f.seen.detected_s)},
-         {"detected_by", f.seen.detected_by},
-         {"detect_within_s",
-          f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
-         {"recovered_s", opt(f.seen.recovered_s)},
-         {"recover_within_s",
-          f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
-         {"detect_ok", f.detect_ok},
-         {"recover_ok", f.recover_ok}});
+  for (auto& f : faults) {
+    json one = {{"fault", to_string(f.fault.kind)},
+                {"what", f.fault.describe()},
+                {"applied_s", f.applied_s},
+                {"undone_s", opt(f.undone_s)},
+                {"detected_s", opt(f.seen.detected_s)},
+                {"detected_by", f.seen.detected_by},
+                {"detect_within_s",
+                 f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
+                {"recovered_s", opt(f.seen.recovered_s)},
+                {"recover_within_s",
+                 f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
+                {"detect_ok", f.detect_ok},
+                {"recover_ok", f.recover_ok},
+                {"no_effect", f.no_effect},
+                {"collateral_ok", f.collateral_ok}};
+    if (f.rules)
+      one["rules"] =
+          json{{"dropped_packets", f.rules->dropped}, {"collateral_packets", f.rules->collateral}};
+    if (f.usage)
+      one["link"] = json{{"bits_per_s", f.usage->bits_per_s}, {"overlimits", f.usage->overlimits}};
+    j["faults"].push_back(one);
+  }
   return j;
 }
 
@@ -151,10 +171,21 @@ std::string report::text() const {
   for (size_t i = 0; i < requests.lost_requests.size() && i < 10; ++i)
     o << "    " << requests.lost_requests[i].dump() << "\n";
   for (auto& f : faults) {
-    o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n"
-      << "    detected after " << secs(f.seen.detected_s)
-      << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
-      << bound(f.fault.detect_within) << (f.detect_ok ? "" : "  MISSED") << "\n";
+    o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
+    if (f.no_effect)
+      o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
+        << ", under the cut's rate: its token bucket never ran dry)\n";
+    else
+      o << "    detected after " << secs(f.seen.detected_s)
+        << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
+        << bound(f.fault.detect_within) << (f.detect_ok ? "" : "  MISSED") << "\n";
+    if (f.usage && !f.no_effect)
+      o << "    link carried " << bits(f.usage->bits_per_s) << " during the cut (bucket ran dry "
+        << f.usage->overlimits << " times)\n";
+    if (f.rules)
+      o << "    rules dropped " << f.rules->dropped
+        << " packets; between nodes it does not name: " << f.rules->collateral
+        << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
     if (f.undone_s)
       o << "    undone at " << secs(f.undone_s) << ", healthy again after "
         << secs(f.seen.recovered_s) << bound(f.fault.recover_within)

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "load.hpp"
+#include "nft_rules.hpp"
 #include "scenario.hpp"
 #include "watcher.hpp"
 
@@ -36,12 +37,20 @@ struct fault_outcome {
   double applied_s = 0; ///< after the load started
   std::optional<double> undone_s;
   detection seen;
+  std::optional<rule_counts> rules; ///< netns blackhole: its nft counters
+  std::optional<link_usage> usage;  ///< rate: what the link carried during the cut
   bool detect_ok = true, recover_ok = true;
+  /// A rate cut whose token bucket never ran dry: the link carried less than the cut
+  /// rate, so there was nothing to detect. Not a missed detection; said apart.
+  bool no_effect = false;
+  /// False when the fault's rules dropped packets between nodes it does not name.
+  bool collateral_ok = true;
 };
 
-/// Judges `seen` against the fault's bounds.
+/// Judges `seen` against the fault's bounds, and the fault's own counters.
 fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double> undone_s,
-                    const detection& seen);
+                    const detection& seen, std::optional<rule_counts> rules = {},
+                    std::optional<link_usage> usage = {});
 
 struct report {
   std::string scenario, topology, note; ///< note: a fallback taken

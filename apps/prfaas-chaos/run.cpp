@@ -56,9 +56,10 @@ double since(clock_type::time_point t0) {
 
 } // namespace
 
-report run_scenario(const scenario& s, const environment& env) {
+report run_scenario(const scenario& s, const environment& env, const run_options& opts) {
   topology topo{s, env};
   check_nodes(s, topo.nodes());
+  check_links(s, topo.deployment());
   for (auto& f : s.faults)
     if (auto why = unsupported(f, topo); !why.empty())
       throw skipped(why);
@@ -77,7 +78,7 @@ report run_scenario(const scenario& s, const environment& env) {
             << "), load and faults starting" << std::endl;
 
   load_driver load{topo, s.load, env};
-  injector inject{topo};
+  injector inject{topo, opts.precise_blackhole};
   std::vector<std::unique_ptr<watcher>> watchers(s.faults.size());
   std::vector<double> applied_s(s.faults.size());
   std::vector<std::optional<double>> undone_s(s.faults.size());
@@ -120,7 +121,8 @@ report run_scenario(const scenario& s, const environment& env) {
     rep.unhealthy_at_end = unhealthy.empty() ? "not healthy within 20 s" : unhealthy;
   rep.requests = classify(load.results(), s.load.deadline.count());
   for (size_t i = 0; i < s.faults.size(); ++i)
-    rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result()));
+    rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
+                               inject.counts(i), inject.usage(i)));
   rep.gateway = gateway_counters(topo);
   return rep;
 }

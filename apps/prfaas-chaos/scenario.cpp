@@ -156,6 +156,17 @@ input_lengths read_input(const std::string& source, const reader& load) {
   return in;
 }
 
+/// `link: [a, b]`: two cluster names (the deployment's links: are checked when it runs).
+std::vector<std::string> link_of(const reader& r) {
+  if (!r.has("link"))
+    return {};
+  auto v = r.node("link");
+  if (!v.IsSequence() || v.size() != 2 || !v[0].IsScalar() || !v[1].IsScalar() ||
+      v[0].as<std::string>() == v[1].as<std::string>())
+    r.fail(r.at("link"), "expected two different cluster names, e.g. [prfaas, pd]");
+  return {v[0].as<std::string>(), v[1].as<std::string>()};
+}
+
 fault_spec read_fault(const std::string& source, YAML::Node n, const std::string& path) {
   reader r{source, n, path};
   fault_spec f;
@@ -187,11 +198,13 @@ fault_spec read_fault(const std::string& source, YAML::Node n, const std::string
     lasting();
   } else if (kind == "link_down") {
     f.kind = fault_kind::link_down;
-    allow({"for"});
+    allow({"for", "link"});
+    f.link = link_of(r);
     lasting();
   } else if (kind == "rate") {
     f.kind = fault_kind::rate;
-    allow({"rate", "for"});
+    allow({"rate", "for", "link"});
+    f.link = link_of(r);
     f.rate = r.str("rate");
     try {
       if (parse_rate(f.rate) == 0)
@@ -257,6 +270,7 @@ std::optional<seconds> fault_spec::ends() const {
 }
 
 std::string fault_spec::describe() const {
+  const auto on_link = link.empty() ? std::string{} : " " + link[0] + "-" + link[1];
   switch (kind) {
   case fault_kind::kill:
     return "kill -9 " + node +
@@ -264,9 +278,9 @@ std::string fault_spec::describe() const {
   case fault_kind::pause:
     return "SIGSTOP " + node + " for " + secs(*lasts) + ", then SIGCONT";
   case fault_kind::link_down:
-    return "link down for " + secs(*lasts);
+    return "link" + on_link + " down for " + secs(*lasts);
   case fault_kind::rate:
-    return "link rate " + rate + " for " + secs(*lasts);
+    return "link" + on_link + " rate " + rate + " for " + secs(*lasts);
   case fault_kind::blackhole: {
     std::string to_list;
     for (auto& t : to)
@@ -371,6 +385,21 @@ void check_nodes(const scenario& s, const std::vector<std::string>& nodes) {
       if (!known(n))
         throw config_error(s.source, f.path + "." + key,
                            "no node \"" + n + "\" in " + s.deployment + " (" + list() + ")");
+  }
+}
+
+void check_links(const scenario& s, const deployment_config& d) {
+  for (auto& f : s.faults) {
+    if (f.kind != fault_kind::rate && f.kind != fault_kind::link_down)
+      continue;
+    if (!f.link.empty() && !d.find_link(f.link[0], f.link[1]))
+      throw config_error(s.source, f.path + ".link",
+                         "no link between " + f.link[0] + " and " + f.link[1] + " in " +
+                             s.deployment + "'s links:");
+    if (f.link.empty() && d.link_list.size() > 1)
+      throw config_error(s.source, f.path,
+                         s.deployment + " declares " + std::to_string(d.link_list.size()) +
+                             " links; name the one to act on (link: [cluster, cluster])");
   }
 }
 

@@ -13,11 +13,14 @@
 //           output_tokens: 16, stream_fraction: 0.5, seed: 7, deadline: 30s }
 //   faults:
 //     - { at: 10s, fault: kill, node: prfaas-0, restart_after: 3s, detect_within: 3s }
+//     - { at: 14s, fault: rate, link: [prfaas, pd], rate: 8mbit, for: 5s }
 
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "prfaas/runtime/config.hpp"
 
 namespace prfaas::chaos {
 
@@ -52,13 +55,14 @@ struct load_spec {
 struct fault_spec {
   fault_kind kind = fault_kind::kill;
   seconds at{0};
-  std::string node;                      ///< kill, pause
-  std::optional<seconds> restart_after;  ///< kill: restart the node this long after
-  std::optional<seconds> lasts;          ///< pause, link_down, rate, blackhole: `for`
-  std::string rate;                      ///< rate: the tbf rate during the fault ("8mbit")
-  std::string from;                      ///< blackhole: traffic from this node...
-  std::vector<std::string> to;           ///< ...to these is dropped
-  bool both_ways = false;                ///< blackhole: and back
+  std::string node;                     ///< kill, pause
+  std::optional<seconds> restart_after; ///< kill: restart the node this long after
+  std::optional<seconds> lasts;         ///< pause, link_down, rate, blackhole: `for`
+  std::string rate;                     ///< rate: the tbf rate during the fault ("8mbit")
+  std::vector<std::string> link; ///< rate, link_down: the two clusters (empty: the only link)
+  std::string from;              ///< blackhole: traffic from this node...
+  std::vector<std::string> to;   ///< ...to these is dropped
+  bool both_ways = false;        ///< blackhole: and back
   std::optional<seconds> detect_within;  ///< bound on the detection time
   std::optional<seconds> recover_within; ///< bound on seeing it healthy again after the fault
   std::string path;                      ///< key path (faults[i]) for messages
@@ -87,5 +91,8 @@ scenario parse_scenario(const std::string& yaml_text, const std::string& source)
 
 /// Every node a fault names must exist in `nodes`; a config_error otherwise.
 void check_nodes(const scenario& s, const std::vector<std::string>& nodes);
+/// Every link a `rate` or `link_down` fault names must be declared in `d` (and one
+/// must be named when `d` declares several); a config_error otherwise.
+void check_links(const scenario& s, const deployment_config& d);
 
 } // namespace prfaas::chaos

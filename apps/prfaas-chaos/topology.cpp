@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -34,55 +36,87 @@ std::string param(const actor_config& a, const char* key) {
 } // namespace
 
 topology::topology(const scenario& s, const environment& env) : env_(env), kind_(s.topology) {
-  if (kind_ == topology_kind::netns && setup_netns(s))
-    return;
-  kind_ = topology_kind::loopback;
-  config_file_ = env_.repo / s.deployment;
-  deployment_ = load_deployment(config_file_.string());
-  std::map<std::string, std::string> ns_of;
-  if (setup_loopback())
-    for (auto& n : deployment_.nodes)
-      ns_of[n.name] = private_ns_;
-  place_nodes(ns_of);
+  try {
+    if (kind_ == topology_kind::netns && setup_netns(s))
+      return;
+    kind_ = topology_kind::loopback;
+    config_file_ = env_.repo / s.deployment;
+    deployment_ = load_deployment(config_file_.string());
+    std::map<std::string, std::string> ns_of;
+    if (setup_loopback())
+      for (auto& n : deployment_.nodes)
+        ns_of[n.name] = private_ns_;
+    place_nodes(ns_of);
+  } catch (...) {
+    remove_namespaces(); // no destructor runs for a constructor that throws
+    throw;
+  }
+}
+
+void topology::remove_namespaces() {
+  // Deleting a namespace removes its veth ends (and their peers) with it; deleting one
+  // that was never made fails harmlessly.
+  for (auto& ns : plan_.namespaces)
+    t::run({.argv = {"ip", "netns", "del", ns}}, 10s);
+  plan_.namespaces.clear();
+  if (!private_ns_.empty())
+    t::run({.argv = {"ip", "netns", "del", private_ns_}}, 10s);
+  private_ns_.clear();
 }
 
 bool topology::setup_netns(const scenario& s) {
-  auto hold = env_.work / "netns.env";
-  netns_script_ = std::make_unique<t::child_process>(
-      t::command{.argv = {(env_.repo / "tools/netns-two-dc.sh").string(), "--setup", hold.string(),
-                          "--config", (env_.repo / s.deployment).string()},
-                 .extra_env = {"PRFAAS_NODE=" + (env_.bin / "prfaas-node").string()},
-                 .out_file = env_.work / "netns-setup.log"});
-  t::eventually([&] { return std::filesystem::exists(hold) || !netns_script_->running(); }, 60s,
-                50ms);
-  if (!std::filesystem::exists(hold)) {
-    auto code = netns_script_->wait(5s);
-    auto out = netns_script_->output();
-    netns_script_.reset();
-    if (code != 77)
-      throw std::runtime_error("tools/netns-two-dc.sh --setup failed:\n" + out);
-    auto why = out.substr(out.find("skipped:") == std::string::npos ? 0 : out.find("skipped:"));
-    while (!why.empty() && why.back() == '\n')
-      why.pop_back();
-    if (!s.fallback_loopback)
-      throw skipped(why.rfind("skipped: ", 0) == 0 ? why.substr(9) : why);
-    fallback_reason_ = why;
-    return false;
+  auto source = (env_.repo / s.deployment).string();
+  auto original = load_deployment(source);
+  plan_ = plan_netns(original, std::to_string(::getpid()));
+  for (auto& cmd : plan_.setup) {
+    auto r = t::run({.argv = cmd}, 10s);
+    if (r.code != 0) {
+      std::string line;
+      for (auto& a : cmd)
+        line += (line.empty() ? "" : " ") + a;
+      auto why = "cannot build the netns topology: " + line + ": " + r.output;
+      while (!why.empty() && why.back() == '\n')
+        why.pop_back();
+      if (&cmd != &plan_.setup.front())
+        throw std::runtime_error(why); // namespaces work here, something else is wrong
+      plan_ = {};                      // nothing was made
+      if (!s.fallback_loopback)
+        throw skipped(why);
+      fallback_reason_ = why;
+      return false;
+    }
   }
-  auto a = t::read_assignments(hold);
-  link_ = link_place{a["NS_A"], a["NS_B"], a["VETH_A"], a["VETH_B"], a["RATE"]};
-  config_file_ = a["CONFIG"];
+  config_file_ = env_.work / "netns.yaml";
+  std::ifstream in{source};
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::ofstream{config_file_} << place_deployment(text.str(), source, plan_);
   deployment_ = load_deployment(config_file_.string());
-  std::vector<std::string> in_a;
-  std::istringstream names{a["NODES_A"]};
-  for (std::string n; names >> n;)
-    in_a.push_back(n);
   std::map<std::string, std::string> ns_of;
-  for (auto& n : deployment_.nodes)
-    ns_of[n.name] =
-        std::find(in_a.begin(), in_a.end(), n.name) != in_a.end() ? link_->ns_a : link_->ns_b;
+  for (auto& n : plan_.nodes)
+    ns_of[n.name] = n.ns;
   place_nodes(ns_of);
   return true;
+}
+
+const link_place* topology::link_for(const fault_spec& f) const {
+  if (!f.link.empty()) {
+    if (auto* l = plan_.link_between(f.link[0], f.link[1]))
+      return l;
+    throw std::runtime_error(f.path + ".link: no link between " + f.link[0] + " and " + f.link[1] +
+                             " in the deployment's links:");
+  }
+  if (plan_.links.size() > 1)
+    throw std::runtime_error(f.path + ": the deployment has " + std::to_string(plan_.links.size()) +
+                             " links; name one (link: [cluster, cluster])");
+  return plan_.links.empty() ? nullptr : &plan_.links.front();
+}
+
+std::string topology::switch_of(const std::string& node) const {
+  for (auto& n : plan_.nodes)
+    if (n.name == node)
+      return n.switch_ns;
+  return {};
 }
 
 bool topology::setup_loopback() {
@@ -126,12 +160,7 @@ topology::~topology() {
     if (p)
       p->wait(10s);
   procs_.clear(); // SIGKILLs what is left
-  if (netns_script_) {
-    netns_script_->signal(SIGTERM);
-    netns_script_->wait(30s);
-  }
-  if (!private_ns_.empty())
-    t::run({.argv = {"ip", "netns", "del", private_ns_}}, 10s);
+  remove_namespaces();
 }
 
 bool topology::private_network() const {
@@ -173,6 +202,27 @@ bool topology::run_in(const std::string& ns, std::vector<std::string> argv,
   auto r = t::run({.argv = in_ns(ns, std::move(argv))}, 10s);
   out = r.output;
   return r.code == 0;
+}
+
+bool topology::query_in(const std::string& ns, std::vector<std::string> argv,
+                        std::string& out) const {
+  static std::atomic<uint64_t> seq{0};
+  auto base = env_.work / ("query-" + std::to_string(seq++));
+  auto stdout_file = base, stderr_file = base;
+  stdout_file += ".out";
+  stderr_file += ".err";
+  bool ok = false;
+  {
+    t::child_process p{t::command{
+        .argv = in_ns(ns, std::move(argv)), .out_file = stdout_file, .err_file = stderr_file}};
+    auto code = p.wait(10s);
+    ok = code && *code == 0;
+    out = ok ? p.out() : p.output();
+  }
+  std::error_code ec;
+  std::filesystem::remove(stdout_file, ec);
+  std::filesystem::remove(stderr_file, ec);
+  return ok;
 }
 
 std::filesystem::path topology::log_of(const std::string& node) const {

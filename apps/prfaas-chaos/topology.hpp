@@ -1,8 +1,9 @@
 #pragma once
 
-// Where a scenario's deployment runs and its node processes. `netns`: the two-dc
-// layout of tools/netns-two-dc.sh (--setup), two namespaces joined by a tbf-limited
-// veth pair; `loopback`: every node on 127.0.0.1 in one private namespace (so fixed
+// Where a scenario's deployment runs and its node processes. `netns`: the network
+// derived from the deployment (netns_plan.hpp): a namespace per node with its own
+// address, a routing "switch" namespace per cluster, a tbf-limited veth pair per
+// declared link; `loopback`: every node on 127.0.0.1 in one private namespace (so fixed
 // ports never clash with other deployments on the machine), or in ours where the
 // kernel refuses namespaces. Each node is its own process, started, killed, paused and
 // restarted from here; the namespace of each is known so that commands and probes run
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "prfaas/runtime/config.hpp"
+#include "netns_plan.hpp"
 #include "scenario.hpp"
 #include "common/process.hpp"
 
@@ -44,10 +46,8 @@ struct node_place {
   int control_port = 0, data_port = 0, admin_port = 0;
 };
 
-/// The veth link between the namespaces (netns only).
-struct link_place {
-  std::string ns_a, ns_b, veth_a, veth_b, rate;
-};
+/// A declared link between two clusters (netns only): the veth `dev` in each switch.
+using link_place = planned_link;
 
 class topology {
 public:
@@ -65,7 +65,13 @@ public:
   const deployment_config& deployment() const { return deployment_; }
   const std::vector<std::string>& nodes() const { return names_; }
   const node_place& place(const std::string& node) const { return places_.at(node); }
-  std::optional<link_place> link() const { return link_; }
+  /// The declared links (netns only; empty on loopback).
+  const std::vector<link_place>& links() const { return plan_.links; }
+  /// The link a `rate` or `link_down` fault acts on: the one it names, or the only one.
+  /// Null when there is none; throws std::runtime_error when it is ambiguous or unknown.
+  const link_place* link_for(const fault_spec& f) const;
+  /// The switch namespace of `node`'s cluster (netns only; empty on loopback).
+  std::string switch_of(const std::string& node) const;
   /// True when faults may install nft rules here: a namespace of our own, never the
   /// machine's (other deployments share its loopback).
   bool private_network() const;
@@ -93,6 +99,9 @@ public:
 
   /// Runs `argv` in namespace `ns` (ip netns exec), bounded; its output in `out`.
   bool run_in(const std::string& ns, std::vector<std::string> argv, std::string& out) const;
+  /// Runs `argv` in `ns`, bounded; true with its standard output alone in `out` (for
+  /// tools that print JSON), false with the command and everything it said.
+  bool query_in(const std::string& ns, std::vector<std::string> argv, std::string& out) const;
   /// argv prefixed to run in `ns`.
   std::vector<std::string> in_ns(const std::string& ns, std::vector<std::string> argv) const;
 
@@ -101,6 +110,8 @@ private:
   bool setup_netns(const scenario& s);
   bool setup_loopback();
   void place_nodes(const std::map<std::string, std::string>& ns_of);
+  /// Removes the namespaces this topology made (netns and loopback alike).
+  void remove_namespaces();
 
   environment env_;
   topology_kind kind_;
@@ -109,9 +120,8 @@ private:
   deployment_config deployment_;
   std::vector<std::string> names_;
   std::map<std::string, node_place> places_;
-  std::optional<link_place> link_;
-  std::unique_ptr<proc::child_process> netns_script_; ///< holds the two namespaces
-  std::string private_ns_;                            ///< loopback's own namespace
+  netns_plan plan_;        ///< netns: what was built (removed in the destructor)
+  std::string private_ns_; ///< loopback's own namespace
   std::map<std::string, std::unique_ptr<proc::child_process>> procs_;
   std::map<std::string, bool> killed_; ///< down by a kill fault, not restarted yet
 };

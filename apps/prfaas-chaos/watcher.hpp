@@ -30,6 +30,12 @@ struct detection {
   std::optional<double> recovered_s; ///< after the fault was undone
 };
 
+/// What a link carried while a `rate` fault held it (the busier direction), from tc.
+struct link_usage {
+  double bits_per_s = 0;
+  uint64_t overlimits = 0; ///< times the token bucket ran dry (both ends)
+};
+
 class watcher {
 public:
   /// Reads the baseline (incarnations) at once, then starts polling in the background;

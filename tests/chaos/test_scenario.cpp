@@ -152,3 +152,37 @@ TEST_CASE("fault nodes must exist in the deployment") {
     CHECK_THAT(std::string{e.what()}, Catch::Contains("faults[0].to: no node \"pd-x\""));
   }
 }
+
+TEST_CASE("link faults name a declared link, or the only one") {
+  auto s = parse_scenario(base + R"(
+faults:
+  - { at: 1s, fault: rate, link: [prfaas, pd], rate: 8mbit, for: 2s }
+  - { at: 4s, fault: link_down, for: 1s }
+)",
+                          "s.yaml");
+  REQUIRE(s.faults.size() == 2);
+  CHECK(s.faults[0].link == std::vector<std::string>{"prfaas", "pd"});
+  CHECK(s.faults[0].describe() == "link prfaas-pd rate 8mbit for 2 s");
+  CHECK(s.faults[1].link.empty());
+  CHECK_THAT(
+      error_of(base + "faults: [ { at: 1s, fault: rate, link: [pd], rate: 8mbit, for: 2s } ]"),
+      Catch::Contains("faults[0].link") && Catch::Contains("two different cluster names"));
+
+  auto d = prfaas::parse_deployment(R"(
+deployment: t
+model: { name: m, engine: profile }
+clusters: { a: { kind: prefill-only }, b: { kind: prefill-only }, pd: { kind: pd } }
+links: [ { between: [a, pd] }, { between: [b, pd] } ]
+nodes: [ { name: n, cluster: pd, control: tcp://127.0.0.1:7000, data: tcp://127.0.0.1:7100 } ]
+)",
+                                    "<d>");
+  auto named = parse_scenario(
+      base + "faults: [ { at: 1s, fault: link_down, link: [pd, b], for: 1s } ]", "s.yaml");
+  CHECK_NOTHROW(check_links(named, d));
+  auto unknown = parse_scenario(
+      base + "faults: [ { at: 1s, fault: link_down, link: [a, b], for: 1s } ]", "s.yaml");
+  CHECK_THROWS_WITH(check_links(unknown, d), Catch::Contains("no link between a and b"));
+  auto unnamed =
+      parse_scenario(base + "faults: [ { at: 1s, fault: link_down, for: 1s } ]", "s.yaml");
+  CHECK_THROWS_WITH(check_links(unnamed, d), Catch::Contains("declares 2 links; name the one"));
+}
