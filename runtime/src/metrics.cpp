@@ -22,6 +22,8 @@ const char* to_string(drop_reason r) {
     return "wrong_destination";
   case drop_reason::stale_incarnation:
     return "stale_incarnation";
+  case drop_reason::stale_source:
+    return "stale_source";
   case drop_reason::impersonation:
     return "impersonation";
   case drop_reason::unknown_actor:

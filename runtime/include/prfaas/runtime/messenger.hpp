@@ -183,6 +183,9 @@ private:
   /// Counts a send's outcome (sent, or why not); returns `st`.
   send_status count_send(const std::string& peer, size_t bytes, send_status st);
   void on_frame(const inbound_frame& f);
+  /// Records `incarnation` of `peer` if it is the newest; false when an even newer one
+  /// was heard already (the frame is stale).
+  bool note_incarnation(const std::string& peer, uint64_t incarnation);
   void count_drop(drop_reason r, const inbound_frame& f, const char* detail);
 
   // outbound requests
@@ -228,6 +231,11 @@ private:
   std::optional<clock_type::time_point> armed_;               ///< when the request timer fires next
   uint64_t timer_generation_ = 0;                             ///< of the timer that counts
   std::map<std::string, peer_status> peer_status_;
+  /// Fencing: the newest incarnation heard of each peer (from its frames or the
+  /// failure detector). Keys fixed at construction; values only grow. A frame from an
+  /// older incarnation — a process that was replaced, or woke from a pause after its
+  /// successor spoke — is dropped (stale_source).
+  std::unordered_map<std::string, std::atomic<uint64_t>> newest_;
   uint64_t next_request_id_ = 1;
 
   mutable std::mutex in_mtx_;
