@@ -2,6 +2,9 @@
 //
 //   prfaas-chaos run SCENARIO.yaml [--json FILE] [--keep-logs | --discard-logs]
 //                    [--imprecise-blackhole]
+//   prfaas-chaos run --random SEED --deployment FILE [--faults N] [--duration S]
+//                    [--rate R] [--write-scenario FILE] [--json FILE] ...
+//       the randomized nemesis (nemesis.hpp): a seeded schedule over the deployment
 //   prfaas-chaos check SCENARIO.yaml...
 //
 // Exit codes: 0 passed (no request lost or duplicated, every bound held), 1 failed,
@@ -17,6 +20,7 @@
 #include <CLI/CLI.hpp>
 
 #include "prfaas/runtime/config.hpp"
+#include "nemesis.hpp"
 #include "run.hpp"
 #include "common/process.hpp"
 
@@ -46,15 +50,38 @@ void show_logs(const fs::path& dir) {
   }
 }
 
-int run(const std::string& file, const std::string& json_out, bool keep_logs, bool discard_logs,
-        const chaos::run_options& opts) {
-  chaos::scenario s;
+struct random_request {
+  std::optional<uint64_t> seed;
+  std::string deployment, write_to;
+  chaos::nemesis_options opts;
+};
+
+/// The scenario to run: the file's, or one drawn by the nemesis.
+std::optional<chaos::scenario> scenario_for(const std::string& file, const random_request& rnd) {
   try {
-    s = chaos::load_scenario(file);
+    if (!rnd.seed)
+      return chaos::load_scenario(file);
+    auto o = rnd.opts;
+    o.seed = *rnd.seed;
+    auto s = chaos::random_scenario(prfaas::load_deployment(rnd.deployment), rnd.deployment, o);
+    if (!rnd.write_to.empty())
+      std::ofstream{rnd.write_to} << chaos::to_yaml(s);
+    std::cerr << "prfaas-chaos: " << s.name << ":\n" << chaos::to_yaml(s);
+    return s;
   } catch (const prfaas::config_error& e) {
     std::cerr << "prfaas-chaos: scenario error: " << e.what() << "\n";
-    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "prfaas-chaos: " << e.what() << "\n";
   }
+  return std::nullopt;
+}
+
+int run(const std::string& file, const random_request& rnd, const std::string& json_out,
+        bool keep_logs, bool discard_logs, const chaos::run_options& opts) {
+  auto drawn = scenario_for(file, rnd);
+  if (!drawn)
+    return 2;
+  auto& s = *drawn;
   std::string tmpl = (fs::temp_directory_path() / "prfaas-chaos.XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) {
     std::cerr << "prfaas-chaos: cannot create a work folder\n";
@@ -119,7 +146,20 @@ int main(int argc, char** argv) {
   std::string file, json_out;
   bool keep_logs = false;
   auto* r = app.add_subcommand("run", "run a scenario (from the repository root)");
-  r->add_option("scenario", file, "scenario file (tests/chaos/*.yaml)")->required();
+  auto* file_opt = r->add_option("scenario", file, "scenario file (tests/chaos/*.yaml)");
+  random_request rnd;
+  auto* seed_opt = r->add_option("--random", rnd.seed, "draw a random scenario with this seed")
+                       ->excludes(file_opt);
+  r->add_option("--deployment", rnd.deployment, "--random: the deployment file")->needs(seed_opt);
+  r->add_option("--faults", rnd.opts.faults, "--random: how many faults (default 8)")
+      ->needs(seed_opt);
+  double duration_s = rnd.opts.duration.count();
+  r->add_option("--duration", duration_s, "--random: seconds of load (default 40)")
+      ->needs(seed_opt);
+  r->add_option("--rate", rnd.opts.rate, "--random: requests per second (default 3)")
+      ->needs(seed_opt);
+  r->add_option("--write-scenario", rnd.write_to, "--random: also write the drawn scenario here")
+      ->needs(seed_opt);
   r->add_option("--json", json_out, "write the report as JSON to FILE");
   bool discard_logs = false;
   r->add_flag("--keep-logs", keep_logs, "keep the node and load logs (always kept on failure)");
@@ -131,7 +171,17 @@ int main(int argc, char** argv) {
   auto* c = app.add_subcommand("check", "validate scenario files and exit");
   c->add_option("scenarios", files, "scenario files")->required();
   CLI11_PARSE(app, argc, argv);
-  if (r->parsed())
-    return run(file, json_out, keep_logs, discard_logs, chaos::run_options{!imprecise});
+  if (r->parsed()) {
+    if (file.empty() && !rnd.seed) {
+      std::cerr << "prfaas-chaos run: give a scenario file or --random SEED --deployment FILE\n";
+      return 2;
+    }
+    if (rnd.seed && rnd.deployment.empty()) {
+      std::cerr << "prfaas-chaos run: --random needs --deployment FILE\n";
+      return 2;
+    }
+    rnd.opts.duration = chaos::seconds{duration_s};
+    return run(file, rnd, json_out, keep_logs, discard_logs, chaos::run_options{!imprecise});
+  }
   return check(files);
 }

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "prfaas/runtime/config.hpp"
+
 namespace prfaas::chaos {
 
 namespace {
@@ -36,7 +38,8 @@ json opt(std::optional<double> v) {
 
 } // namespace
 
-tally classify(const std::vector<request_record>& records, double deadline_s) {
+tally classify(const std::vector<request_record>& records, double deadline_s,
+               std::optional<double> heal_s) {
   tally t;
   for (auto& rec : records) {
     const auto& r = rec.r;
@@ -46,6 +49,11 @@ tally classify(const std::vector<request_record>& records, double deadline_s) {
       continue;
     }
     ++t.sent;
+    if (heal_s && r.value("sent_s", 0.0) > *heal_s) {
+      ++t.after_heal;
+      if (status != "ok" || r.value("output_tokens", 0u) != r.value("requested_output_tokens", 0u))
+        ++t.failed_after_heal;
+    }
     auto lose = [&](const std::string& why) {
       ++t.lost;
       ++t.lost_by[why];
@@ -84,7 +92,11 @@ fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double>
                     std::optional<link_usage> usage) {
   fault_outcome o{f, applied_s, undone_s, seen, rules, usage};
   o.collateral_ok = !rules || rules->collateral == 0;
-  o.no_effect = f.kind == fault_kind::rate && usage && usage->overlimits == 0 && !seen.detected_s;
+  // A cut that never bound (the bucket never ran dry), or that the link used less
+  // than half of on average, left nothing for the deployment to detect.
+  if (f.kind == fault_kind::rate && usage && !seen.detected_s)
+    o.no_effect =
+        usage->overlimits == 0 || usage->bits_per_s < 0.5 * static_cast<double>(parse_rate(f.rate));
   if (f.detect_within && !o.no_effect)
     o.detect_ok = seen.detected_s && *seen.detected_s <= f.detect_within->count();
   if (f.recover_within && undone_s)
@@ -96,6 +108,8 @@ bool report::passed() const {
   if (requests.lost || requests.duplicated || requests.sent == 0)
     return false;
   if (!unhealthy_at_end.empty() || !unexpected_exits.empty())
+    return false;
+  if (requests.failed_after_heal || !held.empty())
     return false;
   for (auto& f : faults)
     if (!f.detect_ok || !f.recover_ok || !f.collateral_ok)
@@ -120,7 +134,10 @@ json report::to_json() const {
               {"lost_requests", requests.lost_requests}}},
             {"gateway", gateway},
             {"unhealthy_at_end", unhealthy_at_end},
-            {"unexpected_exits", unexpected_exits}};
+            {"unexpected_exits", unexpected_exits},
+            {"held_at_quiescence", held}};
+  j["requests"]["after_heal"] = requests.after_heal;
+  j["requests"]["failed_after_heal"] = requests.failed_after_heal;
   if (!note.empty())
     j["note"] = note;
   j["faults"] = json::array();
@@ -166,6 +183,10 @@ std::string report::text() const {
       o << " " << k << " " << n;
     o << "\n";
   };
+  if (requests.after_heal)
+    o << "  sent after the faults healed: " << requests.after_heal << ", not completed "
+      << requests.failed_after_heal << (requests.failed_after_heal ? "  FAILED AFTER HEAL" : "")
+      << "\n";
   kinds("failed by", requests.failed_by);
   kinds("lost by", requests.lost_by);
   for (size_t i = 0; i < requests.lost_requests.size() && i < 10; ++i)
@@ -174,7 +195,8 @@ std::string report::text() const {
     o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
     if (f.no_effect)
       o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
-        << ", under the cut's rate: its token bucket never ran dry)\n";
+        << ", under the cut's " << f.fault.rate << "; its token bucket ran dry "
+        << f.usage->overlimits << " times)\n";
     else
       o << "    detected after " << secs(f.seen.detected_s)
         << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
@@ -201,6 +223,12 @@ std::string report::text() const {
     o << "  " << node << " exited on its own with code " << code << "\n";
   o << "  deployment at the end: " << (unhealthy_at_end.empty() ? "whole" : unhealthy_at_end)
     << "\n";
+  o << "  held at quiescence:";
+  if (held.empty())
+    o << " nothing";
+  for (auto& [what, n] : held)
+    o << " " << what << "=" << n;
+  o << (held.empty() ? "" : "  HELD") << "\n";
   o << "  " << (passed() ? "PASS" : "FAIL") << "\n";
   return o.str();
 }

@@ -26,11 +26,17 @@ namespace prfaas::chaos {
 
 struct tally {
   size_t sent = 0, completed = 0, failed = 0, lost = 0, duplicated = 0, not_sent = 0;
+  /// Requests sent after every fault had healed, and those of them that did not
+  /// complete (each is a failure of the run: a healed deployment serves everything).
+  size_t after_heal = 0, failed_after_heal = 0;
   std::map<std::string, size_t> failed_by, lost_by; ///< by the generator's status kind
   std::vector<nlohmann::json> lost_requests;        ///< each lost or duplicated request
 };
 
-tally classify(const std::vector<request_record>& records, double deadline_s);
+/// `heal_s`: when the last fault had healed (in the load's time); requests sent after it
+/// are counted in after_heal, and those not completed in failed_after_heal.
+tally classify(const std::vector<request_record>& records, double deadline_s,
+               std::optional<double> heal_s = std::nullopt);
 
 struct fault_outcome {
   fault_spec fault;
@@ -40,8 +46,9 @@ struct fault_outcome {
   std::optional<rule_counts> rules; ///< netns blackhole: its nft counters
   std::optional<link_usage> usage;  ///< rate: what the link carried during the cut
   bool detect_ok = true, recover_ok = true;
-  /// A rate cut whose token bucket never ran dry: the link carried less than the cut
-  /// rate, so there was nothing to detect. Not a missed detection; said apart.
+  /// A rate cut that was not detected and never bound: its token bucket never ran dry,
+  /// or the link carried under half the cut rate on average. Nothing to detect, so not
+  /// a missed detection; said apart.
   bool no_effect = false;
   /// False when the fault's rules dropped packets between nodes it does not name.
   bool collateral_ok = true;
@@ -62,6 +69,10 @@ struct report {
   /// else what is wrong (a node that died or hung on its own fails the run).
   std::string unhealthy_at_end;
   std::map<std::string, int> unexpected_exits; ///< node -> exit code
+  /// At quiescence (load over, deployment whole): what any node still held — gateway
+  /// requests, worker queues and active work, data-plane bytes in flight or queued.
+  /// Empty when nothing.
+  std::map<std::string, double> held;
 
   bool passed() const;
   nlohmann::json to_json() const;

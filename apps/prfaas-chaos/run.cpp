@@ -50,6 +50,38 @@ std::map<std::string, double> gateway_counters(const topology& t) {
   return out;
 }
 
+/// What each node still holds: live gateway requests, queued and active worker
+/// orders, data-plane bytes in flight or waiting. Keys "node metric"; zero values left out.
+std::map<std::string, double> held(const topology& t) {
+  std::map<std::string, double> out;
+  for (auto& n : t.nodes()) {
+    auto m = get_metrics(t.place(n));
+    if (!m) {
+      out[n + " /metrics"] = 1; // cannot tell: counts as held
+      continue;
+    }
+    for (auto name :
+         {"prfaas_gateway_live_requests", "prfaas_worker_queue_depth", "prfaas_worker_active",
+          "prfaas_data_bytes_in_flight", "prfaas_data_bytes_queued"})
+      if (double v = proc::metric(*m, name); v != 0)
+        out[n + " " + name] = v;
+  }
+  return out;
+}
+
+/// When the last fault had healed, in the load's time (its undo plus the recovery
+/// seen, or 10 s when none was seen), plus 2 s for the load's own start-up; none when
+/// a fault never ends.
+std::optional<double> healed_at(const std::vector<fault_outcome>& faults) {
+  double heal = 0;
+  for (auto& f : faults) {
+    if (!f.undone_s)
+      return std::nullopt;
+    heal = std::max(heal, *f.undone_s + f.seen.recovered_s.value_or(10.0));
+  }
+  return heal + 2;
+}
+
 double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
@@ -119,10 +151,13 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   std::string unhealthy;
   if (!topo.wait_healthy(20s, unhealthy))
     rep.unhealthy_at_end = unhealthy.empty() ? "not healthy within 20 s" : unhealthy;
-  rep.requests = classify(load.results(), s.load.deadline.count());
   for (size_t i = 0; i < s.faults.size(); ++i)
     rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
                                inject.counts(i), inject.usage(i)));
+  rep.requests = classify(load.results(), s.load.deadline.count(), healed_at(rep.faults));
+  // Quiescence: the load is over and every request ended; what is still held a few
+  // seconds later (leases and timers run out) is held by mistake.
+  proc::eventually([&] { return (rep.held = held(topo)).empty(); }, 15s, 250ms);
   rep.gateway = gateway_counters(topo);
   return rep;
 }

@@ -140,7 +140,7 @@ nodes:
   CHECK_THROWS_WITH(plan_netns(d, "1"), Catch::Contains("lone") && Catch::Contains("cluster"));
 }
 
-TEST_CASE("blackhole rules name both ends; the imprecise ones of the control do not") {
+TEST_CASE("blackhole rules name both ends, the imprecise ones of the control do not") {
   for (bool both : {false, true}) {
     auto f = blackhole("a", {"c"}, both);
     auto precise = plan_blackhole(f, addr, true);
@@ -163,7 +163,7 @@ TEST_CASE("blackhole rules name both ends; the imprecise ones of the control do 
                                    "10.77.1.1, 10.77.1.1 . 10.77.2.1, 10.77.2.1 . 10.77.1.1 }"));
 }
 
-TEST_CASE("rule counters are read from nft's JSON by comment; garbage is refused") {
+TEST_CASE("rule counters are read from nft JSON by comment, garbage is refused") {
   const char* listing = R"({"nftables": [{"metainfo": {"version": "1.0.6"}},
     {"rule": {"comment": "collateral", "expr": [{"counter": {"packets": 3, "bytes": 180}}]}},
     {"rule": {"comment": "drop", "expr": [{"counter": {"packets": 40, "bytes": 4000}}, {"drop": null}]}},
@@ -196,7 +196,10 @@ TEST_CASE("a rate cut that never bound is 'no effect observed', not a missed det
   r.requests.completed = 1;
   r.faults = {idle};
   CHECK(r.passed());
-  CHECK_THAT(r.text(), Catch::Contains("no effect observed (link carried 120.0 kbit/s"));
+  CHECK_THAT(r.text(), Catch::Contains("no effect observed (link carried 120.0 kbit/s, under the "
+                                       "cut's 8mbit; its token bucket ran dry 0 times)"));
+  // Brief bursts ran the bucket dry, but the link carried under half the cut on average.
+  CHECK(judge(f, 5, 10, none, {}, link_usage{2'000'000, 40}).no_effect);
   r.faults = {busy};
   CHECK_FALSE(r.passed());
   CHECK_THAT(r.text(), Catch::Contains("MISSED"));

@@ -124,7 +124,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the long chaos sweep", "[.long]") {
-  auto [first, count] = seeds_from_env({1, 100});
+  auto [first, count] = seeds_from_env({1, 1000});
   auto out = prfaas::sim::chaos_sweep(options(first, count));
   require_clean(out["summary"], out["seeds"]);
   CHECK(out["summary"]["probes_never_fired"].empty());

@@ -1,0 +1,42 @@
+#pragma once
+
+// The randomized live nemesis: a seeded schedule of overlapping faults over a whole
+// deployment — kills (some restarted faster than the failure detector can notice),
+// pauses long and short, blackholes one and two ways between random node sets, rate
+// cuts and flaps of every declared link — for `prfaas-chaos run --random SEED`.
+//
+// Rules of the draw: the gateway's node is never killed or paused (its clients have no
+// failover: that is the negative control's job); two faults never touch the same node
+// or link at once (so each one's detection is observable and its undo unambiguous);
+// faults start after 2 s and end 10 s before the load does, leaving a healed tail in
+// which every request must succeed. Bounds: detection within 3 s where the fault lasts
+// long enough for the failure detector (≥ 1.5 s), recovery within 20 s; rate cuts carry
+// no detection bound (the verdict says whether the cut bound at all). The same seed and
+// deployment give the same scenario.
+
+#include <cstdint>
+#include <string>
+
+#include "prfaas/runtime/config.hpp"
+#include "scenario.hpp"
+
+namespace prfaas::chaos {
+
+struct nemesis_options {
+  uint64_t seed = 1;
+  size_t faults = 8;
+  seconds duration{40}; ///< of the load
+  double rate = 3;      ///< requests per second
+};
+
+/// Draws a scenario for deployment `d` (read from `deployment_path`, which the scenario
+/// names). Fewer than `faults` when the deployment has too few disjoint targets for them
+/// in the window (the scenario's name says how many were drawn). Throws
+/// std::invalid_argument when `duration` leaves no window (under 14 s).
+scenario random_scenario(const deployment_config& d, const std::string& deployment_path,
+                         const nemesis_options& o);
+
+/// The scenario as a file `prfaas-chaos run` reads back to the same faults.
+std::string to_yaml(const scenario& s);
+
+} // namespace prfaas::chaos
