@@ -15,14 +15,14 @@ std::string table_name(size_t id) {
   return "prfaas_chaos_" + std::to_string(id);
 }
 
+} // namespace
+
 bool nft_installed() {
   for (auto dir : {"/usr/sbin/", "/sbin/", "/usr/bin/"})
     if (::access((std::string{dir} + "nft").c_str(), X_OK) == 0)
       return true;
   return false;
 }
-
-} // namespace
 
 std::string unsupported(const fault_spec& f, const topology& t) {
   switch (f.kind) {

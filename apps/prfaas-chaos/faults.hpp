@@ -64,6 +64,9 @@ private:
   std::map<size_t, link_usage> usage_;
 };
 
+/// True when the nft command is installed.
+bool nft_installed();
+
 /// Why `f` cannot run on `t` (a link fault on loopback, nft missing, nft on the
 /// machine's own namespace), or empty.
 std::string unsupported(const fault_spec& f, const topology& t);

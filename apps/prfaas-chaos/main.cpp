@@ -10,10 +10,13 @@
 // Exit codes: 0 passed (no request lost or duplicated, every bound held), 1 failed,
 // 2 bad scenario or usage, 77 skipped here (namespaces or nft refused; ctest's skip).
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 #include <iostream>
 #include <sstream>
 
@@ -21,6 +24,7 @@
 
 #include "prfaas/runtime/config.hpp"
 #include "nemesis.hpp"
+#include "topology.hpp"
 #include "run.hpp"
 #include "common/process.hpp"
 
@@ -140,7 +144,26 @@ int check(const std::vector<std::string>& files) {
 
 } // namespace
 
+/// SIGINT and SIGTERM end a run cleanly: every node and load process is killed and the
+/// namespaces removed (the run's destructors would not run), then exit 128 + signal.
+void handle_interrupts() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr); // inherited by every thread made after
+  std::thread{[sigs] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::cerr << "prfaas-chaos: interrupted; stopping the nodes and removing the namespaces"
+              << std::endl;
+    chaos::emergency_teardown();
+    ::_exit(128 + sig);
+  }}.detach();
+}
+
 int main(int argc, char** argv) {
+  handle_interrupts();
   CLI::App app{"prfaas-chaos: live chaos scenarios against a multi-process deployment"};
   app.require_subcommand(1);
   std::string file, json_out;

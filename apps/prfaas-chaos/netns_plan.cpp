@@ -52,7 +52,7 @@ const planned_link* netns_plan::link_between(const std::string& a, const std::st
   return nullptr;
 }
 
-netns_plan plan_netns(const deployment_config& d, const std::string& tag) {
+netns_plan plan_netns(const deployment_config& d, const std::string& tag, bool track) {
   netns_plan p;
   std::map<std::string, size_t> index; // cluster -> its index (subnet 10.77.<i+1>.0/24)
   std::map<std::string, int> members;
@@ -72,6 +72,14 @@ netns_plan plan_netns(const deployment_config& d, const std::string& tag) {
     p.setup.push_back({"ip", "netns", "add", c.ns});
     p.setup.push_back({"ip", "-n", c.ns, "link", "set", "lo", "up"});
     p.setup.push_back({"ip", "netns", "exec", c.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"});
+    if (!track)
+      continue;
+    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "table", "inet", "prfaas_track"});
+    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft",
+                       "add chain inet prfaas_track forward { type filter hook forward priority "
+                       "-20 ; policy accept ; }"});
+    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "rule", "inet", "prfaas_track",
+                       "forward", "ct", "state", "new", "counter"});
   }
   for (size_t i = 0; i < d.nodes.size(); ++i) {
     auto& n = d.nodes[i];

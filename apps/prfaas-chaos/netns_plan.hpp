@@ -59,9 +59,14 @@ struct netns_plan {
 };
 
 /// Plans the network for `d`. `tag` makes the names unique on the machine (e.g. the
-/// pid). Throws std::runtime_error for what it cannot place (a node without a cluster,
-/// more than 250 nodes in a cluster or 250 clusters or links).
-netns_plan plan_netns(const deployment_config& d, const std::string& tag);
+/// pid). `track` (where nft is installed): every switch tracks connections from their
+/// first packet (a `ct state new` counter in its forward hook), so a later one-way
+/// blackhole's `ct direction` is the connection's true direction — conntrack would
+/// otherwise pick an established connection up mid-stream from whichever packet it saw
+/// first, and could take the reply side for the original. Throws std::runtime_error for
+/// what it cannot place (a node without a cluster, more than 250 nodes in a cluster or
+/// 250 clusters or links).
+netns_plan plan_netns(const deployment_config& d, const std::string& tag, bool track = false);
 
 /// The deployment file `yaml_text` (read from `source`) with every node's control,
 /// data and admin endpoint and every actor's `listen` on that node's planned address

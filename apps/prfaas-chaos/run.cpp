@@ -155,9 +155,11 @@ report run_scenario(const scenario& s, const environment& env, const run_options
     rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
                                inject.counts(i), inject.usage(i)));
   rep.requests = classify(load.results(), s.load.deadline.count(), healed_at(rep.faults));
-  // Quiescence: the load is over and every request ended; what is still held a few
-  // seconds later (leases and timers run out) is held by mistake.
-  proc::eventually([&] { return (rep.held = held(topo)).empty(); }, 15s, 250ms);
+  // Quiescence: the load is over and every request ended; what is still held once
+  // every lease and timer could have run out (a request's deadline, plus 5 s) is held
+  // by mistake.
+  const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(s.load.deadline) + 5s;
+  proc::eventually([&] { return (rep.held = held(topo)).empty(); }, quiet, 250ms);
   rep.gateway = gateway_counters(topo);
   return rep;
 }

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "faults.hpp"
 #include "probe.hpp"
 
 namespace prfaas::chaos {
@@ -28,12 +31,49 @@ std::pair<std::string, int> host_port(const std::string& endpoint, const std::st
   return {s.substr(0, colon), std::stoi(s.substr(colon + 1))};
 }
 
+/// Namespaces made by live topologies, for emergency_teardown().
+std::mutex made_mtx;
+std::set<std::string> made;
+
+void track(const std::string& ns) {
+  std::lock_guard g{made_mtx};
+  made.insert(ns);
+}
+
+void untrack(const std::string& ns) {
+  std::lock_guard g{made_mtx};
+  made.erase(ns);
+}
+
 std::string param(const actor_config& a, const char* key) {
   auto v = a.params[key];
   return v && v.IsScalar() ? v.as<std::string>() : "";
 }
 
 } // namespace
+
+void emergency_teardown() {
+  std::set<std::string> namespaces;
+  {
+    std::lock_guard g{made_mtx};
+    namespaces = made;
+  }
+  auto listing =
+      std::filesystem::temp_directory_path() / ("prfaas-chaos-pids." + std::to_string(::getpid()));
+  for (auto& ns : namespaces) {
+    std::filesystem::remove(listing);
+    t::run({.argv = {"ip", "netns", "pids", ns}, .out_file = listing}, 5s);
+    std::istringstream pids{t::read_file(listing)};
+    for (long pid; pids >> pid;)
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  std::error_code ec;
+  std::filesystem::remove(listing, ec);
+  for (auto& ns : namespaces) {
+    t::run({.argv = {"ip", "netns", "del", ns}}, 5s);
+    untrack(ns);
+  }
+}
 
 topology::topology(const scenario& s, const environment& env) : env_(env), kind_(s.topology) {
   try {
@@ -56,18 +96,24 @@ topology::topology(const scenario& s, const environment& env) : env_(env), kind_
 void topology::remove_namespaces() {
   // Deleting a namespace removes its veth ends (and their peers) with it; deleting one
   // that was never made fails harmlessly.
-  for (auto& ns : plan_.namespaces)
+  for (auto& ns : plan_.namespaces) {
     t::run({.argv = {"ip", "netns", "del", ns}}, 10s);
+    untrack(ns);
+  }
   plan_.namespaces.clear();
-  if (!private_ns_.empty())
+  if (!private_ns_.empty()) {
     t::run({.argv = {"ip", "netns", "del", private_ns_}}, 10s);
+    untrack(private_ns_);
+  }
   private_ns_.clear();
 }
 
 bool topology::setup_netns(const scenario& s) {
   auto source = (env_.repo / s.deployment).string();
   auto original = load_deployment(source);
-  plan_ = plan_netns(original, std::to_string(::getpid()));
+  plan_ = plan_netns(original, std::to_string(::getpid()), nft_installed());
+  for (auto& ns : plan_.namespaces)
+    track(ns);
   for (auto& cmd : plan_.setup) {
     auto r = t::run({.argv = cmd}, 10s);
     if (r.code != 0) {
@@ -128,6 +174,7 @@ bool topology::setup_loopback() {
     return false;
   }
   private_ns_ = name;
+  track(name);
   t::run({.argv = {"ip", "-n", name, "link", "set", "lo", "up"}}, 10s);
   return true;
 }

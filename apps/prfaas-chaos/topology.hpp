@@ -49,6 +49,11 @@ struct node_place {
 /// A declared link between two clusters (netns only): the veth `dev` in each switch.
 using link_place = planned_link;
 
+/// Kills every process inside the namespaces live topologies made and removes those
+/// namespaces: for an interrupted run (SIGINT, SIGTERM), whose destructors never run.
+/// Safe to call from any thread.
+void emergency_teardown();
+
 class topology {
 public:
   /// Sets up the namespaces (or falls back / throws skipped as the scenario says) and

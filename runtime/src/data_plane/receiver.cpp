@@ -75,6 +75,17 @@ void zmq_data_plane_impl::drain_inbound() {
       drop_frame("malformed");
       continue;
     }
+    // With CURVE, a frame must name as its source the node its connection
+    // authenticated as (the ZAP handler's user id), as on the control plane.
+    if (zap_) {
+      const char* user = zmq_msg_gets(parts[0].handle(), "User-Id");
+      if (user == nullptr || h->source != user) {
+        log_->warn("data_frame_impersonation claimed={} authenticated={}", h->source,
+                   user ? user : "(none)");
+        drop_frame("impersonation");
+        continue;
+      }
+    }
     on_inbound(identity, *h, count == 2 ? &parts[1] : nullptr);
   }
 }

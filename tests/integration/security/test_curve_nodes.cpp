@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "prfaas/messages/type_ids.hpp"
+#include "prfaas/runtime/data_plane/frame.hpp"
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/security.hpp"
@@ -237,6 +238,46 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     log->flush();
     CHECK_THAT(target_log->text(),
                Contains("frame_impersonation claimed=bystander authenticated=client"));
+  }
+
+  SECTION("a data-plane transfer that names another node as its source") {
+    // The data connection authenticates as client; an OPEN naming client is answered,
+    // one naming bystander is dropped before any transfer exists, and counted.
+    zmq::context_t raw_ctx{1};
+    zmq::socket_t s{raw_ctx, zmq::socket_type::dealer};
+    s.set(zmq::sockopt::curve_serverkey, target_keys.public_key);
+    s.set(zmq::sockopt::curve_publickey, client_keys.public_key);
+    s.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 10000);
+    s.connect("tcp://127.0.0.1:" + std::to_string(ports[1]));
+    auto open_as = [&](const std::string& source, uint64_t id) {
+      prfaas::data_wire::header h;
+      h.k = prfaas::data_wire::kind::open;
+      h.id = id;
+      h.source = source;
+      h.sink = "kv";
+      s.send(zmq::buffer(prfaas::data_wire::encode(h)), zmq::send_flags::sndmore);
+      s.send(zmq::str_buffer("meta"), zmq::send_flags::none);
+    };
+    auto impersonations = [&] {
+      return target.node_metrics()->counter_value("prfaas_data_dropped_frames_total",
+                                                  {{"reason", "impersonation"}});
+    };
+    open_as("client", 77); // the control: answered (an ACK of the OPEN)
+    zmq::message_t reply;
+    REQUIRE(s.recv(reply));
+    while (reply.more()) // the answer's remaining parts (an OPEN's ACK lists held chunks)
+      REQUIRE(s.recv(reply));
+    CHECK(impersonations() == 0);
+    open_as("bystander", 78);
+    REQUIRE(eventually([&] { return impersonations() >= 1; }, 10s, 20ms));
+    s.set(zmq::sockopt::rcvtimeo, 300);
+    zmq::message_t none;
+    CHECK_FALSE(s.recv(none)); // no answer: no transfer was opened for it
+    log->flush();
+    CHECK_THAT(target_log->text(),
+               Contains("data_frame_impersonation claimed=bystander authenticated=client"));
   }
 
   SECTION("a node without CURVE") {
