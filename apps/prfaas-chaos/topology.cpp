@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <atomic>
 #include <mutex>
 #include <set>
@@ -58,21 +60,19 @@ void emergency_teardown() {
     std::lock_guard g{made_mtx};
     namespaces = made;
   }
-  auto listing =
-      std::filesystem::temp_directory_path() / ("prfaas-chaos-pids." + std::to_string(::getpid()));
-  for (auto& ns : namespaces) {
-    std::filesystem::remove(listing);
-    t::run({.argv = {"ip", "netns", "pids", ns}, .out_file = listing}, 5s);
-    std::istringstream pids{t::read_file(listing)};
-    for (long pid; pids >> pid;)
-      ::kill(static_cast<pid_t>(pid), SIGKILL);
-  }
-  std::error_code ec;
-  std::filesystem::remove(listing, ec);
-  for (auto& ns : namespaces) {
-    t::run({.argv = {"ip", "netns", "del", ns}}, 5s);
+  // Through the shell: this runs on the signal-handling thread while the main thread
+  // may be anywhere, so nothing here touches the run's own objects. We are listed in a
+  // namespace ourselves while a probe of ours is inside it (setns), hence the grep.
+  const auto self = std::to_string(::getpid());
+  std::string script;
+  for (auto& ns : namespaces)
+    script += "ip netns pids '" + ns + "' | grep -vx " + self + " | xargs -r kill -9; ";
+  for (auto& ns : namespaces)
+    script += "ip netns del '" + ns + "' 2>/dev/null; ";
+  if (!script.empty() && std::system(script.c_str()) != 0)
+    std::cerr << "prfaas-chaos: some namespaces could not be removed" << std::endl;
+  for (auto& ns : namespaces)
     untrack(ns);
-  }
 }
 
 topology::topology(const scenario& s, const environment& env) : env_(env), kind_(s.topology) {

@@ -256,8 +256,9 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
   check_keys(node, path,
              {"request_timeout", "retry_interval", "max_retry_interval", "outbound_queue",
               "overflow", "max_envelope_bytes", "max_bulk_bytes", "dedup_window", "dedup_capacity",
-              "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "linger", "send_hwm",
-              "receive_hwm", "inline_delivery"});
+              "zmq_heartbeat_interval", "zmq_heartbeat_timeout", "zmq_keepalive_idle",
+              "zmq_keepalive_interval", "zmq_keepalive_count", "linger", "send_hwm", "receive_hwm",
+              "inline_delivery"});
   auto key = [&](const char* k) { return join(path, k); };
   if (auto n = node["request_timeout"])
     out.request_timeout = time(n, key("request_timeout"), true);
@@ -296,6 +297,12 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
     out.zmq_heartbeat_interval = time(n, key("zmq_heartbeat_interval"));
   if (auto n = node["zmq_heartbeat_timeout"])
     out.zmq_heartbeat_timeout = time(n, key("zmq_heartbeat_timeout"));
+  if (auto n = node["zmq_keepalive_idle"])
+    out.zmq_keepalive_idle = time(n, key("zmq_keepalive_idle"));
+  if (auto n = node["zmq_keepalive_interval"])
+    out.zmq_keepalive_interval = time(n, key("zmq_keepalive_interval"));
+  if (auto n = node["zmq_keepalive_count"])
+    out.zmq_keepalive_count = uint32(n, key("zmq_keepalive_count"));
   if (auto n = node["linger"])
     out.linger = time(n, key("linger"));
   if (auto n = node["send_hwm"])

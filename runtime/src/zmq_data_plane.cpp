@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "data_plane/zmq_data_plane_impl.hpp"
+#include "prfaas/runtime/zmq_wire.hpp"
 
 namespace prfaas {
 
@@ -129,9 +130,7 @@ void zmq_data_plane_impl::configure(zmq::socket_t& s) {
   s.set(zmq::sockopt::rcvhwm, 100000);
   s.set(zmq::sockopt::sndbuf, 4 << 20);
   s.set(zmq::sockopt::rcvbuf, 4 << 20);
-  s.set(zmq::sockopt::heartbeat_ivl, 1000);
-  s.set(zmq::sockopt::heartbeat_timeout, 3000);
-  s.set(zmq::sockopt::heartbeat_ttl, 3000);
+  zmq_liveness(s, transport_config{}); // TCP keepalive; no ZMTP pings (see there)
   // A hard cap well above our limit protects memory; our own limit is counted.
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(cfg_.max_chunk_bytes * 2 + (1 << 20)));
 }

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <array>
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -32,19 +33,33 @@ void release_bulk(void*, void* hint) {
   delete static_cast<bulk_ptr*>(hint);
 }
 
+int to_s(duration d) {
+  return std::max(1, static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(d).count()));
+}
+
 void common_options(zmq::socket_t& s, const transport_config& cfg) {
   s.set(zmq::sockopt::linger, to_ms(cfg.linger));
   s.set(zmq::sockopt::sndhwm, static_cast<int>(cfg.send_hwm));
   s.set(zmq::sockopt::rcvhwm, static_cast<int>(cfg.receive_hwm));
-  s.set(zmq::sockopt::heartbeat_ivl, to_ms(cfg.zmq_heartbeat_interval));
-  s.set(zmq::sockopt::heartbeat_timeout, to_ms(cfg.zmq_heartbeat_timeout));
-  s.set(zmq::sockopt::heartbeat_ttl, to_ms(cfg.zmq_heartbeat_timeout));
+  zmq_liveness(s, cfg);
   // A hard cap well above our own limits: protects memory; our limits are counted.
   s.set(zmq::sockopt::maxmsgsize,
         static_cast<int64_t>(std::max(cfg.max_bulk_bytes, cfg.max_envelope_bytes) * 2));
 }
 
 } // namespace
+
+void zmq_liveness(zmq::socket_t& s, const transport_config& cfg) {
+  if (cfg.zmq_heartbeat_interval > duration::zero()) {
+    s.set(zmq::sockopt::heartbeat_ivl, to_ms(cfg.zmq_heartbeat_interval));
+    s.set(zmq::sockopt::heartbeat_timeout, to_ms(cfg.zmq_heartbeat_timeout));
+    s.set(zmq::sockopt::heartbeat_ttl, to_ms(cfg.zmq_heartbeat_timeout));
+  }
+  s.set(zmq::sockopt::tcp_keepalive, 1);
+  s.set(zmq::sockopt::tcp_keepalive_idle, to_s(cfg.zmq_keepalive_idle));
+  s.set(zmq::sockopt::tcp_keepalive_intvl, to_s(cfg.zmq_keepalive_interval));
+  s.set(zmq::sockopt::tcp_keepalive_cnt, static_cast<int>(cfg.zmq_keepalive_count));
+}
 
 zmq_wire::zmq_wire(zmq::context_t& ctx, std::string self, std::string bind_endpoint,
                    std::map<std::string, std::string> peers, transport_config cfg, logger_ptr log,

@@ -74,8 +74,18 @@ struct transport_config {
   uint64_t max_bulk_bytes = 256u << 20;             ///< zero-copy bulk frame
   duration dedup_window = std::chrono::seconds(30); ///< how long request ids are remembered
   uint32_t dedup_capacity = 100000;                 ///< entries kept at most
-  duration zmq_heartbeat_interval = std::chrono::milliseconds(1000); ///< ZMTP ping
+  /// ZMTP pings: off by default. libzmq 4.3.4 (Debian 12's) aborts the process when the
+  /// ping timer fires on a connection whose last write failed ("Assertion failed:
+  /// !_io_error (stream_engine_base.cpp:331)", zeromq/libzmq#4364, still open) — seen
+  /// here after a 3 s link outage. Liveness is our failure detector's job; dead TCP
+  /// connections are closed by TCP keepalive (zmq_keepalive_*) instead.
+  duration zmq_heartbeat_interval = duration::zero();
   duration zmq_heartbeat_timeout = std::chrono::milliseconds(3000);
+  /// TCP keepalive on every socket: probes after this much silence, every
+  /// `keepalive_interval`, the connection dropped after `keepalive_count` unanswered.
+  duration zmq_keepalive_idle = std::chrono::seconds(10);
+  duration zmq_keepalive_interval = std::chrono::seconds(2);
+  uint32_t zmq_keepalive_count = 5;
   duration linger = std::chrono::milliseconds(100);
   uint32_t send_hwm = 100000;
   uint32_t receive_hwm = 100000;

@@ -12,7 +12,8 @@
 //    peer is an error rather than a silent drop);
 //  * IMMEDIATE on the DEALERs: messages queue only on completed connections, so a send
 //    to an unconnected peer fails at once instead of piling up inside ZeroMQ;
-//  * small LINGER, ZMTP heartbeats (HEARTBEAT_IVL/TIMEOUT/TTL), bounded HWMs;
+//  * small LINGER, TCP keepalive (ZMTP heartbeats only when configured: libzmq 4.3.4
+//    can abort on them, see transport_config), bounded HWMs;
 //  * with security on, CURVE on both (security.hpp): the ROUTER admits only the
 //    deployment's keys, each DEALER checks it reached the peer's key.
 //
@@ -38,6 +39,10 @@
 #include "prfaas/runtime/wire.hpp"
 
 namespace prfaas {
+
+/// Liveness options on `s`: ZMTP pings when configured (off by default, see
+/// transport_config::zmq_heartbeat_interval) and TCP keepalive. Both planes use it.
+void zmq_liveness(zmq::socket_t& s, const transport_config& cfg);
 
 class zmq_wire final : public frame_wire {
 public:
