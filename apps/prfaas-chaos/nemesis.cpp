@@ -42,6 +42,60 @@ std::string ms(seconds s) {
   return std::to_string(static_cast<long long>(s.count() * 1000 + 0.5)) + "ms";
 }
 
+/// The load every drawn scenario runs: the loadgen's prompt-length mix, half streamed.
+scenario with_load(const std::string& deployment_path, const nemesis_options& o) {
+  scenario s;
+  s.deployment = deployment_path;
+  s.topology = topology_kind::netns;
+  s.load.rate = o.rate;
+  s.load.duration = o.duration;
+  s.load.input = {std::nullopt, 6.5, 1.0, 32, 3000};
+  s.load.output_tokens = 16;
+  s.load.stream_fraction = 0.5;
+  s.load.seed = o.seed;
+  s.load.deadline = seconds{30};
+  return s;
+}
+
+/// Draws what `f` (of a drawn kind) acts on; returns the nodes or link it occupies.
+std::vector<std::string> aim(fault_spec& f, std::mt19937_64& rng,
+                             const std::vector<std::string>& workers,
+                             const std::vector<std::string>& all, const deployment_config& d) {
+  auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>{0, n - 1}(rng); };
+  std::vector<std::string> targets;
+  switch (f.kind) {
+  case fault_kind::kill:
+  case fault_kind::pause:
+    f.node = workers[pick(workers.size())];
+    targets = {f.node};
+    break;
+  case fault_kind::blackhole: {
+    f.from = workers[pick(workers.size())];
+    std::vector<std::string> others;
+    for (auto& n : all)
+      if (n != f.from)
+        others.push_back(n);
+    std::shuffle(others.begin(), others.end(), rng);
+    others.resize(1 + pick(others.size()));
+    f.to = others;
+    f.both_ways = pick(2) == 1;
+    targets = f.to;
+    targets.push_back(f.from);
+    break;
+  }
+  case fault_kind::rate:
+  case fault_kind::link_down: {
+    auto& l = d.link_list[pick(d.link_list.size())];
+    f.link = {l.a, l.b};
+    targets = {"link " + l.a + "-" + l.b};
+    if (f.kind == fault_kind::rate)
+      f.rate = std::to_string(8 + 4 * pick(9)) + "mbit";
+    break;
+  }
+  }
+  return targets;
+}
+
 } // namespace
 
 scenario random_scenario(const deployment_config& d, const std::string& deployment_path,
@@ -66,16 +120,7 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
     kinds.push_back(fault_kind::link_down);
   }
 
-  scenario s;
-  s.deployment = deployment_path;
-  s.topology = topology_kind::netns;
-  s.load.rate = o.rate;
-  s.load.duration = o.duration;
-  s.load.input = {std::nullopt, 6.5, 1.0, 32, 3000};
-  s.load.output_tokens = 16;
-  s.load.stream_fraction = 0.5;
-  s.load.seed = o.seed;
-  s.load.deadline = seconds{30};
+  scenario s = with_load(deployment_path, o);
   calendar cal;
   for (size_t attempt = 0; s.faults.size() < o.faults && attempt < 200 * o.faults; ++attempt) {
     fault_spec f;
@@ -89,37 +134,7 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
     double at = uniform(first, last - lasts);
     if (at < first)
       continue;
-    std::vector<std::string> targets;
-    switch (f.kind) {
-    case fault_kind::kill:
-    case fault_kind::pause:
-      f.node = workers[pick(workers.size())];
-      targets = {f.node};
-      break;
-    case fault_kind::blackhole: {
-      f.from = workers[pick(workers.size())];
-      std::vector<std::string> others;
-      for (auto& n : all)
-        if (n != f.from)
-          others.push_back(n);
-      std::shuffle(others.begin(), others.end(), rng);
-      others.resize(1 + pick(others.size()));
-      f.to = others;
-      f.both_ways = pick(2) == 1;
-      targets = f.to;
-      targets.push_back(f.from);
-      break;
-    }
-    case fault_kind::rate:
-    case fault_kind::link_down: {
-      auto& l = d.link_list[pick(d.link_list.size())];
-      f.link = {l.a, l.b};
-      targets = {"link " + l.a + "-" + l.b};
-      if (f.kind == fault_kind::rate)
-        f.rate = std::to_string(8 + 4 * pick(9)) + "mbit";
-      break;
-    }
-    }
+    auto targets = aim(f, rng, workers, all, d);
     if (!cal.free(targets, at, at + lasts))
       continue;
     cal.book(targets, at, at + lasts);

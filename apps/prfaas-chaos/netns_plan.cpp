@@ -29,6 +29,21 @@ std::string cluster_of(const node_config& n) {
   return n.cluster;
 }
 
+/// The switch namespace of cluster `c`: routes, and (`track`) tracks connections.
+void add_switch(netns_plan& p, const planned_cluster& c, bool track) {
+  p.setup.push_back({"ip", "netns", "add", c.ns});
+  p.setup.push_back({"ip", "-n", c.ns, "link", "set", "lo", "up"});
+  p.setup.push_back({"ip", "netns", "exec", c.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"});
+  if (!track)
+    return;
+  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "table", "inet", "prfaas_track"});
+  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft",
+                     "add chain inet prfaas_track forward { type filter hook forward priority "
+                     "-20 ; policy accept ; }"});
+  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "rule", "inet", "prfaas_track",
+                     "forward", "ct", "state", "new", "counter"});
+}
+
 } // namespace
 
 const planned_node& netns_plan::node(const std::string& name) const {
@@ -68,19 +83,8 @@ netns_plan plan_netns(const deployment_config& d, const std::string& tag, bool t
     throw std::runtime_error(d.source +
                              ": the netns topology places at most 250 clusters and links");
 
-  for (auto& c : p.clusters) {
-    p.setup.push_back({"ip", "netns", "add", c.ns});
-    p.setup.push_back({"ip", "-n", c.ns, "link", "set", "lo", "up"});
-    p.setup.push_back({"ip", "netns", "exec", c.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"});
-    if (!track)
-      continue;
-    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "table", "inet", "prfaas_track"});
-    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft",
-                       "add chain inet prfaas_track forward { type filter hook forward priority "
-                       "-20 ; policy accept ; }"});
-    p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "rule", "inet", "prfaas_track",
-                       "forward", "ct", "state", "new", "counter"});
-  }
+  for (auto& c : p.clusters)
+    add_switch(p, c, track);
   for (size_t i = 0; i < d.nodes.size(); ++i) {
     auto& n = d.nodes[i];
     auto c = cluster_of(n);

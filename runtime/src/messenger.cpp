@@ -265,24 +265,21 @@ send_status messenger::send_envelope(const std::string& peer, wire::Envelope& en
   env.set_bulk_bytes(bulk ? bulk->size() : 0);
   // Serialized by the wire, straight into its frame (no intermediate string).
   auto bytes = env.ByteSizeLong() + (bulk ? bulk->size() : 0);
-  if (faults_->fire("transport.drop"))
-    return send_status::queued; // lost on the way, as far as the sender can tell
-  if (running_ && faults_->fire("transport.duplicate"))
-    wire_->send_message(peer, env, bulk);
-  return count_send(peer, bytes,
-                    running_ ? wire_->send_message(peer, env, std::move(bulk))
-                             : send_status::stopped);
+  return send_faulty(peer, bytes, [&] { return wire_->send_message(peer, env, bulk); });
 }
 
 send_status messenger::send_bytes(const std::string& peer, std::string header, bulk_ptr bulk) {
   auto bytes = header.size() + (bulk ? bulk->size() : 0);
+  return send_faulty(peer, bytes, [&] { return wire_->send(peer, header, bulk); });
+}
+
+template <class Send>
+send_status messenger::send_faulty(const std::string& peer, size_t bytes, Send&& send) {
   if (faults_->fire("transport.drop"))
     return send_status::queued; // lost on the way, as far as the sender can tell
   if (running_ && faults_->fire("transport.duplicate"))
-    wire_->send(peer, header, bulk);
-  return count_send(peer, bytes,
-                    running_ ? wire_->send(peer, std::move(header), std::move(bulk))
-                             : send_status::stopped);
+    send();
+  return count_send(peer, bytes, running_ ? send() : send_status::stopped);
 }
 
 send_status messenger::count_send(const std::string& peer, size_t bytes, send_status st) {

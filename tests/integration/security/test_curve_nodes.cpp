@@ -111,6 +111,18 @@ prfaas::node_options outsider(zmq::context_t& ctx) {
   return o;
 }
 
+/// A raw DEALER to target's endpoint on `port` that authenticates with `as`'s keys.
+zmq::socket_t curve_dealer(zmq::context_t& ctx, const prfaas::curve_keypair& target,
+                           const prfaas::curve_keypair& as, int port) {
+  zmq::socket_t s{ctx, zmq::socket_type::dealer};
+  s.set(zmq::sockopt::curve_serverkey, target.public_key);
+  s.set(zmq::sockopt::curve_publickey, as.public_key);
+  s.set(zmq::sockopt::curve_secretkey, as.secret_key);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect("tcp://127.0.0.1:" + std::to_string(port));
+  return s;
+}
+
 double refused(prfaas::node& n, const char* plane) {
   return n.node_metrics()->counter_value("prfaas_auth_refused_total", {{"plane", plane}});
 }
@@ -195,12 +207,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     // The connection authenticates as client (its real keys); each envelope says where
     // it is from. One that claims to come from bystander is dropped and counted.
     zmq::context_t raw_ctx{1};
-    zmq::socket_t s{raw_ctx, zmq::socket_type::dealer};
-    s.set(zmq::sockopt::curve_serverkey, target_keys.public_key);
-    s.set(zmq::sockopt::curve_publickey, client_keys.public_key);
-    s.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
-    s.set(zmq::sockopt::linger, 0);
-    s.connect("tcp://127.0.0.1:" + std::to_string(ports[0]));
+    auto s = curve_dealer(raw_ctx, target_keys, client_keys, ports[0]);
     auto send_as = [&](const std::string& source) {
       prfaas::examples::Ping ping;
       ping.set_sequence(9);
@@ -244,13 +251,8 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
     // The data connection authenticates as client; an OPEN naming client is answered,
     // one naming bystander is dropped before any transfer exists, and counted.
     zmq::context_t raw_ctx{1};
-    zmq::socket_t s{raw_ctx, zmq::socket_type::dealer};
-    s.set(zmq::sockopt::curve_serverkey, target_keys.public_key);
-    s.set(zmq::sockopt::curve_publickey, client_keys.public_key);
-    s.set(zmq::sockopt::curve_secretkey, client_keys.secret_key);
-    s.set(zmq::sockopt::linger, 0);
+    auto s = curve_dealer(raw_ctx, target_keys, client_keys, ports[1]);
     s.set(zmq::sockopt::rcvtimeo, 10000);
-    s.connect("tcp://127.0.0.1:" + std::to_string(ports[1]));
     auto open_as = [&](const std::string& source, uint64_t id) {
       prfaas::data_wire::header h;
       h.k = prfaas::data_wire::kind::open;

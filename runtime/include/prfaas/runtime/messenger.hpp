@@ -180,6 +180,9 @@ private:
   clock_type::time_point now() const;
   /// Hands serialized bytes to the wire and counts the outcome.
   send_status send_bytes(const std::string& peer, std::string header, bulk_ptr bulk);
+  /// Runs `send` (a call into the wire) under the transport.drop and
+  /// transport.duplicate fault points, then counts the outcome.
+  template <class Send> send_status send_faulty(const std::string& peer, size_t bytes, Send&& send);
   /// Counts a send's outcome (sent, or why not); returns `st`.
   send_status count_send(const std::string& peer, size_t bytes, send_status st);
   void on_frame(const inbound_frame& f);
