@@ -103,6 +103,12 @@ struct pool_pair : dp_pair {
                 }} {
     b->add_stream_sink("s", rec.handlers());
   }
+  /// The planes stop before `rec` goes: their threads call its handlers (the base's
+  /// destructor would stop them only after `rec` is gone; ASan caught it).
+  ~pool_pair() {
+    a->stop();
+    b->stop();
+  }
   void send_to_stream(uint64_t id, const std::vector<std::vector<std::byte>>& chunks) {
     a->open(id, "b", "s", "m", done.handler());
     for (auto& c : chunks)
