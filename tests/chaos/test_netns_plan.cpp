@@ -60,6 +60,15 @@ node_address addr(const std::string& n) {
   return m.at(n);
 }
 
+/// A report with one request, completed: whatever fails it is a fault's verdict.
+report one_clean_request() {
+  report r;
+  r.scenario = "s";
+  r.requests.sent = 1;
+  r.requests.completed = 1;
+  return r;
+}
+
 } // namespace
 
 TEST_CASE("netns plan: a namespace and an address per node, a switch per cluster") {
@@ -190,10 +199,7 @@ TEST_CASE("a rate cut that never bound is 'no effect observed', not a missed det
   CHECK_FALSE(busy.no_effect);
   CHECK_FALSE(busy.detect_ok); // the bucket ran dry and nobody noticed: a miss
 
-  report r;
-  r.scenario = "s";
-  r.requests.sent = 1;
-  r.requests.completed = 1;
+  auto r = one_clean_request();
   r.faults = {idle};
   CHECK(r.passed());
   CHECK_THAT(r.text(), Catch::Contains("no effect observed (link carried 120.0 kbit/s, under the "
@@ -210,10 +216,7 @@ TEST_CASE("a blackhole that dropped packets between nodes it does not name fails
   f.lasts = seconds{3};
   detection seen;
   seen.detected_s = 0.4;
-  report r;
-  r.scenario = "s";
-  r.requests.sent = 1;
-  r.requests.completed = 1;
+  auto r = one_clean_request();
   r.faults = {judge(f, 1, 4, seen, rule_counts{50, 0})};
   CHECK(r.passed());
   r.faults = {judge(f, 1, 4, seen, rule_counts{50, 7})};
