@@ -33,11 +33,14 @@
 #include "common/engine_runner.hpp"
 #include "common/engine_setup.hpp"
 #include "common/worker_metrics.hpp"
+#include "decode/decode_settings.hpp"
+#include "decode/decode_state.hpp"
 #include "decode/early_transfers.hpp"
 #include "common/sampling_wire.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/peer_loss.hpp"
 #include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/messages/gateway.hpp"
@@ -46,66 +49,9 @@
 
 namespace prfaas::serving {
 
+using namespace decode_detail;
+
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-enum class phase : uint8_t { waiting_kv, importing, ready, active };
-
-struct sequence {
-  DecodeOrder order;
-  address gateway;
-  clock_type::time_point deadline;
-  phase at = phase::waiting_kv;
-  engine::seq_id seq = 0;
-  uint32_t generated = 0; ///< tokens sampled so far
-  uint32_t sent = 0;      ///< tokens sent to the gateway
-  bool logprobs = false;  ///< the request wants each token's log-probabilities
-  bool cancelled = false;
-  TransferMeta meta;
-  uint64_t exposed_wire_ns = 0;
-};
-using sequence_ptr = std::shared_ptr<sequence>;
-
-struct decode_state {
-  static inline const char* name = "decode_worker";
-  std::shared_ptr<actor_inbox> inbox;
-  std::unique_ptr<engine_runner> runner;
-  std::unique_ptr<worker_metrics> stats;
-  node_context* ctx = nullptr;
-  std::string self_name;
-  std::unordered_map<std::string, sequence_ptr> by_request;
-  /// Transfers that arrived before their order (bounded; the oldest go first).
-  early_transfers<received_transfer> early{{}};
-  std::deque<sequence_ptr> ready;
-  std::vector<sequence_ptr> active;
-  bool stepping = false;
-  /// Set when the batch must be formed anew (a sequence ready, cancelled, failed): the
-  /// engine's run of back-to-back steps ends at the next step.
-  std::shared_ptr<std::atomic<bool>> batch_changed = std::make_shared<std::atomic<bool>>(false);
-  /// While a step's results are handled: events per gateway, sent as one TokenEvents.
-  bool batching = false;
-  std::map<std::string, std::pair<address, TokenEvents>> pending_events;
-  /// Token events of up to this many steps go out together (a sequence's first and
-  /// last tokens always at once): fewer messages for simulations at scale.
-  uint32_t event_steps = 1;
-  uint32_t steps_pending = 0;  ///< steps whose events wait in pending_events
-  bool finish_pending = false; ///< a finished sequence's event waits there
-  uint64_t next_seq = 1;
-  size_t max_batch = 16;
-  size_t max_queue = 256;
-  engine::model_info info;   ///< of the engine (its end-of-output tokens), once ready
-  bool engine_ready = false; ///< the engine is built and transfers are taken
-
-  ~decode_state() {
-    if (ctx && ctx->data())
-      ctx->data()->remove_sink(self_name);
-    if (runner)
-      runner->stop();
-  }
-};
-
-using self_ptr = caf::stateful_actor<decode_state>*;
 
 void update_gauges(self_ptr self) {
   auto& s = self->state;
@@ -138,8 +84,8 @@ void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, b
   TokenEvent ev;
   ev.set_request_id(q.order.request_id());
   ev.set_index(q.order.first_index() + q.sent); // a resumed request continues its numbering
-  for (auto t : tokens)
-    ev.add_tokens(t);
+  for (auto t : tokens) // decode.corrupt_token: the token checker's negative control
+    ev.add_tokens(s.ctx->faults().fire("decode.corrupt_token") ? t ^ 1 : t);
   for (auto& lp : logprobs)
     to_wire(lp, *ev.add_logprobs());
   ev.set_finished(finished);
@@ -435,6 +381,42 @@ void sweep(self_ptr self) {
     drop_early(self, id, "expired");
 }
 
+/// The engine is built: transfers are taken from now on (live it is built on its own
+/// thread, seconds for a real model; until then the node refuses them and load reports
+/// say "starting").
+void ready(self_ptr self, const std::string& engine_name, const engine::model_info& info) {
+  auto& s = self->state;
+  s.info = info;
+  s.engine_ready = true;
+  s.stats->ready.Set(1);
+  s.ctx->data()->add_sink(s.self_name, [inbox = s.inbox, self](received_transfer rt) {
+    inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
+  });
+  s.ctx->log()->info("decode_worker_started name={} engine={} model={} max_batch={}", s.self_name,
+                     engine_name, info.model, s.max_batch);
+}
+
+/// `peer` went down or declared this node down: the requests of its gateway are stale
+/// (it failed or resumed them elsewhere) — reservations and streams alike are dropped.
+void drop_requests_of(self_ptr self, const std::string& peer, const std::string& why) {
+  auto& s = self->state;
+  std::vector<sequence_ptr> stale;
+  for (auto& [_, q] : s.by_request)
+    if (q->gateway.node == peer)
+      stale.push_back(q);
+  for (auto& q : stale) {
+    q->cancelled = true;
+    forget(self, q);
+  }
+  if (stale.empty())
+    return;
+  s.ctx->log()->warn("decode_requests_dropped worker={} count={} gateway={} reason=\"{}\"",
+                     s.self_name, stale.size(), peer, why);
+  s.ctx->probe("decode.stale_dropped");
+  if (!s.stepping)
+    maybe_step(self);
+}
+
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
                             model_settings model, size_t max_batch, size_t max_queue,
                             uint32_t event_steps,
@@ -455,107 +437,88 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
   s.runner = std::make_unique<engine_runner>(
       ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
       "dc." + name, engine_runner::crash(s.inbox));
-  // Transfers are taken once the engine is built (live: on its own thread, seconds for a
-  // real model); until then the node refuses them and load reports say "starting".
-  auto ready = [self, ctx, name, engine_name = model.engine,
-                max_batch](const engine::model_info& info) {
-    auto& s = self->state;
-    s.info = info;
-    s.engine_ready = true;
-    s.stats->ready.Set(1);
-    ctx->data()->add_sink(name, [inbox = s.inbox, self](received_transfer rt) {
-      inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
-    });
-    ctx->log()->info("decode_worker_started name={} engine={} model={} max_batch={}", name,
-                     engine_name, info.model, max_batch);
-  };
-  s.runner->when_ready(s.inbox, ready);
+  s.runner->when_ready(s.inbox, [self, engine_name = model.engine](const engine::model_info& info) {
+    ready(self, engine_name, info);
+  });
   update_gauges(self);
   self->send(self, caf::tick_atom_v);
-  return {
-      [=](wake_atom) { self->state.inbox->drain(); },
-      [=](caf::tick_atom) {
-        sweep(self);
-        self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
-      },
-      [=](remote_message& msg) -> caf::result<remote_message> {
-        auto& s = self->state;
-        return dispatch<decode_role>(
-            *ctx, msg,
-            [&](DecodeOrder& o) -> answer<DecodeAccepted> {
-              if (o.max_tokens() == 0 || o.gateway_node().empty())
-                return make_error(errc::bad_request, "DecodeOrder " + o.request_id() +
-                                                         ": needs max_tokens > 0 and a gateway");
-              if (s.by_request.count(o.request_id())) { // a retried order: same answer
-                return DecodeAccepted{};
-              }
-              if (s.by_request.size() >= s.max_queue) {
-                s.stats->rejected.Increment();
-                return make_error(errc::overloaded, "decode worker " + name + ": " +
-                                                        std::to_string(s.max_queue) +
-                                                        " requests already");
-              }
-              auto q = std::make_shared<sequence>();
-              q->gateway = {o.gateway_node(), o.gateway_actor()};
-              q->deadline =
-                  self->clock().now() +
-                  std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
-              q->logprobs = o.sampling().logprobs();
-              q->order = std::move(o);
-              s.by_request.emplace(q->order.request_id(), q);
-              update_gauges(self);
-              if (auto rt = s.early.take(q->order.request_id()))
-                start_import(self, q, std::move(*rt));
-              return DecodeAccepted{};
-            },
-            [&](LoadQuery&) {
-              WorkerLoad l;
-              l.set_role("decode");
-              l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
-              l.set_active(static_cast<uint32_t>(s.active.size()));
-              l.set_capacity(static_cast<uint32_t>(s.max_batch));
-              l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
-              l.set_starting(!s.engine_ready);
-              return l;
-            },
-            [&](DecodeStatusQuery& q) {
-              DecodeStatus st;
-              if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
-                st.set_known(true);
-                st.set_sent(it->second->sent);
-              }
-              return st;
-            },
-            [&](Cancel& c) {
-              if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
-                auto q = it->second;
-                q->cancelled = true;
-                forget(self, q);
-                if (!s.stepping)
-                  maybe_step(self);
-              }
-              s.early.forget(c.request_id());
-            });
-      },
+  auto lost = [=](const std::string& peer, const std::string& why) {
+    drop_requests_of(self, peer, why);
   };
+  return on_peer_lost(self, *ctx, lost)
+      .or_else(caf::behavior{
+          [=](wake_atom) { self->state.inbox->drain(); },
+          [=](caf::tick_atom) {
+            sweep(self);
+            self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
+          },
+          [=](remote_message& msg) -> caf::result<remote_message> {
+            auto& s = self->state;
+            return dispatch<decode_role>(
+                *ctx, msg,
+                [&](DecodeOrder& o) -> answer<DecodeAccepted> {
+                  if (o.max_tokens() == 0 || o.gateway_node().empty())
+                    return make_error(errc::bad_request,
+                                      "DecodeOrder " + o.request_id() +
+                                          ": needs max_tokens > 0 and a gateway");
+                  if (s.by_request.count(o.request_id())) { // a retried order: same answer
+                    return DecodeAccepted{};
+                  }
+                  if (s.by_request.size() >= s.max_queue) {
+                    s.stats->rejected.Increment();
+                    return make_error(errc::overloaded, "decode worker " + name + ": " +
+                                                            std::to_string(s.max_queue) +
+                                                            " requests already");
+                  }
+                  auto q = std::make_shared<sequence>();
+                  q->gateway = {o.gateway_node(), o.gateway_actor()};
+                  q->deadline =
+                      self->clock().now() +
+                      std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
+                  q->logprobs = o.sampling().logprobs();
+                  q->order = std::move(o);
+                  s.by_request.emplace(q->order.request_id(), q);
+                  update_gauges(self);
+                  if (auto rt = s.early.take(q->order.request_id()))
+                    start_import(self, q, std::move(*rt));
+                  return DecodeAccepted{};
+                },
+                [&](LoadQuery&) {
+                  WorkerLoad l;
+                  l.set_role("decode");
+                  l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
+                  l.set_active(static_cast<uint32_t>(s.active.size()));
+                  l.set_capacity(static_cast<uint32_t>(s.max_batch));
+                  l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
+                  l.set_starting(!s.engine_ready);
+                  return l;
+                },
+                [&](DecodeStatusQuery& q) {
+                  DecodeStatus st;
+                  if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
+                    st.set_known(true);
+                    st.set_sent(it->second->sent);
+                  }
+                  return st;
+                },
+                [&](Cancel& c) {
+                  if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
+                    auto q = it->second;
+                    q->cancelled = true;
+                    forget(self, q);
+                    if (!s.stepping)
+                      maybe_step(self);
+                  }
+                  s.early.forget(c.request_id());
+                });
+          },
+      });
 }
 
 void register_types(actor_registry& r) {
   r.add({.name = "decode_worker",
          .doc = "imports KVCache from the data plane and decodes with continuous batching",
-         .params =
-             {profile_param(),
-              {"max_batch", param_kind::integer, "16", "sequences per decode step"},
-              {"max_queue", param_kind::integer, "256",
-               "requests held at most (batch + waiting); more are refused"},
-              {"event_steps", param_kind::integer, "1",
-               "decode steps whose tokens go out in one message (first and last token at once)"},
-              {"max_early_transfers", param_kind::integer, "64",
-               "KV transfers kept that arrived before their order; beyond, the oldest is dropped"},
-              {"max_early_bytes", param_kind::bytes, "1GiB",
-               "bytes of such transfers kept at most; beyond, the oldest are dropped"},
-              {"early_ttl", param_kind::duration, "30s",
-               "how long such a transfer waits for its order before it is dropped"}},
+         .params = decode_params(),
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
@@ -569,17 +532,7 @@ void register_types(actor_registry& r) {
                        .max_bytes = p.bytes("max_early_bytes"),
                        .ttl = p.dur("early_ttl")});
              },
-         .check =
-             [](const std::string& path, const actor_params& p) {
-               if (p.integer("max_batch") < 1)
-                 throw config_error(path + ".max_batch", "must be at least 1");
-               if (p.integer("event_steps") < 1)
-                 throw config_error(path + ".event_steps", "must be at least 1");
-               if (p.integer("max_queue") < p.integer("max_batch"))
-                 throw config_error(path + ".max_queue", "must be at least max_batch");
-               if (p.integer("max_early_transfers") < 0)
-                 throw config_error(path + ".max_early_transfers", "must not be negative");
-             },
+         .check = check_decode_params,
          .check_deployment = check_worker_model});
 }
 
@@ -589,10 +542,17 @@ PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
 PRFAAS_REGISTER_PROBES(
-    decode, {"decode.order_expired",
-             "a decode reservation ended because its KV never arrived (the lease ran out)"})
-PRFAAS_REGISTER_FAULT_POINTS(decode, {"decode.crash",
-                                      "a decode worker crashes (throws) at a batch step, "
-                                      "forgetting its requests; its supervisor restarts it"})
+    decode,
+    {"decode.order_expired",
+     "a decode reservation ended because its KV never arrived (the lease ran out)"},
+    {"decode.stale_dropped", "requests were dropped because their gateway went down or declared "
+                             "this node down"})
+PRFAAS_REGISTER_FAULT_POINTS(decode,
+                             {"decode.crash",
+                              "a decode worker crashes (throws) at a batch step, "
+                              "forgetting its requests; its supervisor restarts it"},
+                             {"decode.corrupt_token",
+                              "a decoded token is sent altered (its lowest bit flipped): a "
+                              "negative control for checkers of the output"})
 
 } // namespace prfaas::serving

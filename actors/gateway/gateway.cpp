@@ -40,6 +40,7 @@
 #include "gateway/request_rules.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
+#include "prfaas/runtime/peer_loss.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/faults.hpp"
 #include "prfaas/runtime/probes.hpp"
@@ -642,31 +643,28 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
         .Set(s.http->port());
   }
   self->send(self, caf::tick_atom_v);
-  self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
-  return {
-      [=](wake_atom) { self->state.inbox->drain(); },
-      [=](const membership_event& e) {
-        if (e.state == peer_state::down)
-          env.on_peer_down(e.peer);
-      },
-      [=](sim_submit& m) {
-        self->state.inflight->fetch_add(1);
-        accept(std::move(m.request));
-      },
-      [=](caf::tick_atom) {
-        env.sweep();
-        self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
-      },
-      [=](remote_message& msg) -> caf::result<remote_message> {
-        return dispatch<gateway_role>(
-            *ctx, msg,
-            [&](TokenEvents& batch) {
-              for (auto& ev : batch.events())
-                env.on_tokens(ev);
-            },
-            [&](TokenEvent& ev) { env.on_tokens(ev); });
-      },
-  };
+  auto lost = [=](const std::string& peer, const std::string&) { env.on_peer_down(peer); };
+  return on_peer_lost(self, *ctx, lost)
+      .or_else(caf::behavior{
+          [=](wake_atom) { self->state.inbox->drain(); },
+          [=](sim_submit& m) {
+            self->state.inflight->fetch_add(1);
+            accept(std::move(m.request));
+          },
+          [=](caf::tick_atom) {
+            env.sweep();
+            self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
+          },
+          [=](remote_message& msg) -> caf::result<remote_message> {
+            return dispatch<gateway_role>(
+                *ctx, msg,
+                [&](TokenEvents& batch) {
+                  for (auto& ev : batch.events())
+                    env.on_tokens(ev);
+                },
+                [&](TokenEvent& ev) { env.on_tokens(ev); });
+          },
+      });
 }
 
 void register_types(actor_registry& r) {

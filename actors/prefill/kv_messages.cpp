@@ -6,14 +6,16 @@
 namespace prfaas::serving {
 
 kv_messages::kv_messages(data_plane& dp, uint64_t transfer_id, uint32_t group, uint64_t cap,
-                         std::chrono::milliseconds wait)
+                         std::chrono::milliseconds wait, std::function<bool()> stale)
     : dp_(dp), pool_(dp.send_pool()), id_(transfer_id), group_(std::max<uint32_t>(group, 1)),
-      cap_(cap), wait_(wait) {}
+      cap_(cap), wait_(wait), stale_(std::move(stale)) {}
 
 void kv_messages::flush() {
   if (held_ == 0)
     return;
-  if (buf_) {
+  if (stale()) {
+    // dropped: the transfer is cancelled
+  } else if (buf_) {
     dp_.push(id_, std::move(buf_).share());
     ++pooled_;
   } else {

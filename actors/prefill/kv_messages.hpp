@@ -8,9 +8,11 @@
 // allocation or page fault, pushed without a copy. When every buffer is in flight the
 // producer waits up to `wait` for one — back-pressure from the link — and then builds
 // the message in a vector instead, counted, rather than stall a prefill indefinitely.
+// Once `stale()` says the transfer's work was given up (fencing), nothing more goes out.
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "prfaas/engine/kv_chunk.hpp"
@@ -21,7 +23,7 @@ namespace prfaas::serving {
 class kv_messages {
 public:
   kv_messages(data_plane& dp, uint64_t transfer_id, uint32_t group, uint64_t cap,
-              std::chrono::milliseconds wait);
+              std::chrono::milliseconds wait, std::function<bool()> stale = {});
   ~kv_messages() = default;
   kv_messages(const kv_messages&) = delete;
   kv_messages& operator=(const kv_messages&) = delete;
@@ -31,6 +33,8 @@ public:
   void add(const engine::kv_chunk& c);
   /// Pushes what is held (nothing when empty).
   void flush();
+  /// The transfer's work was given up: nothing was pushed since (checked per message).
+  bool stale() const { return stale_ && stale_(); }
 
   uint64_t pooled() const noexcept { return pooled_; }         ///< messages pushed from the pool
   uint64_t unpooled() const noexcept { return unpooled_; }     ///< messages built in a vector
@@ -45,6 +49,7 @@ private:
   uint32_t group_;
   uint64_t cap_;
   std::chrono::milliseconds wait_;
+  std::function<bool()> stale_;
   pool_buffer buf_;
   std::vector<std::byte> out_;
   uint32_t held_ = 0;

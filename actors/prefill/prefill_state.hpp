@@ -3,6 +3,7 @@
 // Internal to the prefill worker (prefill_worker.cpp, prefill_cache_moves.cpp): its
 // orders, its state and the steps its two files share.
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -34,6 +35,10 @@ struct order {
   clock_type::time_point enqueued;
   clock_type::time_point deadline;
   bool answered = false;
+  std::string origin;      ///< the node that sent the order (its gateway)
+  uint64_t fence_mark = 0; ///< fence_mark() when it was taken
+  /// Dropped as stale (fencing): the engine thread delivers nothing more of it.
+  std::atomic<bool> dropped{false};
 };
 using order_ptr = std::shared_ptr<order>;
 
@@ -75,6 +80,19 @@ struct prefill_state {
 };
 
 using self_ptr = caf::stateful_actor<prefill_state>*;
+
+// Fencing (prefill_fencing.cpp): an order is stale once its gateway or its decode node
+// declared this node down (it was paused or cut off) or went down itself — that peer
+// gave the order up — and then nothing more of it is delivered.
+
+/// The fencing notices of the order's two peers (peer_epochs::notices), summed.
+uint64_t fence_mark(node_context* ctx, const order& o);
+/// True when nothing more of `o` may be delivered (read on the engine thread too).
+bool is_stale(node_context* ctx, const order& o);
+/// Drops every order shared with `peer` (from it, or delivering to it): queued ones
+/// are answered, running ones have their transfer cancelled. Logs what it dropped.
+void drop_orders_of(self_ptr self, node_context* ctx, const std::string& name,
+                    const std::string& peer, const std::string& why);
 
 /// Queues an order for the engine after its cache move (moved or given up).
 void enqueue(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o);

@@ -39,6 +39,7 @@
 #include "prfaas/engine/kv_chunk.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/faults.hpp"
+#include "prfaas/runtime/peer_loss.hpp"
 #include "prfaas/runtime/probes.hpp"
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/sim_data_plane.hpp"
@@ -92,6 +93,56 @@ void answer(self_ptr self, const order_ptr& o, caf::error e) {
 }
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name);
+
+} // namespace
+
+namespace prefill_detail {
+
+uint64_t fence_mark(node_context* ctx, const order& o) {
+  const auto& ep = *ctx->msgr().epochs();
+  return ep.notices(o.origin) + ep.notices(o.po.decode_node());
+}
+
+bool is_stale(node_context* ctx, const order& o) {
+  return o.dropped.load(std::memory_order_acquire) || fence_mark(ctx, o) != o.fence_mark;
+}
+
+void drop_orders_of(self_ptr self, node_context* ctx, const std::string& name,
+                    const std::string& peer, const std::string& why) {
+  auto& s = self->state;
+  std::vector<order_ptr> stale;
+  for (auto& [k, o] : s.orders)
+    if (!o->answered && (o->origin == peer || o->po.decode_node() == peer))
+      stale.push_back(o);
+  for (auto& o : stale) {
+    o->dropped.store(true, std::memory_order_release);
+    auto acts = s.queue.cancel(o->po.request_id(), o->po.transfer_id());
+    for (auto k : acts.removed)
+      s.orders.erase(k);
+    for ([[maybe_unused]] auto k : acts.cancel_transfer)
+      ctx->data()->cancel(o->po.transfer_id()); // its end answers the order
+    answer(self, o,
+           make_error(errc::peer_down,
+                      "prefill of " + o->po.request_id() + " dropped: " + peer + " " + why));
+    ctx->log()->warn("prefill_order_dropped worker={} request={} transfer={} peer={} reason=\"{}\"",
+                     name, o->po.request_id(), o->po.transfer_id(), peer, why);
+  }
+  if (!stale.empty()) {
+    ctx->node_metrics()
+        .counter("prfaas_prefill_stale_orders_total",
+                 "prefill orders dropped undelivered because their gateway or decode node gave "
+                 "them up (it declared this node down, or went down itself)",
+                 {{"worker", name}})
+        .Increment(static_cast<double>(stale.size()));
+    ctx->probe("prefill.stale_dropped");
+  }
+  update_gauges(self);
+  start_next(self, ctx, name);
+}
+
+} // namespace prefill_detail
+
+namespace {
 
 /// Tells the KV directory what the prefix cache stored and evicted (one-way; the
 /// directory is soft state and asks for everything again when it needs to).
@@ -158,8 +209,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   auto* dp = ctx->data();
   const uint64_t tid = o->po.transfer_id();
   const auto started = self->clock().now();
-  const uint64_t queue_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(started - o->enqueued).count());
+  const auto queue_ns = static_cast<uint64_t>((started - o->enqueued).count());
   TransferMeta head;
   head.set_request_id(o->po.request_id());
   update_gauges(self);
@@ -175,9 +225,14 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
                 cache = self->state.cache, cache_events = self->state.cache_events,
                 group = self->state.layers_per_push,
                 cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
-    // Chunks go out `group` at a time, concatenated (the receiver parses a stream), in
-    // send pool buffers where they fit (kv_messages.hpp).
-    kv_messages messages{*dp, tid, group, cap, std::chrono::milliseconds(200)};
+    // Chunks go out `group` at a time, in pool buffers (kv_messages.hpp); none once the
+    // order is stale (fencing: checked per message, the actor may not know yet).
+    kv_messages messages{*dp,
+                         tid,
+                         group,
+                         cap,
+                         std::chrono::milliseconds(200),
+                         [ctx, o] { return is_stale(ctx, *o); }};
     auto send = [&](const engine::kv_chunk& c) { messages.add(c); };
     // The order is not changed once queued: the engine reads its prompt in place.
     const std::span<const engine::token> prompt(o->po.prompt().data(),
@@ -210,8 +265,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
           .Increment(static_cast<double>(n));
     const auto ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
-    std::string error;
-    if (r) {
+    std::string error = r ? "dropped as stale (fencing)" : r.message();
+    if (r && !messages.stale()) {
       head.set_first_token(r->first_token);
       if (r->first_logprobs)
         to_wire(*r->first_logprobs, *head.mutable_first_logprobs());
@@ -222,8 +277,8 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       std::memcpy(last.data(), bytes.data(), bytes.size());
       dp->push(tid, std::move(last));
       dp->finish(tid);
+      error.clear();
     } else {
-      error = r.message();
       dp->cancel(tid);
     }
     // Caching the new blocks comes after the transfer is complete on our side: it is
@@ -292,6 +347,21 @@ uint64_t epoch_now(self_ptr self) {
   return next;
 }
 
+/// An admitted order, recorded (under its queue key) with what answering it needs.
+order_ptr new_order(self_ptr self, node_context* ctx, const remote_message& msg, PrefillOrder po,
+                    prefill_queue::key key, std::chrono::nanoseconds budget) {
+  auto o = std::make_shared<order>();
+  o->key = key;
+  o->promise = reply_promise<PrefillDone>(self, msg);
+  o->enqueued = self->clock().now();
+  o->deadline = o->enqueued + budget;
+  o->po = std::move(po);
+  o->origin = msg.source.node; // its gateway: fencing drops it if that node gives it up
+  o->fence_mark = fence_mark(ctx, *o);
+  self->state.orders.emplace(o->key, o);
+  return o;
+}
+
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                              model_settings model, size_t max_queue, uint64_t cache_blocks,
                              uint32_t checkpoint_blocks, address directory_addr,
@@ -339,105 +409,105 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   };
   s.runner->when_ready(s.inbox, ready);
   update_gauges(self);
-  return {
-      [=](wake_atom) { self->state.inbox->drain(); },
-      [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
-      [=](remote_message& msg) -> caf::result<remote_message> {
-        auto& s = self->state;
-        return dispatch<prefill_role>(
-            *ctx, msg,
-            [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
-              if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
-                return make_error(errc::bad_request,
-                                  "PrefillOrder " + po.request_id() +
-                                      ": needs a prompt, decode_node and decode_sink");
-              if (ctx->faults().fire("prefill.crash"))
-                throw std::runtime_error("fault point prefill.crash: crashing on order " +
-                                         po.request_id());
-              const auto budget =
-                  std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
-              const bool pull_first =
-                  s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-              auto admitted = s.queue.admit({.request_id = po.request_id(),
-                                             .transfer_id = po.transfer_id(),
-                                             .work = work_of(po),
-                                             .deadline = self->clock().now() + budget,
-                                             .budget = std::chrono::nanoseconds(po.budget_ns()),
-                                             .pull_first = pull_first});
-              if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
-                s.stats->rejected.Increment();
-                return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
-              }
-              auto o = std::make_shared<order>();
-              o->key = std::get<prefill_queue::key>(admitted);
-              o->promise = reply_promise<PrefillDone>(self, msg);
-              o->enqueued = self->clock().now();
-              o->deadline = o->enqueued + budget;
-              o->po = std::move(po);
-              s.orders.emplace(o->key, o);
-              auto promise = o->promise;
-              if (pull_first)
-                pull_cache(self, ctx, name, o);
-              else
-                start_next(self, ctx, name);
-              return promise;
-            },
-            [&](directory::Reannounce&) {
-              // Everything the cache holds, at a new epoch (it replaces what the directory
-              // had from us). Read on the engine thread, answered from here.
-              s.epoch = std::max(s.epoch + 1, epoch_now(self));
-              reply_promise<directory::BlocksStored> rp(self, msg);
-              directory::BlocksStored all;
-              all.set_node(ctx->node());
-              all.set_actor(name);
-              all.set_cluster(ctx->cluster());
-              all.set_epoch(s.epoch);
-              if (!s.cache) {
-                rp.deliver(all);
-                return rp;
-              }
-              s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
-                              events = s.cache_events](engine::engine&) mutable {
-                for (auto& [id, parent] : cache->kv_blocks()) {
-                  auto* chain = all.add_chains();
-                  if (parent)
-                    chain->set_parent(*parent);
-                  chain->add_block_ids(id);
-                }
-                events->clear(); // covered by this full report
-                inbox->post([rp, all]() mutable { rp.deliver(all); });
-              });
-              return rp;
-            },
-            [&](LoadQuery&) {
-              WorkerLoad l;
-              l.set_role("prefill");
-              const auto& q = s.queue;
-              l.set_queue_depth(static_cast<uint32_t>(q.queued()));
-              l.set_active(q.running() ? 1 : 0);
-              l.set_capacity(static_cast<uint32_t>(q.max_queue()));
-              l.set_queued_tokens(q.queued_tokens());
-              l.set_tokens_per_s(q.tokens_per_s());
-              l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) / q.max_queue());
-              l.set_starting(!s.ready);
-              return l;
-            },
-            [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
-            [&](Cancel& c) {
-              ctx->probe("prefill.cancelled");
-              auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
-              for (auto k : acts.removed) {
-                auto o = s.orders.at(k);
-                s.orders.erase(k);
-                answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
-              }
-              for (auto k : acts.cancel_transfer)
-                ctx->data()->cancel(
-                    s.orders.at(k)->po.transfer_id()); // its `done` answers the order
-              update_gauges(self);
-            });
-      },
+  auto lost = [=](const std::string& peer, const std::string& why) {
+    drop_orders_of(self, ctx, name, peer, why);
   };
+  return on_peer_lost(self, *ctx, lost)
+      .or_else(caf::behavior{
+          [=](wake_atom) { self->state.inbox->drain(); },
+          [=](caf::timeout_atom, uint64_t tid) { end_pull(self, ctx, name, tid, "timed out"); },
+          [=](remote_message& msg) -> caf::result<remote_message> {
+            auto& s = self->state;
+            return dispatch<prefill_role>(
+                *ctx, msg,
+                [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
+                  if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
+                    return make_error(errc::bad_request,
+                                      "PrefillOrder " + po.request_id() +
+                                          ": needs a prompt, decode_node and decode_sink");
+                  if (ctx->faults().fire("prefill.crash"))
+                    throw std::runtime_error("fault point prefill.crash: crashing on order " +
+                                             po.request_id());
+                  const auto budget =
+                      std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
+                  const bool pull_first =
+                      s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
+                  auto admitted = s.queue.admit({.request_id = po.request_id(),
+                                                 .transfer_id = po.transfer_id(),
+                                                 .work = work_of(po),
+                                                 .deadline = self->clock().now() + budget,
+                                                 .budget = std::chrono::nanoseconds(po.budget_ns()),
+                                                 .pull_first = pull_first});
+                  if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
+                    s.stats->rejected.Increment();
+                    return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
+                  }
+                  auto o = new_order(self, ctx, msg, std::move(po),
+                                     std::get<prefill_queue::key>(admitted), budget);
+                  auto promise = o->promise;
+                  if (pull_first)
+                    pull_cache(self, ctx, name, o);
+                  else
+                    start_next(self, ctx, name);
+                  return promise;
+                },
+                [&](directory::Reannounce&) {
+                  // Everything the cache holds, at a new epoch (it replaces what the directory
+                  // had from us). Read on the engine thread, answered from here.
+                  s.epoch = std::max(s.epoch + 1, epoch_now(self));
+                  reply_promise<directory::BlocksStored> rp(self, msg);
+                  directory::BlocksStored all;
+                  all.set_node(ctx->node());
+                  all.set_actor(name);
+                  all.set_cluster(ctx->cluster());
+                  all.set_epoch(s.epoch);
+                  if (!s.cache) {
+                    rp.deliver(all);
+                    return rp;
+                  }
+                  s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
+                                  events = s.cache_events](engine::engine&) mutable {
+                    for (auto& [id, parent] : cache->kv_blocks()) {
+                      auto* chain = all.add_chains();
+                      if (parent)
+                        chain->set_parent(*parent);
+                      chain->add_block_ids(id);
+                    }
+                    events->clear(); // covered by this full report
+                    inbox->post([rp, all]() mutable { rp.deliver(all); });
+                  });
+                  return rp;
+                },
+                [&](LoadQuery&) {
+                  WorkerLoad l;
+                  l.set_role("prefill");
+                  const auto& q = s.queue;
+                  l.set_queue_depth(static_cast<uint32_t>(q.queued()));
+                  l.set_active(q.running() ? 1 : 0);
+                  l.set_capacity(static_cast<uint32_t>(q.max_queue()));
+                  l.set_queued_tokens(q.queued_tokens());
+                  l.set_tokens_per_s(q.tokens_per_s());
+                  l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) /
+                             q.max_queue());
+                  l.set_starting(!s.ready);
+                  return l;
+                },
+                [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
+                [&](Cancel& c) {
+                  ctx->probe("prefill.cancelled");
+                  auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
+                  for (auto k : acts.removed) {
+                    auto o = s.orders.at(k);
+                    s.orders.erase(k);
+                    answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
+                  }
+                  for (auto k : acts.cancel_transfer)
+                    ctx->data()->cancel(
+                        s.orders.at(k)->po.transfer_id()); // its `done` answers the order
+                  update_gauges(self);
+                });
+          },
+      });
 }
 
 address directory_of(const node_context& ctx, const std::string& text) {
@@ -498,8 +568,12 @@ void register_types(actor_registry& r) {
 PRFAAS_REGISTER_ACTOR_TYPE(register_types);
 
 // Its rare paths (a chaos run shows which it took) and its fault points.
-PRFAAS_REGISTER_PROBES(prefill, {"prefill.cancelled",
-                                 "a prefill order was cancelled (failover or resume elsewhere)"})
+PRFAAS_REGISTER_PROBES(prefill,
+                       {"prefill.cancelled",
+                        "a prefill order was cancelled (failover or resume elsewhere)"},
+                       {"prefill.stale_dropped",
+                        "prefill orders were dropped undelivered: their gateway or decode node "
+                        "went down or declared this node down"})
 PRFAAS_REGISTER_FAULT_POINTS(
     prefill,
     {"prefill.crash",

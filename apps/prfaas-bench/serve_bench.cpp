@@ -89,6 +89,21 @@ struct run_context {
   clock_type::time_point t0;
 };
 
+/// What the request body of `spec` asks for.
+lg::body_options body_of(const lg::request_spec& spec, const run_context& ctx) {
+  const auto& o = ctx.o;
+  lg::body_options b;
+  b.model = ctx.model;
+  b.max_tokens = spec.output_tokens;
+  b.temperature = o.temperature;
+  b.seed = o.seed + spec.index;
+  if (!o.stop.empty())
+    b.stop = o.stop;
+  b.stream = o.stream;
+  b.token_ids = o.record_tokens;
+  return b;
+}
+
 /// Sends `spec` and reads the whole response; never throws.
 lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
                             const run_context& ctx) {
@@ -99,18 +114,15 @@ lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
   r.requested_output_tokens = spec.output_tokens;
   r.scheduled_s = spec.arrival_s;
 
-  lg::body_options b;
-  b.model = ctx.model;
-  b.max_tokens = spec.output_tokens;
-  b.temperature = o.temperature;
-  b.seed = o.seed + spec.index;
-  if (!o.stop.empty())
-    b.stop = o.stop;
-  b.stream = o.stream;
+  const auto b = body_of(spec, ctx);
   httplib::Request req;
   req.method = "POST";
   req.path = lg::api_path(ctx.api);
-  req.body = lg::request_body(ctx.api, lg::prompt_text(spec), b).dump();
+  auto prompt = lg::prompt_text(spec);
+  req.body = lg::request_body(ctx.api, prompt, b).dump();
+  if (o.record_tokens)
+    r.record = lg::request_result::recorded{
+        .prompt = std::move(prompt), .temperature = b.temperature, .seed = *b.seed};
   req.headers = {{"Content-Type", "application/json"},
                  {"Accept", o.stream ? "text/event-stream" : "application/json"}};
 
@@ -184,6 +196,8 @@ lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
   r.output_tokens = reader.output_tokens();
   r.prfaas = reader.prfaas();
   r.ttft_s = reader.first_token_s();
+  if (r.record)
+    r.record->token_ids = reader.token_ids();
   if (auto& e = reader.error()) {
     r.status = reader.error_kind() == "stream_error" ? lg::outcome::stream_error
                                                      : lg::outcome::bad_response;
@@ -392,39 +406,6 @@ std::unique_ptr<lg::request_source> make_source(const serve_options& o) {
   return std::make_unique<lg::synthetic_workload>(c, rng);
 }
 
-json config_json(const serve_options& o, const std::string& model) {
-  json c = {{"url", o.url},
-            {"endpoint", o.endpoint},
-            {"model", model},
-            {"stream", o.stream},
-            {"workload", o.workload},
-            {"arrival", o.arrival},
-            {"seed", o.seed},
-            {"requests", o.requests},
-            {"duration_s", o.duration_s},
-            {"max_in_flight", o.max_in_flight},
-            {"timeout_s", o.timeout_s}};
-  if (o.arrival == "closed") {
-    c["concurrency"] = o.concurrency;
-    c["ramp_up_s"] = o.ramp_up_s;
-  } else if (o.workload != "trace") {
-    c["rate"] = o.rate;
-    if (o.arrival == "bursty")
-      c["burst_on_s"] = o.burst_on_s, c["burst_off_s"] = o.burst_off_s;
-    if (o.arrival == "mmpp")
-      c["mmpp_rates"] = o.mmpp_rates, c["mmpp_dwell_s"] = o.mmpp_dwell_s;
-  }
-  if (o.workload == "trace")
-    c["trace"] = o.trace, c["time_scale"] = o.time_scale, c["input_scale"] = o.input_scale,
-    c["max_input"] = o.max_input;
-  else if (o.workload == "fixed")
-    c["input_len"] = o.input_len;
-  else
-    c["input_lognormal"] = {
-        {"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min}, {"max", o.input_max}};
-  return c;
-}
-
 } // namespace
 
 void add_serve_options(CLI::App& s, serve_options& o) {
@@ -502,6 +483,8 @@ void add_serve_options(CLI::App& s, serve_options& o) {
   s.add_option("--slo-tpot", o.slo_tpot_ms, "goodput: TPOT bound in ms")->capture_default_str();
   s.add_option("--json", o.json, "write results as JSON to FILE, or - for stdout");
   s.add_flag("--per-request", o.per_request, "include every request in the JSON");
+  s.add_flag("--record-tokens", o.record_tokens,
+             "with --per-request: each request's prompt, sampling and output token ids");
   s.add_flag("--progress", o.progress, "progress line on stderr even when it is not a TTY");
 }
 
@@ -561,7 +544,7 @@ int run_serve_bench(const serve_options& o) {
 
   if (!o.json.empty()) {
     json j = lg::to_json(summary);
-    j["config"] = config_json(o, model);
+    j["config"] = serve_config_json(o, model);
     j["interrupted"] = interrupted.load();
     if (o.per_request) {
       j["per_request"] = json::array();

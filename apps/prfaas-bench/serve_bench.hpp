@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace CLI {
 class App;
 }
@@ -54,8 +56,14 @@ struct serve_options {
   double slo_tpot_ms = 25;
   std::string json; ///< file, or "-" for stdout
   bool per_request = false;
+  /// With per_request: each request's prompt, sampling and output token ids, for a
+  /// checker comparing them with what an undisturbed engine gives.
+  bool record_tokens = false;
   bool progress = false;
 };
+
+/// The run's configuration as its JSON report records it (`model`: the one served).
+nlohmann::json serve_config_json(const serve_options& o, const std::string& model);
 
 /// Adds serve's options to `sub`, writing into `o`.
 void add_serve_options(CLI::App& sub, serve_options& o);

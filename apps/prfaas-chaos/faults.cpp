@@ -1,6 +1,9 @@
 #include "faults.hpp"
 
+#include "probe.hpp"
+
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -113,8 +116,12 @@ void injector::apply(size_t id, const fault_spec& f) {
   case fault_kind::blackhole:
     blackhole(id, f, true);
     break;
+  case fault_kind::fault_point:
+    break; // below, once it counts as active
   }
   active_[id] = f;
+  if (f.kind == fault_kind::fault_point)
+    arm_point(f.node, f.point);
 }
 
 void injector::undo(size_t id) {
@@ -149,7 +156,25 @@ void injector::undo(size_t id) {
   case fault_kind::blackhole:
     blackhole(id, f, false);
     break;
+  case fault_kind::fault_point:
+    arm_point(f.node, f.point);
+    break;
   }
+}
+
+void injector::arm_point(const std::string& node, const std::string& point) {
+  // Overlapping faults on one point of one node: the highest active probability holds.
+  double p = 0;
+  for (auto& [_, f] : active_)
+    if (f.kind == fault_kind::fault_point && f.node == node && f.point == point)
+      p = std::max(p, f.probability);
+  const auto& n = topo_.place(node);
+  char body[32];
+  std::snprintf(body, sizeof body, "%.6g", p);
+  // A node that is down (killed, not restarted yet) cannot be armed; it restarts clean.
+  if (auto err = http_put(n.ns, n.ip, n.admin_port, "/faults/" + point, body); !err.empty())
+    std::cerr << "prfaas-chaos: fault point " << point << " on " << node << " not set: " << err
+              << std::endl;
 }
 
 void injector::blackhole(size_t id, const fault_spec& f, bool on) {

@@ -12,6 +12,9 @@
 //              naming both ends (their collateral counters are read before removal).
 //              Loopback: every node shares one namespace and address, so the rules
 //              match the `to` nodes' ports and cut everyone's traffic to them.
+//   fault_point  PUT /faults/<point> on the node's admin endpoint (nodes run with
+//              --live-faults), back to 0 when undone (overlapping faults on one point:
+//              the highest active probability). A node killed meanwhile restarts clean.
 // Whatever is still applied when the injector is destroyed is undone.
 
 #include <chrono>
@@ -49,6 +52,7 @@ private:
     uint64_t bytes_a = 0, bytes_b = 0, overlimits = 0;
   };
   void blackhole(size_t id, const fault_spec& f, bool on);
+  void arm_point(const std::string& node, const std::string& point);
   void blackhole_loopback(size_t id, const fault_spec& f, bool on);
   void must(const std::string& ns, std::vector<std::string> argv);
   void tbf(const link_place& l, const std::string& rate);

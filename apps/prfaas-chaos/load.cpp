@@ -56,7 +56,8 @@ void load_driver::start() {
                                   num(load_.deadline.count()),
                                   "--json",
                                   g.json.string(),
-                                  "--per-request"};
+                                  "--per-request",
+                                  "--record-tokens"};
     if (load_.input.fixed) {
       argv.insert(argv.end(),
                   {"--workload", "fixed", "--input-len", std::to_string(*load_.input.fixed)});

@@ -133,6 +133,7 @@ int check(const std::vector<std::string>& files) {
         nodes.push_back(n.name);
       chaos::check_nodes(s, nodes);
       chaos::check_links(s, d);
+      chaos::check_points(s);
       std::cout << f << ": ok (" << s.faults.size() << " faults)\n";
     } catch (const prfaas::config_error& e) {
       std::cerr << "prfaas-chaos: scenario error: " << e.what() << "\n";

@@ -92,6 +92,12 @@ std::vector<std::string> aim(fault_spec& f, std::mt19937_64& rng,
       f.rate = std::to_string(8 + 4 * pick(9)) + "mbit";
     break;
   }
+  case fault_kind::fault_point: // control-message loss at any node, gateways included
+    f.node = all[pick(all.size())];
+    f.point = "transport.drop";
+    f.probability = std::round(std::uniform_real_distribution<>{0.02, 0.2}(rng)*100) / 100;
+    targets = {f.node};
+    break;
   }
   return targets;
 }
@@ -114,7 +120,8 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
     if (!runs(n, "gateway"))
       workers.push_back(n.name);
   }
-  std::vector<fault_kind> kinds{fault_kind::kill, fault_kind::pause, fault_kind::blackhole};
+  std::vector<fault_kind> kinds{fault_kind::kill, fault_kind::pause, fault_kind::blackhole,
+                                fault_kind::fault_point};
   if (!d.link_list.empty()) {
     kinds.push_back(fault_kind::rate);
     kinds.push_back(fault_kind::link_down);
@@ -128,8 +135,8 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
     const bool link = f.kind == fault_kind::rate || f.kind == fault_kind::link_down;
     if (!link && workers.empty())
       continue;
-    double lasts = f.kind == fault_kind::rate                                  ? uniform(3, 8)
-                   : f.kind == fault_kind::kill || f.kind == fault_kind::pause ? uniform(0.3, 4)
+    double lasts = f.kind == fault_kind::rate || f.kind == fault_kind::fault_point ? uniform(3, 8)
+                   : f.kind == fault_kind::kill || f.kind == fault_kind::pause     ? uniform(0.3, 4)
                                                                                : uniform(1.5, 4);
     double at = uniform(first, last - lasts);
     if (at < first)
@@ -143,9 +150,10 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
       f.restart_after = round_ms(lasts);
     else
       f.lasts = round_ms(lasts);
-    if (f.kind != fault_kind::rate && lasts >= 1.5)
+    const bool detectable = f.kind != fault_kind::rate && f.kind != fault_kind::fault_point;
+    if (detectable && lasts >= 1.5)
       f.detect_within = seconds{3};
-    if (f.kind != fault_kind::rate)
+    if (detectable)
       f.recover_within = seconds{20};
     s.faults.push_back(f);
   }
@@ -191,6 +199,8 @@ std::string to_yaml(const scenario& s) {
       y << ", link: [" << f.link[0] << ", " << f.link[1] << "]";
     if (!f.rate.empty())
       y << ", rate: " << f.rate;
+    if (!f.point.empty())
+      y << ", point: " << f.point << ", probability: " << f.probability;
     if (f.lasts)
       y << ", for: " << ms(*f.lasts);
     if (f.detect_within)

@@ -33,6 +33,22 @@ std::optional<std::string> http_get(const std::string& ns, const std::string& ho
   return res->body;
 }
 
+std::string http_put(const std::string& ns, const std::string& host, int port,
+                     const std::string& path, const std::string& body) {
+  if (!enter_namespace(ns))
+    return "cannot enter namespace " + ns;
+  httplib::Client cli{host, port};
+  cli.set_connection_timeout(0, 500'000);
+  cli.set_read_timeout(1, 0);
+  auto res = cli.Put(path, body, "text/plain");
+  if (!res)
+    return "PUT " + path + " to " + host + ":" + std::to_string(port) + ": no answer (" +
+           httplib::to_string(res.error()) + ")";
+  if (res->status != 200)
+    return "PUT " + path + ": " + std::to_string(res->status) + " " + res->body;
+  return {};
+}
+
 bool enter_namespace(const std::string& ns) {
   thread_local std::string current;
   (void)home_fd();

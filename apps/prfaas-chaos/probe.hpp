@@ -27,6 +27,9 @@ std::optional<std::string> http_get(const std::string& ns, const std::string& ho
 std::optional<nlohmann::json> get_health(const node_place& n);
 /// The node's /metrics, or nullopt.
 std::optional<std::string> get_metrics(const node_place& n);
+/// PUT `body` to `path` in namespace `ns`; empty on 200, else what went wrong.
+std::string http_put(const std::string& ns, const std::string& host, int port,
+                     const std::string& path, const std::string& body);
 
 struct peer_view {
   std::string state; ///< up | suspect | down

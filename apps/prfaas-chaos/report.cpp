@@ -111,6 +111,8 @@ bool report::passed() const {
     return false;
   if (requests.failed_after_heal || !held.empty())
     return false;
+  if (tokens && !tokens->ok())
+    return false;
   for (auto& f : faults)
     if (!f.detect_ok || !f.recover_ok || !f.collateral_ok)
       return false;
@@ -136,6 +138,11 @@ json report::to_json() const {
             {"unhealthy_at_end", unhealthy_at_end},
             {"unexpected_exits", unexpected_exits},
             {"held_at_quiescence", held}};
+  if (tokens)
+    j["tokens"] = {{"checked", tokens->checked},
+                   {"unrecorded", tokens->unrecorded},
+                   {"mismatched", tokens->mismatched},
+                   {"examples", tokens->examples}};
   j["requests"]["after_heal"] = requests.after_heal;
   j["requests"]["failed_after_heal"] = requests.failed_after_heal;
   if (!note.empty())
@@ -193,7 +200,9 @@ std::string report::text() const {
     o << "    " << requests.lost_requests[i].dump() << "\n";
   for (auto& f : faults) {
     o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
-    if (f.no_effect)
+    if (f.fault.kind == fault_kind::fault_point)
+      o << "    (a fault point: nothing to detect; judged by the invariants)\n";
+    else if (f.no_effect)
       o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
         << ", under the cut's " << f.fault.rate << "; its token bucket ran dry "
         << f.usage->overlimits << " times)\n";
@@ -223,6 +232,15 @@ std::string report::text() const {
     o << "  " << node << " exited on its own with code " << code << "\n";
   o << "  deployment at the end: " << (unhealthy_at_end.empty() ? "whole" : unhealthy_at_end)
     << "\n";
+  if (tokens) {
+    o << "  tokens: " << tokens->checked << " completed requests checked against an undisturbed "
+      << "engine, " << tokens->mismatched << " mismatched";
+    if (tokens->unrecorded)
+      o << ", " << tokens->unrecorded << " without token ids";
+    o << (tokens->ok() ? "" : "  TOKEN MISMATCH") << "\n";
+    for (auto& e : tokens->examples)
+      o << "    " << e << "\n";
+  }
   o << "  held at quiescence:";
   if (held.empty())
     o << " nothing";

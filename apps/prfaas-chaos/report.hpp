@@ -59,6 +59,16 @@ fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double>
                     const detection& seen, std::optional<rule_counts> rules = {},
                     std::optional<link_usage> usage = {});
 
+/// The live token checker's verdict (token_check.hpp).
+struct token_check {
+  size_t checked = 0;    ///< completed requests compared
+  size_t unrecorded = 0; ///< completed requests without token ids to compare
+  size_t mismatched = 0;
+  std::vector<std::string> examples; ///< the first few mismatches, described
+
+  bool ok() const { return mismatched == 0 && unrecorded == 0; }
+};
+
 struct report {
   std::string scenario, topology, note; ///< note: a fallback taken
   uint64_t seed = 0;
@@ -73,6 +83,9 @@ struct report {
   /// requests, worker queues and active work, data-plane bytes in flight or queued.
   /// Empty when nothing.
   std::map<std::string, double> held;
+  /// Every completed request's tokens against an undisturbed engine's; none when the
+  /// run was not checked.
+  std::optional<token_check> tokens;
 
   bool passed() const;
   nlohmann::json to_json() const;

@@ -1,4 +1,5 @@
 #include "run.hpp"
+#include "token_check.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -92,6 +93,7 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   topology topo{s, env};
   check_nodes(s, topo.nodes());
   check_links(s, topo.deployment());
+  check_points(s);
   for (auto& f : s.faults)
     if (auto why = unsupported(f, topo); !why.empty())
       throw skipped(why);
@@ -154,13 +156,15 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   for (size_t i = 0; i < s.faults.size(); ++i)
     rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
                                inject.counts(i), inject.usage(i)));
-  rep.requests = classify(load.results(), s.load.deadline.count(), healed_at(rep.faults));
+  const auto records = load.results();
+  rep.requests = classify(records, s.load.deadline.count(), healed_at(rep.faults));
   // Quiescence: the load is over and every request ended; what is still held once
   // every lease and timer could have run out (a request's deadline, plus 5 s) is held
   // by mistake.
   const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(s.load.deadline) + 5s;
   proc::eventually([&] { return (rep.held = held(topo)).empty(); }, quiet, 250ms);
   rep.gateway = gateway_counters(topo);
+  rep.tokens = check_tokens(topo.deployment(), records);
   return rep;
 }
 

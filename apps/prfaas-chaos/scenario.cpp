@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/faults.hpp"
 
 namespace prfaas::chaos {
 
@@ -167,6 +168,16 @@ std::vector<std::string> link_of(const reader& r) {
   return {v[0].as<std::string>(), v[1].as<std::string>()};
 }
 
+void read_fault_point(const reader& r, fault_spec& f) {
+  f.kind = fault_kind::fault_point;
+  f.node = r.str("node");
+  f.point = r.str("point"); // known to the nodes? check_points, where they are linked
+  r.required("probability");
+  f.probability = r.number("probability", 0, 0, 1);
+  if (f.probability == 0)
+    r.fail(r.at("probability"), "must be above 0");
+}
+
 fault_spec read_fault(const std::string& source, YAML::Node n, const std::string& path) {
   reader r{source, n, path};
   fault_spec f;
@@ -234,9 +245,13 @@ fault_spec read_fault(const std::string& source, YAML::Node n, const std::string
         r.fail(r.at("to"), "a node cannot be blackholed from itself (" + t + ")");
     f.both_ways = r.boolean("both_ways", false);
     lasting();
+  } else if (kind == "fault_point") {
+    allow({"node", "point", "probability", "for"});
+    read_fault_point(r, f);
+    lasting();
   } else {
     r.fail(r.at("fault"),
-           "unknown fault \"" + kind + "\" (kill, pause, link_down, rate, blackhole)");
+           "unknown fault \"" + kind + "\" (kill, pause, link_down, rate, blackhole, fault_point)");
   }
   return f;
 }
@@ -259,6 +274,8 @@ std::string to_string(fault_kind k) {
     return "rate";
   case fault_kind::blackhole:
     return "blackhole";
+  case fault_kind::fault_point:
+    return "fault_point";
   }
   return "?";
 }
@@ -286,6 +303,11 @@ std::string fault_spec::describe() const {
     for (auto& t : to)
       to_list += (to_list.empty() ? "" : ",") + t;
     return "blackhole " + from + (both_ways ? " <-> " : " -> ") + to_list + " for " + secs(*lasts);
+  }
+  case fault_kind::fault_point: {
+    char p[32];
+    std::snprintf(p, sizeof p, "%g", probability);
+    return "fault point " + point + " at " + p + " on " + node + " for " + secs(*lasts);
   }
   }
   return "?";
@@ -400,6 +422,18 @@ void check_links(const scenario& s, const deployment_config& d) {
       throw config_error(s.source, f.path,
                          s.deployment + " declares " + std::to_string(d.link_list.size()) +
                              " links; name the one to act on (link: [cluster, cluster])");
+  }
+}
+
+void check_points(const scenario& s) {
+  for (auto& f : s.faults) {
+    if (f.kind != fault_kind::fault_point || is_fault_point(f.point))
+      continue;
+    std::string known;
+    for (auto& p : fault_inventory())
+      known += (known.empty() ? "" : ", ") + std::string{p.name};
+    throw config_error(s.source, f.path + ".point",
+                       "no fault point \"" + f.point + "\" (known: " + known + ")");
   }
 }
 

@@ -27,7 +27,9 @@ namespace prfaas::chaos {
 using seconds = std::chrono::duration<double>;
 
 enum class topology_kind { netns, loopback };
-enum class fault_kind { kill, pause, link_down, rate, blackhole };
+/// fault_point: one of the node's fault points (prfaas-node --live-faults) at a
+/// probability, e.g. transport.drop for control-message loss.
+enum class fault_kind { kill, pause, link_down, rate, blackhole, fault_point };
 
 std::string to_string(topology_kind k);
 std::string to_string(fault_kind k);
@@ -63,6 +65,8 @@ struct fault_spec {
   std::string from;              ///< blackhole: traffic from this node...
   std::vector<std::string> to;   ///< ...to these is dropped
   bool both_ways = false;        ///< blackhole: and back
+  std::string point;             ///< fault_point: its name (e.g. transport.drop)
+  double probability = 0;        ///< fault_point: per pass, in (0, 1]
   std::optional<seconds> detect_within;  ///< bound on the detection time
   std::optional<seconds> recover_within; ///< bound on seeing it healthy again after the fault
   std::string path;                      ///< key path (faults[i]) for messages
@@ -94,5 +98,8 @@ void check_nodes(const scenario& s, const std::vector<std::string>& nodes);
 /// Every link a `rate` or `link_down` fault names must be declared in `d` (and one
 /// must be named when `d` declares several); a config_error otherwise.
 void check_links(const scenario& s, const deployment_config& d);
+/// `fault_point` faults name fault points the nodes know (the inventory of whoever
+/// calls it: a program linking the actors knows theirs). Throws config_error.
+void check_points(const scenario& s);
 
 } // namespace prfaas::chaos

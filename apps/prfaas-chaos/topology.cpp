@@ -279,8 +279,9 @@ std::filesystem::path topology::log_of(const std::string& node) const {
 void topology::start(const std::string& node) {
   // `ip netns exec` execs the node, so the child's pid is the node's own: kill -9 and
   // SIGSTOP reach it directly.
+  // --live-faults: `fault_point` faults switch the node's fault points while it runs.
   auto argv = in_ns(place(node).ns, {(env_.bin / "prfaas-node").string(), "--config",
-                                     config_file_.string(), "--node", node});
+                                     config_file_.string(), "--node", node, "--live-faults"});
   procs_[node] =
       std::make_unique<t::child_process>(t::command{.argv = argv, .out_file = log_of(node)});
   killed_[node] = false;

@@ -35,6 +35,17 @@ constexpr int exit_runtime = 1;
 constexpr int exit_config = 2;
 constexpr int exit_escalated = 3;
 
+/// --log-level: every node of `dep` logs at `level` (parsed as a deployment would be).
+void override_log_level(prfaas::deployment_config& dep, const std::string& level) {
+  auto o = prfaas::parse_deployment("deployment: x\nlog_level: " + level +
+                                        "\nnodes: [{name: a, control: tcp://127.0.0.1:1, "
+                                        "data: tcp://127.0.0.1:2}]",
+                                    "--log-level");
+  dep.log = o.log;
+  for (auto& n : dep.nodes)
+    n.log = o.log;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +56,7 @@ int main(int argc, char** argv) {
   bool check = false;
   std::string log_level;
   unsigned threads = 2;
+  bool live_faults = false;
   app.add_option("--config,-c", config_file,
                  "deployment file (YAML); default: the embedded configs/local.yaml, all nodes");
   auto* node_opt = app.add_option("--node,-n", node_name, "the node of the deployment to run");
@@ -54,6 +66,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "override the configured log level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
+  app.add_flag("--live-faults", live_faults,
+               "chaos testing: the admin endpoint takes PUT /faults/<point> (body: a "
+               "probability) to switch fault points while the node runs");
   prfaas::app::keygen_options keygen_opts;
   auto* keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
                                               "configs/sample.yaml)");
@@ -77,15 +92,8 @@ int main(int argc, char** argv) {
     for (auto& p : dep.plugins)
       prfaas::load_plugin(p, registry);
     registry.validate(dep);
-    if (!log_level.empty()) {
-      auto o = prfaas::parse_deployment("deployment: x\nlog_level: " + log_level +
-                                            "\nnodes: [{name: a, control: tcp://127.0.0.1:1, "
-                                            "data: tcp://127.0.0.1:2}]",
-                                        "--log-level");
-      dep.log = o.log;
-      for (auto& n : dep.nodes)
-        n.log = o.log;
-    }
+    if (!log_level.empty())
+      override_log_level(dep, log_level);
   } catch (const prfaas::config_error& e) {
     std::cerr << "prfaas-node: configuration error: " << e.what() << "\n";
     return exit_config;
@@ -128,6 +136,7 @@ int main(int argc, char** argv) {
           continue;
         prfaas::node_options opts;
         opts.zmq = &zctx;
+        opts.live_faults = live_faults;
         nodes.push_back(std::make_unique<prfaas::node>(sys, dep, n.name, registry, opts));
         nodes.back()->start();
       }

@@ -9,7 +9,7 @@ void failure_detector::add_peer(const std::string& peer) {
 }
 
 std::vector<membership_event> failure_detector::heard(const std::string& peer, uint64_t incarnation,
-                                                      time_point now) {
+                                                      time_point now, uint64_t fence_ack) {
   std::vector<membership_event> out;
   auto i = peers_.find(peer);
   if (i == peers_.end())
@@ -23,6 +23,13 @@ std::vector<membership_event> failure_detector::heard(const std::string& peer, u
     auto silent = std::chrono::duration_cast<duration>(now - p.last_heard).count();
     out.push_back({peer, p.incarnation, peer_state::down, silent});
     p.state = peer_state::down;
+  }
+  if (incarnation > p.incarnation)
+    p.downs = 0; // a new process: nothing to acknowledge
+  else if (p.state == peer_state::down && fence_ack < p.downs) {
+    ++unacked_; // alive, but not yet told it was declared down: it stays down
+    p.last_heard = now;
+    return out;
   }
   p.incarnation = incarnation;
   p.last_heard = now;
@@ -43,6 +50,7 @@ std::vector<membership_event> failure_detector::tick(time_point now) {
     auto silent = std::chrono::duration_cast<duration>(now - p.last_heard);
     if (silent >= down_after) {
       p.state = peer_state::down;
+      ++p.downs;
       out.push_back({name, p.incarnation, peer_state::down, silent.count()});
     } else if (silent >= suspect_after && p.state == peer_state::up) {
       p.state = peer_state::suspect;
@@ -60,6 +68,11 @@ peer_state failure_detector::state(const std::string& peer) const {
 uint64_t failure_detector::incarnation(const std::string& peer) const {
   auto i = peers_.find(peer);
   return i == peers_.end() ? 0 : i->second.incarnation;
+}
+
+uint64_t failure_detector::downs(const std::string& peer) const {
+  auto i = peers_.find(peer);
+  return i == peers_.end() ? 0 : i->second.downs;
 }
 
 size_t failure_detector::up_count() const {

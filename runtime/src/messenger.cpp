@@ -135,8 +135,7 @@ messenger::messenger(caf::actor_system& sys, std::string node, uint64_t incarnat
       cfg_(cfg), metrics_(std::move(m)), counters_(*metrics_), log_(std::move(log)),
       dedup_(cfg_.dedup_window, cfg_.dedup_capacity) {
   peers_.erase(node_);
-  for (auto& p : peers_)
-    newest_[p].store(0);
+  epochs_ = std::make_shared<peer_epochs>(peers_);
 }
 
 messenger::~messenger() {
@@ -312,17 +311,6 @@ send_status messenger::count_send(const std::string& peer, size_t bytes, send_st
 
 // -- inbound frames ----------------------------------------------------------------------
 
-bool messenger::note_incarnation(const std::string& peer, uint64_t incarnation) {
-  auto it = newest_.find(peer);
-  if (it == newest_.end())
-    return true; // not a peer of the deployment: the frame is judged elsewhere
-  auto known = it->second.load(std::memory_order_relaxed);
-  while (incarnation > known &&
-         !it->second.compare_exchange_weak(known, incarnation, std::memory_order_relaxed)) {
-  }
-  return incarnation >= known;
-}
-
 void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* detail) {
   // Bounded: a flood of bad frames must not become a flood of log lines. Logged before
   // it is counted, so whoever sees the count finds the line.
@@ -352,9 +340,17 @@ void messenger::on_frame(const inbound_frame& f) {
     count_drop(res.reason, f, "decode");
     return;
   }
-  if (!note_incarnation(env.source().node(), env.source_incarnation())) {
+  switch (epochs_->judge(env.source().node(), env.source_incarnation())) {
+  case peer_epochs::verdict::stale:
     count_drop(drop_reason::stale_source, f, "from an older incarnation of its node");
     return;
+  case peer_epochs::verdict::fenced:
+    if (env.kind() == wire::HEARTBEAT)
+      break; // its heartbeats carry the acknowledgement that lifts the fence
+    count_drop(drop_reason::fenced, f, "from an incarnation declared down, not yet told");
+    return;
+  default:
+    break;
   }
   // Inline delivery only while nothing waits behind this frame (see messenger.hpp).
   auto* eu = f.more_waiting ? nullptr : inline_.get();

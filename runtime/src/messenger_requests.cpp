@@ -246,7 +246,7 @@ void messenger::on_response(wire::Envelope& env, bulk_ptr bulk, caf::execution_u
 }
 
 void messenger::peer_changed(const membership_event& ev) {
-  note_incarnation(ev.peer, ev.incarnation);
+  epochs_->note(ev.peer, ev.incarnation);
   std::vector<outbound_request> doomed;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};

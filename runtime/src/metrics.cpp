@@ -26,6 +26,8 @@ const char* to_string(drop_reason r) {
     return "stale_source";
   case drop_reason::impersonation:
     return "impersonation";
+  case drop_reason::fenced:
+    return "fenced";
   case drop_reason::unknown_actor:
     return "unknown_actor";
   case drop_reason::unknown_type:

@@ -68,6 +68,8 @@ void node::start_data_plane() {
   const auto& s = dep_.data_plane;
   data_plane_config dc;
   dc.node = cfg_.name;
+  dc.incarnation = incarnation_;
+  dc.epochs = messenger_->epochs(); // fencing: one view of the peers for both planes
   dc.bind = opts_.data_override.empty() ? cfg_.data : opts_.data_override;
   // Our own node is a peer too: a prefill worker may ship KV to a decode worker
   // beside it (same node), over loopback like any other transfer.
@@ -292,6 +294,33 @@ std::string node::health_json() {
   return out.str();
 }
 
+std::string node::set_live_fault(const std::string& point, const std::string& body, int& status) {
+  double p = -1;
+  try {
+    size_t used = 0;
+    p = std::stod(body, &used);
+    if (body.find_first_not_of(" \t\r\n", used) != std::string::npos)
+      p = -1;
+  } catch (const std::exception&) {
+  }
+  if (!(p >= 0 && p <= 1)) {
+    status = 400;
+    return "PUT /faults/" + point + ": the body must be a probability in [0, 1], got \"" +
+           body.substr(0, 40) + "\"\n";
+  }
+  try {
+    if (dep_.faults.seed == 0) // the file armed nothing: a seed of this incarnation's
+      faults_->set_seed(incarnation_);
+    faults_->set(point, p);
+  } catch (const std::exception& e) {
+    status = 404;
+    return "PUT /faults/" + point + ": " + e.what() + "\n";
+  }
+  log_->warn("live_fault point={} probability={}", point, p);
+  status = 200;
+  return "ok\n";
+}
+
 void node::start_admin() {
   auto colon = cfg_.admin.rfind(':');
   auto host = cfg_.admin.substr(0, colon);
@@ -304,6 +333,11 @@ void node::start_admin() {
     res.status = escalated() || stopped_ ? 503 : 200;
     res.set_content(health_json(), "application/json");
   });
+  if (opts_.live_faults)
+    admin_->Put(
+        R"(/faults/([A-Za-z0-9_.]+))", [this](const httplib::Request& req, httplib::Response& res) {
+          res.set_content(set_live_fault(req.matches[1], req.body, res.status), "text/plain");
+        });
   if (port == 0) {
     admin_port_ = admin_->bind_to_any_port(host);
   } else if (admin_->bind_to_port(host, port)) {

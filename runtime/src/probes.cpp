@@ -21,6 +21,9 @@ constexpr probe_info runtime_probes[] = {
      "a frame addressed to an earlier incarnation of this node was dropped"},
     {"membership.peer_down", "the failure detector declared a peer down"},
     {"membership.peer_restarted", "a peer came back with a new incarnation"},
+    {"membership.fenced",
+     "a peer said it had declared this node down (it was paused or cut off); the node dropped "
+     "the work it held for that peer"},
     {"supervisor.restart", "a crashed actor was restarted by its supervisor"},
     {"data.transfer_failed", "a KV transfer failed (timeout, unreachable or cancelled peer)"},
     {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},

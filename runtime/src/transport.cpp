@@ -22,7 +22,8 @@ struct transport_state {
   std::unique_ptr<failure_detector> fd;
   uint64_t heartbeat_seq = 0;
   std::vector<caf::actor> subscribers;
-  std::map<std::string, uint64_t> seen_up; ///< peer → incarnation last seen up
+  std::vector<caf::actor> fence_subscribers; ///< of fenced_event
+  std::map<std::string, uint64_t> seen_up;   ///< peer → incarnation last seen up
 
   transport_metrics& counters() { return m->counters(); }
 };
@@ -45,6 +46,12 @@ void publish(self_ptr self, const std::vector<membership_event>& events) {
       st.m->log()->info("peer_{} peer={} incarnation={}", to_string(ev.state), ev.peer,
                         ev.incarnation);
     }
+    // Fencing: a peer declared down may be alive (paused, cut off); its frames wait for
+    // its acknowledgement, which the failure detector requires before it is up again.
+    if (ev.state == peer_state::down)
+      st.m->epochs()->fence(ev.peer, ev.incarnation);
+    else
+      st.m->epochs()->lift(ev.peer, ev.incarnation);
     if (ev.state == peer_state::up) {
       auto [it, first] = st.seen_up.emplace(ev.peer, ev.incarnation);
       if (!first && it->second != ev.incarnation)
@@ -58,17 +65,56 @@ void publish(self_ptr self, const std::vector<membership_event>& events) {
   st.counters().peers_up.Set(static_cast<double>(st.fd->up_count()));
 }
 
+/// `peer` said it declared this node down: drop what was shared with it (see
+/// peer_epochs.hpp). The next heartbeat to it acknowledges.
+void on_fenced(self_ptr self, const std::string& peer, uint64_t peer_incarnation, uint64_t count) {
+  auto& st = self->state;
+  st.m->log()->warn("fenced_by peer={} incarnation={} count={}: it declared this node down (paused "
+                    "or cut off); the work held for it is stale and is dropped",
+                    peer, st.m->incarnation(), count);
+  probe_hit(st.m->node_metrics(), "membership.fenced");
+  st.m->node_metrics()
+      .counter("prfaas_transport_fenced_total",
+               "times a peer said it had declared this node down (this node then dropped the "
+               "work it held for that peer)")
+      .Increment();
+  // Its requests to the peer, and what waits for it in the backlog, are from before.
+  st.m->peer_changed({peer, peer_incarnation, peer_state::down, 0});
+  if (st.fd->state(peer) != peer_state::down)
+    st.m->peer_changed({peer, peer_incarnation, st.fd->state(peer), 0});
+  for (auto& s : st.fence_subscribers)
+    caf::anon_send(s, fenced_event{peer, st.m->incarnation(), count});
+}
+
+void on_heard(self_ptr self, const wire::Envelope& env) {
+  auto& st = self->state;
+  const auto& peer = env.source().node();
+  wire::Heartbeat hb;
+  if (env.kind() != wire::HEARTBEAT || !hb.ParseFromString(env.payload()))
+    hb.Clear(); // nothing to acknowledge or to learn
+  publish(self, st.fd->heard(peer, env.source_incarnation(), self->clock().now(),
+                             env.kind() == wire::HEARTBEAT ? hb.fence_ack() : UINT64_MAX));
+  if (hb.down_count() > 0 && hb.down_incarnation() == st.m->incarnation() &&
+      st.m->epochs()->notice(peer, hb.down_count()))
+    on_fenced(self, peer, env.source_incarnation(), hb.down_count());
+}
+
 void on_heartbeat(self_ptr self) {
   auto& st = self->state;
-  wire::Heartbeat hb;
-  hb.set_sequence(++st.heartbeat_seq);
-  auto payload = hb.SerializeAsString();
+  ++st.heartbeat_seq;
   for (auto& peer : st.m->peers()) {
+    wire::Heartbeat hb;
+    hb.set_sequence(st.heartbeat_seq);
+    if (auto n = st.fd->downs(peer); n > 0) {
+      hb.set_down_incarnation(st.fd->incarnation(peer));
+      hb.set_down_count(n);
+    }
+    hb.set_fence_ack(st.m->epochs()->notices(peer));
     wire::Envelope env;
     env.set_kind(wire::HEARTBEAT);
     env.mutable_destination()->set_node(peer);
     env.set_type("prfaas.wire.Heartbeat");
-    env.set_payload(payload);
+    env.set_payload(hb.SerializeAsString());
     if (st.m->send_envelope(peer, env, nullptr) == send_status::queued)
       st.counters().heartbeats_sent.Increment();
   }
@@ -85,10 +131,10 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
   for (auto& p : st.m->peers())
     st.fd->add_peer(p);
   self->set_down_handler([self](caf::down_msg& dm) {
-    auto& subs = self->state.subscribers;
-    subs.erase(std::remove_if(subs.begin(), subs.end(),
-                              [&](const caf::actor& a) { return a.address() == dm.source; }),
-               subs.end());
+    for (auto* subs : {&self->state.subscribers, &self->state.fence_subscribers})
+      subs->erase(std::remove_if(subs->begin(), subs->end(),
+                                 [&](const caf::actor& a) { return a.address() == dm.source; }),
+                  subs->end());
   });
   // Request deadlines are this actor's timers: if it ends, for whatever reason,
   // nothing would end the outstanding requests any more.
@@ -108,17 +154,17 @@ transport_actor::behavior_type transport_impl(self_ptr self, std::shared_ptr<mes
             caf::anon_send(who, membership_event{p, self->state.fd->incarnation(p),
                                                  self->state.fd->state(p), 0});
       },
+      [self](fence_atom, caf::actor who) {
+        self->monitor(who);
+        self->state.fence_subscribers.push_back(who);
+      },
       [self](peers_atom) {
         std::vector<peer_view> out;
         for (auto& p : self->state.m->peers())
           out.push_back({p, self->state.fd->incarnation(p), self->state.fd->state(p)});
         return out;
       },
-      [self](inbound_atom, inbound_ptr& in) {
-        auto& env = in->env;
-        publish(self, self->state.fd->heard(env.source().node(), env.source_incarnation(),
-                                            self->clock().now()));
-      },
+      [self](inbound_atom, inbound_ptr& in) { on_heard(self, in->env); },
       [self](heartbeat_atom) { on_heartbeat(self); },
       [self](retry_atom, uint64_t generation) {
         if (auto next = self->state.m->sweep(generation))

@@ -478,6 +478,35 @@ void zmq_data_plane_impl::drop_frame(const char* reason) {
   log_->debug("data_frame_dropped reason={}", reason);
 }
 
+bool zmq_data_plane_impl::authentic(const data_wire::header& h, zmq::message_t& head) {
+  // With CURVE, a frame must name as its source the node its connection authenticated
+  // as (the ZAP handler's user id), as on the control plane.
+  if (!zap_)
+    return true;
+  const char* user = zmq_msg_gets(head.handle(), "User-Id");
+  if (user != nullptr && h.source == user)
+    return true;
+  log_->warn("data_frame_impersonation claimed={} authenticated={}", h.source,
+             user ? user : "(none)");
+  drop_frame("impersonation");
+  return false;
+}
+
+bool zmq_data_plane_impl::source_current(const data_wire::header& h) {
+  if (!cfg_.epochs)
+    return true;
+  switch (cfg_.epochs->judge(h.source, h.incarnation)) {
+  case peer_epochs::verdict::stale:
+    drop_frame("stale_source");
+    return false;
+  case peer_epochs::verdict::fenced:
+    drop_frame("fenced");
+    return false;
+  default:
+    return true;
+  }
+}
+
 void zmq_data_plane_impl::publish_links(dp_clock::time_point now, bool force) {
   if (!force && now - last_publish_ < std::chrono::milliseconds(1))
     return;

@@ -186,3 +186,37 @@ nodes: [ { name: n, cluster: pd, control: tcp://127.0.0.1:7000, data: tcp://127.
       parse_scenario(base + "faults: [ { at: 1s, fault: link_down, for: 1s } ]", "s.yaml");
   CHECK_THROWS_WITH(check_links(unnamed, d), Catch::Contains("declares 2 links; name the one"));
 }
+
+TEST_CASE("a fault point fault names the node, the point and a probability") {
+  auto s = parse_scenario(base + R"(
+faults:
+  - { at: 2s, fault: fault_point, node: pd-gw, point: transport.drop, probability: 0.15, for: 5s }
+)",
+                          "s.yaml");
+  REQUIRE(s.faults.size() == 1);
+  auto& f = s.faults[0];
+  CHECK(f.kind == fault_kind::fault_point);
+  CHECK(f.node == "pd-gw");
+  CHECK(f.point == "transport.drop");
+  CHECK(f.probability == Approx(0.15));
+  REQUIRE(f.ends());
+  CHECK(f.ends()->count() == Approx(7.0));
+  CHECK(f.describe() == "fault point transport.drop at 0.15 on pd-gw for 5 s");
+  CHECK_NOTHROW(check_points(s)); // a point of the runtime's own inventory
+
+  auto fault = [](const std::string& extra) {
+    return base + "faults:\n  - { at: 2s, fault: fault_point, node: pd-gw, point: " + extra +
+           " }\n";
+  };
+  CHECK_THAT(error_of(fault("transport.drop, probability: 0, for: 1s")),
+             Catch::Contains("faults[0].probability") && Catch::Contains("above 0"));
+  CHECK_THAT(error_of(fault("transport.drop, probability: 1.5, for: 1s")),
+             Catch::Contains("faults[0].probability"));
+  CHECK_THAT(error_of(fault("transport.drop, for: 1s")), Catch::Contains("faults[0].probability"));
+  CHECK_THAT(error_of(fault("transport.drop, probability: 0.1")), Catch::Contains("faults[0].for"));
+  auto unknown = parse_scenario(fault("no.such_point, probability: 0.1, for: 1s"), "s.yaml");
+  CHECK_THROWS_WITH(check_points(unknown),
+                    Catch::Contains("faults[0].point") &&
+                        Catch::Contains("no fault point \"no.such_point\"") &&
+                        Catch::Contains("transport.drop"));
+}

@@ -140,9 +140,16 @@ TEST_CASE("a two-way partition takes peers down and healing brings them back") {
   CHECK(view_of(f, "b", "a").state == peer_state::down);
   CHECK(view_of(f, "a", "c").state == peer_state::up);
   f.net().heal("a", "b");
+  // Two heartbeats each way: the first tells each side that the other declared it down
+  // (fencing), the second acknowledges; only then is the other side up again.
+  f.advance(100ms);
+  CHECK(view_of(f, "a", "b").state == peer_state::down);
   f.advance(200ms);
   CHECK(view_of(f, "a", "b").state == peer_state::up);
   CHECK(view_of(f, "b", "a").state == peer_state::up);
+  for (auto n : {"a", "b"})
+    CHECK(f.at(n).node_metrics()->counter_value("prfaas_transport_fenced_total") == 1);
+  CHECK(f.at("c").node_metrics()->counter_value("prfaas_transport_fenced_total") == 0);
 }
 
 TEST_CASE("a one-way partition is seen only by the side that stops hearing") {

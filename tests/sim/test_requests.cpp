@@ -214,6 +214,10 @@ TEST_CASE("re-sends back off, doubling from retry_interval up to max_retry_inter
   std::string cfg = two_nodes;
   const std::string fixed = "max_retry_interval: 100ms, request_timeout: 2s";
   cfg.replace(cfg.find(fixed), fixed.size(), "max_retry_interval: 800ms, request_timeout: 10s");
+  // b must not declare a down during the 3 s block: it would tell a, which then fails
+  // its requests to b at once (fencing) — not what this test measures.
+  const std::string detector = "misses: 5,";
+  cfg.replace(cfg.find(detector), detector.size(), "misses: 100,");
   sim_fixture f{cfg, test_registry()};
   f.start("a");
   f.start("b");
@@ -331,6 +335,34 @@ TEST_CASE("frames from an incarnation older than one already heard are dropped (
   CHECK(f.at("b").node_metrics()->counter_value(
             "prfaas_transport_dropped_total", {{"reason", "stale_source"}, {"direction", "in"}}) >=
         1);
+}
+
+TEST_CASE("a node declared down learns it, and its frames wait for its acknowledgement") {
+  two_nodes_up f;
+  const auto& b_metrics = *f.at("b").node_metrics();
+  const auto fenced_drops = [&] {
+    return b_metrics.counter_value("prfaas_transport_dropped_total",
+                                   {{"reason", "fenced"}, {"direction", "in"}});
+  };
+  // b stops hearing a (one way): b declares a down and gives up on it; a, alive and
+  // hearing b, does not know.
+  f.net().block("a", "b");
+  f.advance(700ms);
+  f.net().unblock("a", "b");
+  // What a sends before it learned is work b gave up on: dropped and counted, not run.
+  prfaas::send_remote(f.at("a").context(), ping_to("b", "tally", 1));
+  f.advance(5ms);
+  CHECK(executed(f) == 0);
+  CHECK(fenced_drops() == 1);
+  // b's heartbeats tell a (a counts it once); a's next ones acknowledge, and b lifts
+  // the fence: a is up at b again and its frames run.
+  f.advance(500ms);
+  CHECK(f.at("a").node_metrics()->counter_value("prfaas_transport_fenced_total") == 1);
+  CHECK(b_metrics.counter_value("prfaas_transport_fenced_total") == 0);
+  prfaas::send_remote(f.at("a").context(), ping_to("b", "tally", 2));
+  f.advance(50ms);
+  CHECK(executed(f) == 1);
+  CHECK(fenced_drops() == 1);
 }
 
 TEST_CASE("one-way messages reach the actor directly") {

@@ -48,9 +48,10 @@ std::pair<uint64_t, size_t> seeds_from_env(std::pair<uint64_t, size_t> dflt) {
 
 TEST_CASE(
     "a seeded slice of the chaos sweep loses nothing, breaks no invariant and fires every probe") {
-  // Seeds 19-22 together schedule every fault kind (24 faults over 13 kinds), two
-  // bursts among them, and fire every probe (decode.order_expired is the rarest).
-  auto out = prfaas::sim::chaos_sweep(options(19, 4));
+  // Seeds 71-74 together schedule every fault kind (24 faults over 13 kinds) and fire
+  // every probe (decode.order_expired is the rarest: since fencing, a reservation whose
+  // gateway is lost is dropped before its lease runs out; 4 times in seeds 1-150).
+  auto out = prfaas::sim::chaos_sweep(options(71, 4));
   const auto& s = out["summary"];
   require_clean(s, out["seeds"]);
   CHECK(s["probes_never_fired"].empty());

@@ -65,6 +65,8 @@ json request_body(api_kind k, const std::string& prompt, const body_options& o) 
   if (o.stop)
     b["stop"] = *o.stop;
   b["ignore_eos"] = true;
+  if (o.token_ids)
+    b["return_token_ids"] = true;
   b["stream"] = o.stream;
   if (o.stream)
     b["stream_options"] = {{"include_usage", true}};
@@ -160,6 +162,10 @@ void response_reader::absorb(const json& j, double t, bool chunk) {
     }
     if (auto f = string_at(choice, "finish_reason"); !f.empty())
       finish_reason_ = f;
+    if (auto ids = choice.find("token_ids"); ids != choice.end() && ids->is_array())
+      for (auto& id : *ids)
+        if (id.is_number_integer())
+          token_ids_.push_back(id.get<int64_t>());
   }
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
     prompt_tokens_ = count_at(*u, "prompt_tokens");

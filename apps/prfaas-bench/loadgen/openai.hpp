@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,8 @@ struct body_options {
   std::optional<uint64_t> seed;
   std::optional<std::string> stop;
   bool stream = true;
+  /// Ask for the output's token ids (`return_token_ids`), for a checker of the tokens.
+  bool token_ids = false;
 };
 
 /// The JSON body of one request: the prompt (as the user message for chat), with
@@ -97,6 +100,8 @@ public:
   size_t text_bytes() const { return text_bytes_; }
   const std::string& finish_reason() const { return finish_reason_; }
   const prfaas_info& prfaas() const { return prfaas_; }
+  /// The output's token ids, in order, when the response carried them (token_ids).
+  const std::vector<int64_t>& token_ids() const { return token_ids_; }
 
 private:
   void fail(std::string kind, api_error e);
@@ -115,6 +120,7 @@ private:
   size_t text_bytes_ = 0;
   std::string finish_reason_;
   prfaas_info prfaas_;
+  std::vector<int64_t> token_ids_;
 };
 
 } // namespace prfaas::loadgen

@@ -181,6 +181,11 @@ json to_json(const request_result& r) {
                    {"attempts", r.prfaas.attempts}};
   if (r.prfaas.prefill_queue_ms)
     j["prfaas"]["prefill_queue_ms"] = *r.prfaas.prefill_queue_ms;
+  if (r.record)
+    j["record"] = {{"prompt", r.record->prompt},
+                   {"temperature", r.record->temperature},
+                   {"seed", r.record->seed},
+                   {"token_ids", r.record->token_ids}};
   return j;
 }
 

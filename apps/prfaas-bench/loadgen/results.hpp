@@ -43,6 +43,15 @@ struct request_result {
   double e2e_s = 0;
   uint32_t output_tokens = 0;
   prfaas_info prfaas;
+  /// What a checker of the tokens needs (serve --record-tokens): the prompt and sampling
+  /// sent, and the token ids received.
+  struct recorded {
+    std::string prompt;
+    double temperature = 0;
+    uint64_t seed = 0;
+    std::vector<int64_t> token_ids;
+  };
+  std::optional<recorded> record;
 
   bool ok() const { return status == outcome::ok; }
   /// "ok", "http_429", "stream_error", "timeout", ...: the key errors are counted by.

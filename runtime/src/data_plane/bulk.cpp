@@ -214,6 +214,8 @@ bool zmq_data_plane_impl::bulk_header_done(bulk_in& c) {
     drop_frame("malformed");
     return false; // the connection is closed
   }
+  if (!source_current(*h))
+    return false; // a stale or fenced sender's connection: closed
   c.h = std::move(*h);
   c.at = bulk_in::part::payload;
   c.got = 0;
@@ -314,7 +316,7 @@ bool zmq_data_plane_impl::bulk_send(dp_peer& p, size_t conn, const data_wire::he
                                     const chunk_bytes& payload) {
   if (p.bulk_port == 0 || conn >= p.bulk.size() || p.bulk[conn].fd < 0)
     return false;
-  auto head = data_wire::encode(h);
+  auto head = encode_ours(h);
   std::string frame(prefix_bytes + head.size(), '\0');
   put<uint32_t>(frame, 0, static_cast<uint32_t>(head.size()));
   put<uint64_t>(frame, 4, payload ? payload->size() : 0);

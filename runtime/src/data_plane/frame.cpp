@@ -56,6 +56,7 @@ std::string encode(const header& h) {
   put<uint32_t>(out, 36, h.seq);
   put<uint16_t>(out, 40, static_cast<uint16_t>(h.source.size()));
   put<uint16_t>(out, 42, static_cast<uint16_t>(h.sink.size()));
+  put<uint64_t>(out, 44, h.incarnation);
   std::memcpy(out.data() + fixed_header_bytes, h.source.data(), h.source.size());
   std::memcpy(out.data() + fixed_header_bytes + h.source.size(), h.sink.data(), h.sink.size());
   return out;
@@ -95,6 +96,7 @@ std::optional<header> decode(const std::byte* in, size_t size, decode_error& err
   h.checksum = get<uint64_t>(in, 24);
   h.credit = get<uint32_t>(in, 32);
   h.seq = get<uint32_t>(in, 36);
+  h.incarnation = get<uint64_t>(in, 44);
   auto* names = reinterpret_cast<const char*>(in) + fixed_header_bytes;
   h.source.assign(names, source_len);
   h.sink.assign(names + source_len, sink_len);

@@ -75,24 +75,15 @@ void zmq_data_plane_impl::drain_inbound() {
       drop_frame("malformed");
       continue;
     }
-    // With CURVE, a frame must name as its source the node its connection
-    // authenticated as (the ZAP handler's user id), as on the control plane.
-    if (zap_) {
-      const char* user = zmq_msg_gets(parts[0].handle(), "User-Id");
-      if (user == nullptr || h->source != user) {
-        log_->warn("data_frame_impersonation claimed={} authenticated={}", h->source,
-                   user ? user : "(none)");
-        drop_frame("impersonation");
-        continue;
-      }
-    }
+    if (!authentic(*h, parts[0]) || !source_current(*h))
+      continue;
     on_inbound(identity, *h, count == 2 ? &parts[1] : nullptr);
   }
 }
 
 bool zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const data_wire::header& h,
                                        const std::string* payload, bool quiet) {
-  auto head = data_wire::encode(h);
+  auto head = encode_ours(h);
   try {
     if (!router_.send(zmq::buffer(identity.data(), identity.size()),
                       zmq::send_flags::dontwait | zmq::send_flags::sndmore)) {

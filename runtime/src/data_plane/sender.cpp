@@ -164,7 +164,7 @@ bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::h
   if (h.k == data_wire::kind::chunk && bulk_send(p, conn, h, bulk))
     return true; // on the bulk path (bulk.cpp)
   auto& s = p.conns[conn].socket;
-  auto head = data_wire::encode(h);
+  auto head = encode_ours(h);
   bool more = small != nullptr || bulk != nullptr;
   try {
     if (!s.send(zmq::buffer(head), zmq::send_flags::dontwait |
@@ -430,6 +430,8 @@ void zmq_data_plane_impl::drain_replies(dp_peer& p, size_t conn) {
       drop_frame("malformed");
       continue;
     }
+    if (!source_current(*h))
+      continue;
     on_reply(p, conn, *h, parts == 2 ? &payload : nullptr);
   }
 }

@@ -225,6 +225,17 @@ private:
   void process_commands();
   void shutdown_io();
   void drop_frame(const char* reason);
+  /// False (and the frame counted dropped) when, with CURVE, it names a source other than
+  /// the node its connection authenticated as (`head`: the frame's header part).
+  bool authentic(const data_wire::header& h, zmq::message_t& head);
+  /// Fencing: false (and the frame counted dropped) when it comes from an incarnation of
+  /// its source older than one heard, or one declared down that has not learned it.
+  bool source_current(const data_wire::header& h);
+  /// `h` encoded as this node sends it: with this node's incarnation.
+  std::string encode_ours(data_wire::header h) const {
+    h.incarnation = cfg_.incarnation;
+    return data_wire::encode(h);
+  }
   void publish_links(dp_clock::time_point now, bool force = false);
   void configure(zmq::socket_t& s);
   std::optional<dp_clock::duration> next_wake(dp_clock::time_point now) const;

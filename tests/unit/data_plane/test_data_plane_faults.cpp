@@ -179,3 +179,39 @@ TEST_CASE("data plane faults: malformed and oversized frames are counted, droppe
   REQUIRE(p.got.wait(1));
   require_identical(p.got.find(1), chunks);
 }
+
+TEST_CASE("data plane fencing: a stale or fenced sender's transfer is dropped and counted") {
+  // b's view of a, shared with its control plane in a node (peer_epochs.hpp).
+  auto epochs = std::make_shared<prfaas::peer_epochs>(std::set<std::string>{"a"});
+  dp_pair p{[](data_plane_config& c) {
+              c.incarnation = 5;
+              c.chunk_timeout = 50ms;
+              c.transfer_timeout = 400ms;
+            },
+            [&](data_plane_config& c) { c.epochs = epochs; }};
+  const auto dropped = [&](const char* why) {
+    return p.mb.counter_value("prfaas_data_dropped_frames_total", {{"reason", why}});
+  };
+  SECTION("an incarnation older than one already heard") {
+    epochs->note("a", 6); // a's successor spoke: this a is a predecessor
+    p.send(1, make_chunks(3, 1000, 1));
+    REQUIRE(p.done.wait(1));
+    CHECK_FALSE(p.done.get(1).ok);
+    CHECK(p.got.size() == 0);
+    CHECK(dropped("stale_source") >= 1);
+  }
+  SECTION("an incarnation declared down that has not learned it") {
+    epochs->note("a", 5);
+    epochs->fence("a", 5);
+    p.send(1, make_chunks(3, 1000, 1));
+    REQUIRE(p.done.wait(1));
+    CHECK_FALSE(p.done.get(1).ok);
+    CHECK(p.got.size() == 0);
+    CHECK(dropped("fenced") >= 1);
+    // Acknowledged: the same incarnation's next transfer goes through.
+    epochs->lift("a", 5);
+    p.send(2, make_chunks(3, 1000, 2));
+    REQUIRE(p.got.wait(1));
+    require_identical(p.got.find(2), make_chunks(3, 1000, 2));
+  }
+}

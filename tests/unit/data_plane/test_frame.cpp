@@ -26,6 +26,7 @@ TEST_CASE("frame: a header survives encode and decode") {
   h.checksum = 0xdeadbeefcafef00dull;
   h.credit = 64;
   h.seq = 12345;
+  h.incarnation = 0x1122334455667788ull;
   h.source = "prefill-0";
   h.sink = "kv";
   auto text = dw::encode(h);
@@ -42,6 +43,7 @@ TEST_CASE("frame: a header survives encode and decode") {
   CHECK(back->checksum == h.checksum);
   CHECK(back->credit == 64);
   CHECK(back->seq == 12345);
+  CHECK(back->incarnation == h.incarnation);
   CHECK(back->source == "prefill-0");
   CHECK(back->sink == "kv");
 }

@@ -81,3 +81,43 @@ TEST_CASE("failure detector: suspect recovers without a down") {
   REQUIRE(ev.size() == 1);
   CHECK(ev[0].state == peer_state::up);
 }
+
+TEST_CASE("failure detector: a peer declared down stays down until it acknowledges") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  fd.heard("b", 7, t0, 0);
+  CHECK(fd.downs("b") == 0);
+  REQUIRE(fd.tick(t0 + 500ms).back().state == peer_state::down);
+  CHECK(fd.downs("b") == 1);
+  // It was only paused: it speaks again, same incarnation, not knowing.
+  CHECK(fd.heard("b", 7, t0 + 2s, 0).empty());
+  CHECK(fd.state("b") == peer_state::down);
+  CHECK(fd.unacknowledged_heartbeats() == 1);
+  // While unacknowledged it is not declared down again (it is heard), nor up.
+  CHECK(fd.tick(t0 + 2100ms).empty());
+  CHECK(fd.downs("b") == 1);
+  auto ev = fd.heard("b", 7, t0 + 2200ms, 1);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::up);
+  // A second pause needs a second acknowledgement.
+  fd.tick(t0 + 2700ms);
+  CHECK(fd.downs("b") == 2);
+  CHECK(fd.heard("b", 7, t0 + 3s, 1).empty());
+  CHECK(fd.heard("b", 7, t0 + 3100ms, 2).size() == 1);
+  CHECK(fd.state("b") == peer_state::up);
+}
+
+TEST_CASE("failure detector: a restarted peer has nothing to acknowledge") {
+  failure_detector fd{cfg()};
+  fd.add_peer("b");
+  failure_detector::time_point t0{};
+  fd.heard("b", 7, t0, 0);
+  fd.tick(t0 + 500ms);
+  REQUIRE(fd.downs("b") == 1);
+  auto ev = fd.heard("b", 8, t0 + 1s, 0);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].state == peer_state::up);
+  CHECK(ev[0].incarnation == 8);
+  CHECK(fd.downs("b") == 0);
+}

@@ -22,6 +22,17 @@ struct membership_event {
   int64_t silent_ns = 0;
 };
 
+/// Delivered to fence subscribers when a peer says it declared this node down (this
+/// node was paused or cut off long enough; see peer_epochs.hpp). That peer has given up
+/// on everything it shared with this node — it failed over the requests, cancelled the
+/// orders — so work held for it, or to be delivered to it, is stale: drop it.
+struct fenced_event {
+  std::string peer;         ///< the node that declared this one down
+  uint64_t incarnation = 0; ///< of this node, as declared down
+  uint64_t count = 0;       ///< how many times that peer did so (peer_epochs::notices)
+};
+
 } // namespace prfaas
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(prfaas::membership_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(prfaas::fenced_event)

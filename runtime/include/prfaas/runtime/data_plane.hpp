@@ -33,6 +33,7 @@
 
 #include "prfaas/messages/remote_message.hpp"
 #include "prfaas/runtime/buffer_pool.hpp"
+#include "prfaas/runtime/peer_epochs.hpp"
 #include "prfaas/runtime/config.hpp"
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/metrics.hpp"
@@ -50,7 +51,11 @@ struct data_link_config {
 };
 
 struct data_plane_config {
-  std::string node;                              ///< this node's name
+  std::string node;         ///< this node's name
+  uint64_t incarnation = 0; ///< this node's incarnation (in every frame)
+  /// Fencing, shared with the control plane: frames from a stale or fenced incarnation
+  /// of their source are dropped (peer_epochs.hpp). Null: not checked.
+  std::shared_ptr<peer_epochs> epochs;
   std::string bind;                              ///< this node's data endpoint
   std::map<std::string, std::string> peers;      ///< node name → data endpoint
   std::map<std::string, data_link_config> links; ///< per peer; missing → `default_link`

@@ -59,6 +59,7 @@
 #include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/faults.hpp"
 #include "prfaas/runtime/metrics.hpp"
+#include "prfaas/runtime/peer_epochs.hpp"
 #include "prfaas/runtime/wire.hpp"
 #include "prfaas/wire/envelope.pb.h"
 
@@ -140,6 +141,8 @@ public:
   const std::string& node() const { return node_; }
   uint64_t incarnation() const { return incarnation_; }
   const std::set<std::string>& peers() const { return peers_; }
+  /// What this node knows of its peers' incarnations (fencing), shared with the data plane.
+  const peer_epochs_ptr& epochs() const { return epochs_; }
   const transport_config& config() const { return cfg_; }
   transport_metrics& counters() { return counters_; }
   metrics& node_metrics() { return *metrics_; }
@@ -186,9 +189,6 @@ private:
   /// Counts a send's outcome (sent, or why not); returns `st`.
   send_status count_send(const std::string& peer, size_t bytes, send_status st);
   void on_frame(const inbound_frame& f);
-  /// Records `incarnation` of `peer` if it is the newest; false when an even newer one
-  /// was heard already (the frame is stale).
-  bool note_incarnation(const std::string& peer, uint64_t incarnation);
   void count_drop(drop_reason r, const inbound_frame& f, const char* detail);
 
   // outbound requests
@@ -234,11 +234,10 @@ private:
   std::optional<clock_type::time_point> armed_;               ///< when the request timer fires next
   uint64_t timer_generation_ = 0;                             ///< of the timer that counts
   std::map<std::string, peer_status> peer_status_;
-  /// Fencing: the newest incarnation heard of each peer (from its frames or the
-  /// failure detector). Keys fixed at construction; values only grow. A frame from an
-  /// older incarnation — a process that was replaced, or woke from a pause after its
-  /// successor spoke — is dropped (stale_source).
-  std::unordered_map<std::string, std::atomic<uint64_t>> newest_;
+  /// Fencing (peer_epochs.hpp), shared with the data plane: a frame from an older
+  /// incarnation than one heard is dropped (stale_source), one from an incarnation
+  /// declared down that has not acknowledged it too (fenced), heartbeats excepted.
+  peer_epochs_ptr epochs_;
   uint64_t next_request_id_ = 1;
 
   mutable std::mutex in_mtx_;

@@ -28,6 +28,7 @@ enum class drop_reason : uint8_t {
   stale_incarnation, ///< addressed to an older incarnation of this node
   stale_source,      ///< sent by an incarnation of its node older than one already heard
   impersonation,     ///< names a source node other than the one its connection authenticated as
+  fenced,            ///< from an incarnation this node declared down that has not learned it yet
   unknown_actor,     ///< no local actor of that name
   unknown_type,      ///< the actor does not understand the payload type
   duplicate,         ///< a retried request already seen
@@ -36,7 +37,7 @@ enum class drop_reason : uint8_t {
   unknown_peer,      ///< outbound: node not in the deployment
   late,              ///< a response for a request that already ended
 };
-inline constexpr size_t drop_reason_count = 16;
+inline constexpr size_t drop_reason_count = 17;
 const char* to_string(drop_reason);
 bool is_inbound_drop(drop_reason);
 

@@ -40,8 +40,11 @@ struct node_options {
   uint64_t incarnation = 0;      ///< 0 = wall-clock nanoseconds at start
   logger_ptr log;                ///< default: a stderr logger at the configured level
   bool serve_admin = true;       ///< start the /metrics + /health endpoint if configured
-  std::string control_override;  ///< bind here instead of the configured endpoint (tests)
-  std::string data_override;     ///< the same for the data endpoint
+  /// Chaos testing only: the admin endpoint also takes `PUT /faults/<point>` (body: the
+  /// probability), so a harness can switch fault points on and off while the node runs.
+  bool live_faults = false;
+  std::string control_override; ///< bind here instead of the configured endpoint (tests)
+  std::string data_override;    ///< the same for the data endpoint
   /// Data endpoints of peers, overriding the configured ones (tests binding `tcp://...:*`).
   std::map<std::string, std::string> peer_data_endpoints;
 };
@@ -93,6 +96,9 @@ private:
     std::string reason;
   };
 
+  /// PUT /faults/<point> (node_options::live_faults): sets `point` to the probability in
+  /// `body`; the answer's text, with `status` 200, 400 (not a probability) or 404.
+  std::string set_live_fault(const std::string& point, const std::string& body, int& status);
   void start_admin();
   void start_data_plane();
   data_plane_ptr attach_sim_data_plane(data_plane_config dc);

@@ -43,6 +43,8 @@ using transport_actor = caf::typed_actor<
     caf::reacts_to<send_atom, remote_message>,
     /// Membership events (membership_event) go to the subscriber until it dies.
     caf::reacts_to<caf::subscribe_atom, caf::actor>,
+    /// Fencing notices (fenced_event) go to the subscriber until it dies.
+    caf::reacts_to<fence_atom, caf::actor>,
     caf::replies_to<peers_atom>::with<std::vector<peer_view>>,
     // internal
     caf::reacts_to<inbound_atom, inbound_ptr>, caf::reacts_to<heartbeat_atom>,

@@ -7,7 +7,7 @@
 //
 //   offset size field
 //        0    4 magic "PFDP" (0x50444650 little-endian)
-//        4    1 version (1)
+//        4    1 version (2)
 //        5    1 kind
 //        6    2 flags
 //        8    8 transfer id (chosen by the sender)
@@ -20,7 +20,10 @@
 //                (CHUNK), echoed by the ACK/NACK that answers it
 //       40    2 length of the source node name
 //       42    2 length of the sink name
-//       44      source, sink (no terminators)
+//       44    8 the source node's incarnation (fencing: a receiver drops frames from
+//                an incarnation older than one it heard, or one it declared down that
+//                has not learned it yet; see peer_epochs.hpp)
+//       52      source, sink (no terminators)
 
 #include <cstddef>
 #include <cstdint>
@@ -32,8 +35,8 @@
 namespace prfaas::data_wire {
 
 inline constexpr uint32_t magic = 0x50444650; // "PFDP"
-inline constexpr uint8_t version = 1;
-inline constexpr size_t fixed_header_bytes = 44;
+inline constexpr uint8_t version = 2;
+inline constexpr size_t fixed_header_bytes = 52;
 inline constexpr size_t max_name_bytes = 1024;
 
 enum class kind : uint8_t {
@@ -63,6 +66,7 @@ struct header {
   uint64_t checksum = 0;
   uint32_t credit = 0;
   uint32_t seq = 0;
+  uint64_t incarnation = 0; ///< of the source node
   std::string source;
   std::string sink;
 
