@@ -2,6 +2,7 @@
 
 #include "probe.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -121,7 +122,7 @@ void injector::apply(size_t id, const fault_spec& f) {
   }
   active_[id] = f;
   if (f.kind == fault_kind::fault_point)
-    arm_point(f.node, f.point);
+    fired_before_[id] = arm_point(f.node, f.point);
 }
 
 void injector::undo(size_t id) {
@@ -156,13 +157,22 @@ void injector::undo(size_t id) {
   case fault_kind::blackhole:
     blackhole(id, f, false);
     break;
-  case fault_kind::fault_point:
-    arm_point(f.node, f.point);
+  case fault_kind::fault_point: {
+    auto after = arm_point(f.node, f.point);
+    auto before = fired_before_[id];
+    if (after && before && *after >= *before)
+      fired_[id] = *after - *before;
     break;
+  }
   }
 }
 
-void injector::arm_point(const std::string& node, const std::string& point) {
+std::optional<uint64_t> injector::fired(size_t id) const {
+  auto i = fired_.find(id);
+  return i == fired_.end() ? std::nullopt : std::optional<uint64_t>{i->second};
+}
+
+std::optional<uint64_t> injector::arm_point(const std::string& node, const std::string& point) {
   // Overlapping faults on one point of one node: the highest active probability holds.
   double p = 0;
   for (auto& [_, f] : active_)
@@ -172,9 +182,17 @@ void injector::arm_point(const std::string& node, const std::string& point) {
   char body[32];
   std::snprintf(body, sizeof body, "%.6g", p);
   // A node that is down (killed, not restarted yet) cannot be armed; it restarts clean.
-  if (auto err = http_put(n.ns, n.ip, n.admin_port, "/faults/" + point, body); !err.empty())
+  std::string answer;
+  if (auto err = http_put(n.ns, n.ip, n.admin_port, "/faults/" + point, body, answer);
+      !err.empty()) {
     std::cerr << "prfaas-chaos: fault point " << point << " on " << node << " not set: " << err
               << std::endl;
+    return std::nullopt;
+  }
+  auto at = answer.find("fired=");
+  if (at == std::string::npos)
+    return std::nullopt;
+  return std::strtoull(answer.c_str() + at + 6, nullptr, 10);
 }
 
 void injector::blackhole(size_t id, const fault_spec& f, bool on) {

@@ -46,13 +46,18 @@ public:
   std::optional<rule_counts> counts(size_t id) const;
   /// A rate fault's link usage between apply and undo.
   std::optional<link_usage> usage(size_t id) const;
+  /// How often a fault_point fault's point fired while it was applied (when both ends
+  /// could be read; a node restarted meanwhile counts from its restart).
+  std::optional<uint64_t> fired(size_t id) const;
 
 private:
   struct tbf_stats {
     uint64_t bytes_a = 0, bytes_b = 0, overlimits = 0;
   };
   void blackhole(size_t id, const fault_spec& f, bool on);
-  void arm_point(const std::string& node, const std::string& point);
+  /// Sets the point to the highest active probability; how often it fired in the node so
+  /// far (none when the node could not be reached).
+  std::optional<uint64_t> arm_point(const std::string& node, const std::string& point);
   void blackhole_loopback(size_t id, const fault_spec& f, bool on);
   void must(const std::string& ns, std::vector<std::string> argv);
   void tbf(const link_place& l, const std::string& rate);
@@ -62,6 +67,8 @@ private:
   topology& topo_;
   bool precise_;
   std::map<size_t, fault_spec> active_;
+  std::map<size_t, std::optional<uint64_t>> fired_before_;
+  std::map<size_t, uint64_t> fired_;
   std::map<size_t, std::string> rule_ns_; ///< blackhole id -> where its table is
   std::map<size_t, rule_counts> counts_;
   std::map<size_t, std::pair<std::chrono::steady_clock::time_point, tbf_stats>> rate_start_;

@@ -34,7 +34,7 @@ std::optional<std::string> http_get(const std::string& ns, const std::string& ho
 }
 
 std::string http_put(const std::string& ns, const std::string& host, int port,
-                     const std::string& path, const std::string& body) {
+                     const std::string& path, const std::string& body, std::string& answer) {
   if (!enter_namespace(ns))
     return "cannot enter namespace " + ns;
   httplib::Client cli{host, port};
@@ -46,6 +46,7 @@ std::string http_put(const std::string& ns, const std::string& host, int port,
            httplib::to_string(res.error()) + ")";
   if (res->status != 200)
     return "PUT " + path + ": " + std::to_string(res->status) + " " + res->body;
+  answer = res->body;
   return {};
 }
 

@@ -27,9 +27,10 @@ std::optional<std::string> http_get(const std::string& ns, const std::string& ho
 std::optional<nlohmann::json> get_health(const node_place& n);
 /// The node's /metrics, or nullopt.
 std::optional<std::string> get_metrics(const node_place& n);
-/// PUT `body` to `path` in namespace `ns`; empty on 200, else what went wrong.
+/// PUT `body` to `path` in namespace `ns`; empty on 200 (with the answer in `answer`),
+/// else what went wrong.
 std::string http_put(const std::string& ns, const std::string& host, int port,
-                     const std::string& path, const std::string& body);
+                     const std::string& path, const std::string& body, std::string& answer);
 
 struct peer_view {
   std::string state; ///< up | suspect | down

@@ -169,6 +169,8 @@ json report::to_json() const {
           json{{"dropped_packets", f.rules->dropped}, {"collateral_packets", f.rules->collateral}};
     if (f.usage)
       one["link"] = json{{"bits_per_s", f.usage->bits_per_s}, {"overlimits", f.usage->overlimits}};
+    if (f.fired)
+      one["fired"] = *f.fired;
     j["faults"].push_back(one);
   }
   return j;
@@ -200,8 +202,11 @@ std::string report::text() const {
     o << "    " << requests.lost_requests[i].dump() << "\n";
   for (auto& f : faults) {
     o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
-    if (f.fault.kind == fault_kind::fault_point)
-      o << "    (a fault point: nothing to detect; judged by the invariants)\n";
+    if (f.fault.kind == fault_kind::fault_point && f.no_effect)
+      o << "    no effect observed (the fault point never fired)\n";
+    else if (f.fault.kind == fault_kind::fault_point)
+      o << "    fired " << (f.fired ? std::to_string(*f.fired) : std::string{"?"})
+        << " times (nothing to detect: judged by the invariants)\n";
     else if (f.no_effect)
       o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
         << ", under the cut's " << f.fault.rate << "; its token bucket ran dry "
@@ -217,7 +222,9 @@ std::string report::text() const {
       o << "    rules dropped " << f.rules->dropped
         << " packets; between nodes it does not name: " << f.rules->collateral
         << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
-    if (f.undone_s)
+    if (f.undone_s && f.fault.kind == fault_kind::fault_point)
+      o << "    undone at " << secs(f.undone_s) << "\n";
+    else if (f.undone_s)
       o << "    undone at " << secs(f.undone_s) << ", healthy again after "
         << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
         << (f.recover_ok ? "" : "  MISSED") << "\n";

@@ -45,8 +45,10 @@ struct fault_outcome {
   detection seen;
   std::optional<rule_counts> rules; ///< netns blackhole: its nft counters
   std::optional<link_usage> usage;  ///< rate: what the link carried during the cut
+  std::optional<uint64_t> fired;    ///< fault_point: how often the point fired meanwhile
   bool detect_ok = true, recover_ok = true;
-  /// A rate cut that was not detected and never bound: its token bucket never ran dry,
+  /// A fault point that never fired, or a rate cut that was not detected and never
+  /// bound: its token bucket never ran dry,
   /// or the link carried under half the cut rate on average. Nothing to detect, so not
   /// a missed detection; said apart.
   bool no_effect = false;

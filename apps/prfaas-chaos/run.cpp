@@ -153,9 +153,12 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   std::string unhealthy;
   if (!topo.wait_healthy(20s, unhealthy))
     rep.unhealthy_at_end = unhealthy.empty() ? "not healthy within 20 s" : unhealthy;
-  for (size_t i = 0; i < s.faults.size(); ++i)
+  for (size_t i = 0; i < s.faults.size(); ++i) {
     rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
                                inject.counts(i), inject.usage(i)));
+    rep.faults.back().fired = inject.fired(i);
+    rep.faults.back().no_effect |= inject.fired(i) == uint64_t{0};
+  }
   const auto records = load.results();
   rep.requests = classify(records, s.load.deadline.count(), healed_at(rep.faults));
   // Quiescence: the load is over and every request ended; what is still held once

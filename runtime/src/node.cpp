@@ -316,9 +316,9 @@ std::string node::set_live_fault(const std::string& point, const std::string& bo
     status = 404;
     return "PUT /faults/" + point + ": " + e.what() + "\n";
   }
-  log_->warn("live_fault point={} probability={}", point, p);
+  log_->warn("live_fault point={} probability={} fired_so_far={}", point, p, faults_->fired(point));
   status = 200;
-  return "ok\n";
+  return "ok fired=" + std::to_string(faults_->fired(point)) + "\n";
 }
 
 void node::start_admin() {

@@ -97,7 +97,8 @@ private:
   };
 
   /// PUT /faults/<point> (node_options::live_faults): sets `point` to the probability in
-  /// `body`; the answer's text, with `status` 200, 400 (not a probability) or 404.
+  /// `body`; the answer's text ("ok fired=N": how often it fired so far in this node),
+  /// with `status` 200, 400 (not a probability) or 404.
   std::string set_live_fault(const std::string& point, const std::string& body, int& status);
   void start_admin();
   void start_data_plane();
