@@ -151,7 +151,11 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
     else
       f.lasts = round_ms(lasts);
     const bool detectable = f.kind != fault_kind::rate && f.kind != fault_kind::fault_point;
-    if (detectable && lasts >= 1.5)
+    // The link monitor calls a link down after 2 s without an answered probe (and
+    // publishes every second); the failure detector a node after 1 s.
+    if (f.kind == fault_kind::link_down && lasts >= 3.5)
+      f.detect_within = seconds{5};
+    else if (detectable && f.kind != fault_kind::link_down && lasts >= 1.5)
       f.detect_within = seconds{3};
     if (detectable)
       f.recover_within = seconds{20};

@@ -9,8 +9,9 @@
 // failover: that is the negative control's job); two faults never touch the same node
 // or link at once (so each one's detection is observable and its undo unambiguous);
 // faults start after 2 s and end 10 s before the load does, leaving a healed tail in
-// which every request must succeed. Bounds: detection within 3 s where the fault lasts
-// long enough for the failure detector (≥ 1.5 s), recovery within 20 s; rate cuts carry
+// which every request must succeed. Bounds: detection within 3 s where a node fault lasts
+// long enough for the failure detector (≥ 1.5 s), within 5 s for a link down ≥ 3.5 s
+// (the link monitor's down_after is 2 s), recovery within 20 s; rate cuts carry
 // no detection bound (the verdict says whether the cut bound at all). The same seed and
 // deployment give the same scenario.
 

@@ -176,6 +176,41 @@ json report::to_json() const {
   return j;
 }
 
+namespace {
+
+/// One fault's lines of the report.
+void fault_text(std::ostream& o, const fault_outcome& f) {
+  o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
+  if (f.fault.kind == fault_kind::fault_point && f.no_effect)
+    o << "    no effect observed (the fault point never fired)\n";
+  else if (f.fault.kind == fault_kind::fault_point)
+    o << "    fired " << (f.fired ? std::to_string(*f.fired) : std::string{"?"})
+      << " times (nothing to detect: judged by the invariants)\n";
+  else if (f.no_effect)
+    o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
+      << ", under the cut's " << f.fault.rate << "; its token bucket ran dry "
+      << f.usage->overlimits << " times)\n";
+  else
+    o << "    detected after " << secs(f.seen.detected_s)
+      << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
+      << bound(f.fault.detect_within) << (f.detect_ok ? "" : "  MISSED") << "\n";
+  if (f.usage && !f.no_effect)
+    o << "    link carried " << bits(f.usage->bits_per_s) << " during the cut (bucket ran dry "
+      << f.usage->overlimits << " times)\n";
+  if (f.rules)
+    o << "    rules dropped " << f.rules->dropped
+      << " packets; between nodes it does not name: " << f.rules->collateral
+      << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
+  if (f.undone_s && f.fault.kind == fault_kind::fault_point)
+    o << "    undone at " << secs(f.undone_s) << "\n";
+  else if (f.undone_s)
+    o << "    undone at " << secs(f.undone_s) << ", healthy again after "
+      << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
+      << (f.recover_ok ? "" : "  MISSED") << "\n";
+}
+
+} // namespace
+
 std::string report::text() const {
   std::ostringstream o;
   o << "prfaas-chaos: " << scenario << " (" << topology << ", seed " << seed << ")\n";
@@ -200,35 +235,8 @@ std::string report::text() const {
   kinds("lost by", requests.lost_by);
   for (size_t i = 0; i < requests.lost_requests.size() && i < 10; ++i)
     o << "    " << requests.lost_requests[i].dump() << "\n";
-  for (auto& f : faults) {
-    o << "  at " << secs(f.applied_s) << ": " << f.fault.describe() << "\n";
-    if (f.fault.kind == fault_kind::fault_point && f.no_effect)
-      o << "    no effect observed (the fault point never fired)\n";
-    else if (f.fault.kind == fault_kind::fault_point)
-      o << "    fired " << (f.fired ? std::to_string(*f.fired) : std::string{"?"})
-        << " times (nothing to detect: judged by the invariants)\n";
-    else if (f.no_effect)
-      o << "    no effect observed (link carried " << bits(f.usage->bits_per_s)
-        << ", under the cut's " << f.fault.rate << "; its token bucket ran dry "
-        << f.usage->overlimits << " times)\n";
-    else
-      o << "    detected after " << secs(f.seen.detected_s)
-        << (f.seen.detected_by.empty() ? "" : " by " + f.seen.detected_by)
-        << bound(f.fault.detect_within) << (f.detect_ok ? "" : "  MISSED") << "\n";
-    if (f.usage && !f.no_effect)
-      o << "    link carried " << bits(f.usage->bits_per_s) << " during the cut (bucket ran dry "
-        << f.usage->overlimits << " times)\n";
-    if (f.rules)
-      o << "    rules dropped " << f.rules->dropped
-        << " packets; between nodes it does not name: " << f.rules->collateral
-        << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
-    if (f.undone_s && f.fault.kind == fault_kind::fault_point)
-      o << "    undone at " << secs(f.undone_s) << "\n";
-    else if (f.undone_s)
-      o << "    undone at " << secs(f.undone_s) << ", healthy again after "
-        << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
-        << (f.recover_ok ? "" : "  MISSED") << "\n";
-  }
+  for (auto& f : faults)
+    fault_text(o, f);
   if (!gateway.empty()) {
     o << "  gateway:";
     for (auto& [k, v] : gateway)

@@ -83,6 +83,15 @@ std::optional<double> healed_at(const std::vector<fault_outcome>& faults) {
   return heal + 2;
 }
 
+/// Fault `i`'s verdict from what its watcher saw and the injector measured.
+fault_outcome judge_fault(const fault_spec& f, size_t i, double applied_s,
+                          std::optional<double> undone_s, watcher& w, const injector& inject) {
+  auto o = judge(f, applied_s, undone_s, w.result(), inject.counts(i), inject.usage(i));
+  o.fired = inject.fired(i);
+  o.no_effect |= o.fired == uint64_t{0}; // a fault point that never fired did nothing
+  return o;
+}
+
 double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
@@ -153,12 +162,9 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   std::string unhealthy;
   if (!topo.wait_healthy(20s, unhealthy))
     rep.unhealthy_at_end = unhealthy.empty() ? "not healthy within 20 s" : unhealthy;
-  for (size_t i = 0; i < s.faults.size(); ++i) {
-    rep.faults.push_back(judge(s.faults[i], applied_s[i], undone_s[i], watchers[i]->result(),
-                               inject.counts(i), inject.usage(i)));
-    rep.faults.back().fired = inject.fired(i);
-    rep.faults.back().no_effect |= inject.fired(i) == uint64_t{0};
-  }
+  for (size_t i = 0; i < s.faults.size(); ++i)
+    rep.faults.push_back(
+        judge_fault(s.faults[i], i, applied_s[i], undone_s[i], *watchers[i], inject));
   const auto records = load.results();
   rep.requests = classify(records, s.load.deadline.count(), healed_at(rep.faults));
   // Quiescence: the load is over and every request ended; what is still held once

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "common/engine_setup.hpp"
+#include "common/token_diff.hpp"
 #include "prfaas/engine/clock.hpp"
 
 namespace prfaas::chaos {
@@ -36,21 +37,6 @@ std::vector<int64_t> undisturbed(engine::engine& e, const engine::tokenizer& tok
   return out;
 }
 
-std::string describe(const nlohmann::json& r, const std::vector<int64_t>& got,
-                     const std::vector<int64_t>& want) {
-  size_t k = 0;
-  while (k < got.size() && k < want.size() && got[k] == want[k])
-    ++k;
-  std::string out = "request " + std::to_string(r.value("index", 0)) + ": " +
-                    std::to_string(got.size()) + " tokens";
-  if (k < got.size() && k < want.size())
-    out += ", token " + std::to_string(k) + " is " + std::to_string(got[k]) +
-           " where the engine gives " + std::to_string(want[k]);
-  else
-    out += " against the engine's " + std::to_string(want.size());
-  return out;
-}
-
 } // namespace
 
 token_check check_tokens(const deployment_config& dep, const std::vector<request_record>& records) {
@@ -76,7 +62,8 @@ token_check check_tokens(const deployment_config& dep, const std::vector<request
     if (got != want) {
       ++out.mismatched;
       if (out.examples.size() < 5)
-        out.examples.push_back(describe(r, got, want));
+        out.examples.push_back("request " + std::to_string(r.value("index", 0)) + ": " +
+                               app::describe_token_diff(got, want));
     }
   }
   return out;

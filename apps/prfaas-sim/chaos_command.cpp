@@ -1,4 +1,5 @@
 #include "chaos_command.hpp"
+#include "common/token_diff.hpp"
 
 #include <array>
 #include <iostream>
@@ -314,6 +315,8 @@ private:
       w_.net().set_latency(n, other.name,
                            on ? std::chrono::milliseconds(400) : base_latency_[{n, other.name}]);
     }
+    if (!on) // frames sent while slowed still arrive this late
+      slow_in_flight_until_[n] = now_s() + 0.4;
   }
 
   void cut(bool both_ways, bool on) {
@@ -381,9 +384,13 @@ private:
     for (auto& s : seen_)
       if (s.peer == n)
         last = s.state;
+    // The last heartbeat can arrive as late as the slowest link it may have left on: a
+    // link restored from 400 ms still delivers what it carried for 400 ms.
+    double latency = std::chrono::duration<double>(w_.net().latency(n, o_.gateway)).count();
+    if (now_s() < slow_in_flight_until_[n])
+      latency = std::max(latency, 0.4);
     if (last != peer_state::down)
-      failures_.push_back(
-          {now_s(), n, std::chrono::duration<double>(w_.net().latency(n, o_.gateway)).count()});
+      failures_.push_back({now_s(), n, latency});
   }
 
   // -- the checks ---------------------------------------------------------------------
@@ -430,7 +437,7 @@ private:
         if (t.tokens.size() > want.size())
           ++duplicated;
         if (t.tokens != want || t.completion_tokens != want.size())
-          violate(id + ": completed with " + describe_diff(t.tokens, want));
+          violate(id + ": completed with " + app::describe_token_diff(t.tokens, want));
       } else {
         if (t.status == 504)
           if (auto at = t.error.rfind("in state "); at != std::string::npos)
@@ -447,7 +454,7 @@ private:
           violate(id + ": failed (" + std::to_string(t.status) +
                   ") after a stream that is not a prefix of "
                   "the engine's: " +
-                  describe_diff(t.tokens, want));
+                  app::describe_token_diff(t.tokens, want));
         if (t.status == 0)
           violate(id + ": ended without a status");
       }
@@ -585,18 +592,6 @@ private:
     return out;
   }
 
-  static std::string describe_diff(const std::vector<sv::token>& got,
-                                   const std::vector<sv::token>& want) {
-    size_t k = 0;
-    while (k < got.size() && k < want.size() && got[k] == want[k])
-      ++k;
-    return std::to_string(got.size()) + " tokens against the engine's " +
-           std::to_string(want.size()) +
-           (k < std::min(got.size(), want.size())
-                ? ", first difference at token " + std::to_string(k)
-                : std::string{});
-  }
-
   static std::string fmt(double v) {
     char b[32];
     std::snprintf(b, sizeof b, "%.3f", v);
@@ -623,6 +618,7 @@ private:
   std::vector<tracked> reqs_;
   std::map<size_t, std::vector<sv::token>> oracle_tokens_;
   std::map<std::string, int> crashed_, paused_, point_depth_, slowed_;
+  std::map<std::string, double> slow_in_flight_until_; ///< a slowed link's frames still in flight
   std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> base_latency_;
   std::map<std::string, double> point_p_;
   int cut_both_ = 0, cut_one_ = 0, degraded_ = 0;

@@ -258,6 +258,7 @@ TEST_CASE("only nodes with the deployment's CURVE keys can join or send") {
       h.k = prfaas::data_wire::kind::open;
       h.id = id;
       h.source = source;
+      h.incarnation = client.incarnation(); // current, so fencing lets it through
       h.sink = "kv";
       s.send(zmq::buffer(prfaas::data_wire::encode(h)), zmq::send_flags::sndmore);
       s.send(zmq::str_buffer("meta"), zmq::send_flags::none);
