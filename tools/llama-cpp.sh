@@ -31,8 +31,11 @@ if [ "$(id -u)" -eq 0 ]; then default_cache=/var/cache/prfaas; else default_cach
 cache=${PRFAAS_CACHE:-$default_cache}
 cuda=0
 if [ "${PRFAAS_LLAMA_CUDA:-0}" = 1 ] && command -v nvcc >/dev/null; then cuda=1; fi
-# What the binaries depend on besides the pin: the CPU's flags, the compiler, CUDA or not.
-machine_key=$( (grep -m1 '^flags' /proc/cpuinfo || true; c++ --version | head -1; echo "cuda=$cuda") |
+# What the binaries depend on besides the pin: the CPU's flags, the compiler, CUDA or not,
+# and how this script lays the build out (layout=2: libraries find each other through
+# $ORIGIN, so a cache folder that is moved or restored elsewhere still loads).
+machine_key=$( (grep -m1 '^flags' /proc/cpuinfo || true; c++ --version | head -1; echo "cuda=$cuda"
+  echo "layout=2") |
   sha256sum | cut -c1-12)
 dir="$cache/llama.cpp-$PIN_RELEASE-npm$PIN_VERSION-$machine_key"
 
@@ -67,7 +70,7 @@ launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 log "building llama.cpp $PIN_RELEASE (CPU backend$([ $cuda = 1 ] && echo ' + CUDA'), shared libraries, llama-server, llama-bench)"
 cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
-  -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=ON -DGGML_CUDA=$([ $cuda = 1 ] && echo ON || echo OFF) \
+  -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DGGML_NATIVE=ON -DGGML_CUDA=$([ $cuda = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   >"$dir/configure.log" 2>&1 || { log "configure failed; see $dir/configure.log"; exit 1; }

@@ -99,7 +99,10 @@ fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double>
         usage->overlimits == 0 || usage->bits_per_s < 0.5 * static_cast<double>(parse_rate(f.rate));
   if (f.detect_within && !o.no_effect)
     o.detect_ok = seen.detected_s && *seen.detected_s <= f.detect_within->count();
-  if (f.recover_within && undone_s)
+  // Recovery is judged where some observer saw the fault: one too short for any detector
+  // (a link down under the monitor's 2 s, a pause under the detector's) leaves nothing to
+  // recover from, and the end-of-run check that the deployment is whole still holds it.
+  if (f.recover_within && undone_s && seen.detected_s)
     o.recover_ok = seen.recovered_s && *seen.recovered_s <= f.recover_within->count();
   return o;
 }
@@ -203,6 +206,8 @@ void fault_text(std::ostream& o, const fault_outcome& f) {
       << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
   if (f.undone_s && f.fault.kind == fault_kind::fault_point)
     o << "    undone at " << secs(f.undone_s) << "\n";
+  else if (f.undone_s && !f.seen.detected_s)
+    o << "    undone at " << secs(f.undone_s) << ", never seen faulty (nothing to recover)\n";
   else if (f.undone_s)
     o << "    undone at " << secs(f.undone_s) << ", healthy again after "
       << secs(f.seen.recovered_s) << bound(f.fault.recover_within)

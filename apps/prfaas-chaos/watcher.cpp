@@ -12,6 +12,9 @@ using namespace std::chrono_literals;
 constexpr auto poll_every = 50ms;
 /// How long to keep looking for detection after the fault ended, and for recovery.
 constexpr auto patience = 30s;
+// How long after a fault is undone a detection may still be its own: the failure
+// detector's 1 s plus a heartbeat or two. Later, another fault is the likelier cause.
+constexpr auto late_detection = 3s;
 
 double since(clock_type::time_point from, clock_type::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -145,7 +148,8 @@ void watcher::run() {
     auto now = clock_type::now();
     {
       std::lock_guard g{mu_};
-      if (!detected && first_faulty) {
+      if (!detected && first_faulty &&
+          (!undone || first_faulty->first - *undone <= late_detection)) {
         result_.detected_s = since(*applied, first_faulty->first);
         result_.detected_by = first_faulty->second;
         detected = true;

@@ -79,6 +79,19 @@ TEST_CASE("a run passes only without losses and within every bound") {
     CHECK_FALSE(r.faults[0].recover_ok);
     CHECK_FALSE(r.passed());
   }
+  SECTION("a fault no observer saw has nothing to recover from") {
+    fault_spec brief = f;
+    brief.detect_within.reset(); // too short for the detector: no bound on detection
+    r.faults[0] = judge(brief, 5, 5.3, detection{});
+    CHECK(r.faults[0].recover_ok);
+    CHECK(r.passed());
+    CHECK(r.text().find("never seen faulty") != std::string::npos);
+    SECTION("but one it saw must be healthy again in time") {
+      r.faults[0] = judge(brief, 5, 5.3, detection{0.2, "m", std::nullopt});
+      CHECK_FALSE(r.faults[0].recover_ok);
+      CHECK_FALSE(r.passed());
+    }
+  }
   SECTION("a lost request") {
     r.requests = classify({rec("ok"), rec("timeout")}, 10);
     CHECK_FALSE(r.passed());
