@@ -154,10 +154,27 @@ private:
   bool has_kv_ = false;
 };
 
-/// `homogeneous_pd`: a plain PD deployment, round-robin prefill placement.
+/// `homogeneous_pd`: a plain PD deployment, as its operator would route it: each
+/// prefill to the PD worker with the least pending work (reports plus what was routed
+/// since), never across the link.
 class homogeneous_policy final : public routing_policy {
 public:
   std::string name() const override { return "homogeneous_pd"; }
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    if (!pick_decode(c, in, v))
+      return c;
+    c.prefill = least_loaded_prefill(v, false, in.exclude_nodes);
+    finish(c, in, v);
+    return c;
+  }
+};
+
+/// `homogeneous_pd_round_robin`: the same deployment behind a load-blind router, kept
+/// as a named variant to show what load-awareness is worth (not a baseline to beat).
+class round_robin_policy final : public routing_policy {
+public:
+  std::string name() const override { return "homogeneous_pd_round_robin"; }
   route_choice decide(const route_input& in, const cluster_view& v) override {
     route_choice c;
     if (!pick_decode(c, in, v))
@@ -177,6 +194,50 @@ public:
 
 private:
   size_t next_ = 0;
+};
+
+/// `kv_router`: a KV-aware router for PD-only deployments, scored the way Dynamo's KV
+/// router and llm-d's scorers do: each PD prefill worker costs the prompt's tokens it
+/// would compute (what its cache does not hold) + load_weight x its pending prefill work
+/// + decode_weight x the sequences decoding on its node (a node that also decodes
+/// computes both). The decode worker is the least occupied. Never crosses the link.
+class kv_router_policy final : public routing_policy {
+public:
+  kv_router_policy(double load_weight, double decode_weight)
+      : load_weight_(load_weight), decode_weight_(decode_weight) {}
+  std::string name() const override { return "kv_router"; }
+  route_choice decide(const route_input& in, const cluster_view& v) override {
+    route_choice c;
+    if (!pick_decode(c, in, v))
+      return c;
+    double best_cost = 0;
+    for (size_t i = 0; i < v.prefill.size(); ++i) {
+      auto& w = v.prefill[i];
+      if (!w.routable() || w.prfaas || excluded(in, w.addr.node))
+        continue;
+      double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w)) +
+                    load_weight_ * static_cast<double>(w.pending_tokens()) +
+                    decode_weight_ * static_cast<double>(decoding_on(v, w.addr.node));
+      if (c.prefill < 0 || cost < best_cost) {
+        c.prefill = static_cast<int>(i);
+        best_cost = cost;
+      }
+    }
+    finish(c, in, v);
+    return c;
+  }
+
+private:
+  static uint32_t decoding_on(const cluster_view& v, const std::string& node) {
+    uint32_t n = 0;
+    for (auto& d : v.decode)
+      if (d.up && d.addr.node == node)
+        n += d.occupancy();
+    return n;
+  }
+
+  double load_weight_;
+  double decode_weight_;
 };
 
 /// `naive_heterogeneous`: every prefill on the PrfaaS cluster (PD only when the link
@@ -264,6 +325,14 @@ PRFAAS_REGISTER_POLICY("homogeneous_pd",
                        [](const actor_params&) -> std::unique_ptr<routing_policy> {
                          return std::make_unique<homogeneous_policy>();
                        });
+PRFAAS_REGISTER_POLICY("homogeneous_pd_round_robin",
+                       [](const actor_params&) -> std::unique_ptr<routing_policy> {
+                         return std::make_unique<round_robin_policy>();
+                       });
+PRFAAS_REGISTER_POLICY("kv_router", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
+  return std::make_unique<kv_router_policy>(number_or(p, "load_weight", 1.0),
+                                            number_or(p, "decode_weight", 512.0));
+});
 PRFAAS_REGISTER_POLICY("naive_heterogeneous",
                        [](const actor_params&) -> std::unique_ptr<routing_policy> {
                          return std::make_unique<naive_policy>();

@@ -6,7 +6,13 @@
 //   prfaas               offload iff the *uncached* length exceeds t; bandwidth scarce
 //                        vs abundant (bandwidth_mode) decides how caches count;
 //                        cache-affine, load-aware prefill node; least-loaded decode
-//   homogeneous_pd       no PrfaaS cluster: every prefill in the PD cluster
+//   homogeneous_pd       no PrfaaS cluster: every prefill in the PD cluster, to the
+//                        worker with the least pending work
+//   homogeneous_pd_round_robin  the same behind a load-blind round robin (a variant
+//                        to show what load-awareness is worth, not a baseline)
+//   kv_router            Dynamo/llm-d-style KV-aware router over the PD cluster:
+//                        uncached tokens + load_weight x pending work + decode_weight
+//                        x sequences decoding on the node
 //   naive_heterogeneous  every prefill on the PrfaaS cluster
 //   cache_aware_only     Mooncake-style: the prefill node with the best cache/load
 //                        trade-off anywhere, no threshold

@@ -71,14 +71,16 @@ std::map<std::string, double> held(const topology& t) {
 }
 
 /// When the last fault had healed, in the load's time (its undo plus the recovery
-/// seen, or 10 s when none was seen), plus 2 s for the load's own start-up; none when
-/// a fault never ends.
+/// seen, or 10 s when none was seen; a fault point has nothing to recover but the
+/// messages it dropped, which a retry interval resends: 1 s), plus 2 s for the load's
+/// own start-up; none when a fault never ends.
 std::optional<double> healed_at(const std::vector<fault_outcome>& faults) {
   double heal = 0;
   for (auto& f : faults) {
     if (!f.undone_s)
       return std::nullopt;
-    heal = std::max(heal, *f.undone_s + f.seen.recovered_s.value_or(10.0));
+    const double unseen = f.fault.kind == fault_kind::fault_point ? 1.0 : 10.0;
+    heal = std::max(heal, *f.undone_s + f.seen.recovered_s.value_or(unseen));
   }
   return heal + 2;
 }

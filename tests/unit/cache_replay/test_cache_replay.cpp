@@ -105,7 +105,7 @@ TEST_CASE("cache replay: the oracle leaves the last token to compute") {
 }
 
 TEST_CASE("cache replay: round robin over two PD workers gets the hand-computed hits") {
-  auto rr = policy("homogeneous_pd");
+  auto rr = policy("homogeneous_pd_round_robin");
   auto r = replay(sessions(), *rr, pd_only(2, 1 << 12), opts);
   // A0 B0 C0 A1 B1 C1 A2 B2 C2 A3 B3 C3 alternate w0 w1: each session's turns alternate
   // workers, so turn k finds turn k-2's blocks (2k-2) and k = 0, 1 only the system block

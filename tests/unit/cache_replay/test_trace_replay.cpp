@@ -14,9 +14,9 @@ TEST_CASE("trace replay head: prfaas beats round-robin homogeneous PD and stays 
   REQUIRE(reqs.size() == 1000);
   const auto best = oracle(reqs, cfg.options);
   const auto prfaas = run(cfg, reqs, "prfaas", "prfaas-pd");
-  const auto rr = run(cfg, reqs, "homogeneous_pd", "homogeneous");
+  const auto rr = run(cfg, reqs, "homogeneous_pd_round_robin", "homogeneous");
   INFO("token hit ratio: oracle " << best.token_ratio() << ", prfaas " << prfaas.hits.token_ratio()
-                                  << ", homogeneous_pd " << rr.hits.token_ratio());
+                                  << ", homogeneous_pd_round_robin " << rr.hits.token_ratio());
   REQUIRE(best.hit_tokens > 0);
   CHECK(prfaas.hits.hit_tokens > 2 * rr.hits.hit_tokens);
   CHECK(prfaas.hits.hit_blocks > 2 * rr.hits.hit_blocks);

@@ -57,9 +57,10 @@ route_input prompt(uint32_t tokens, std::map<std::string, uint32_t> cached = {})
 
 } // namespace
 
-TEST_CASE("all four policies are registered by name") {
+TEST_CASE("the policy and its baselines are registered by name") {
   auto names = policy_registry::instance().names();
-  for (const char* n : {"prfaas", "homogeneous_pd", "naive_heterogeneous", "cache_aware_only"}) {
+  for (const char* n : {"prfaas", "homogeneous_pd", "homogeneous_pd_round_robin", "kv_router",
+                        "naive_heterogeneous", "cache_aware_only"}) {
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
     CHECK(make(n)->name() == n);
   }
@@ -170,9 +171,37 @@ TEST_CASE("cache-affine, load-aware placement: a cache outweighs a small queue, 
   CHECK(best_prefill(v, in, true, 1.0) == 0); // the only one left
 }
 
-TEST_CASE("homogeneous_pd: PD prefill only, round robin, skipping down workers") {
+TEST_CASE("homogeneous_pd: PD prefill only, to the least pending work, skipping down workers") {
+  // Changed on purpose from round robin: a homogeneous-PD operator runs a load-aware
+  // router, and the baseline prfaas is compared with must be the strongest one.
   auto p = make("homogeneous_pd");
   auto v = view();
+  v.prefill[2].queued_tokens = 5000;
+  v.prefill[3].queued_tokens = 1000;
+  v.prefill[0].queued_tokens = 0; // idle, but across the link: never chosen
+  CHECK(p->decide(prompt(100000), v).prefill == 3);
+  CHECK(p->decide(prompt(100000), v).prefill == 3); // not alternating: still the lighter one
+  v.prefill[3].queued_tokens = 9000;
+  auto c = p->decide(prompt(10), v);
+  CHECK(c.prefill == 2);
+  CHECK(c.route == "pd");
+  {
+    auto in = prompt(10); // failover: the node that failed it is not asked again
+    in.exclude_nodes = {"pd-0"};
+    CHECK(p->decide(in, v).prefill == 3);
+  }
+  v.prefill[2].up = false;
+  CHECK(p->decide(prompt(10), v).prefill == 3);
+  v.prefill[3].up = false;
+  auto none = p->decide(prompt(10), v);
+  CHECK(none.prefill == -1);
+  CHECK(none.why_not == "no prefill worker is up");
+}
+
+TEST_CASE("homogeneous_pd_round_robin: PD prefill only, round robin, skipping down workers") {
+  auto p = make("homogeneous_pd_round_robin");
+  auto v = view();
+  v.prefill[2].queued_tokens = 100000; // load-blind: still gets its turn
   std::vector<int> seen;
   for (int i = 0; i < 4; ++i)
     seen.push_back(p->decide(prompt(100000), v).prefill);
@@ -184,6 +213,29 @@ TEST_CASE("homogeneous_pd: PD prefill only, round robin, skipping down workers")
   auto none = p->decide(prompt(10), v);
   CHECK(none.prefill == -1);
   CHECK(none.why_not == "no prefill worker is up");
+}
+
+TEST_CASE("kv_router: uncached tokens + pending work + decoding on the node, PD workers only") {
+  auto p = make("kv_router");
+  auto v = view();
+  // The cache decides between equally loaded workers, and a cache across the link
+  // does not count: kv_router never offloads.
+  auto c = p->decide(prompt(10000, {{"pd-1", 9000}, {"pf-0", 10000}}), v);
+  CHECK(c.prefill == 3);
+  CHECK(c.route == "pd");
+  CHECK(c.uncached_tokens == 1000);
+  // Pending work outweighs the cache: 1,000 + 9,500 > 10,000 + 0.
+  v.prefill[3].queued_tokens = 9500;
+  CHECK(p->decide(prompt(10000, {{"pd-1", 9000}}), v).prefill == 2);
+  // Sequences decoding on a prefill worker's node count against it (decode_weight 512
+  // tokens each by default): pd-0 with 2 decoding costs 10,000 + 1,024 > 10,500.
+  v.decode.push_back(worker("pd-0", false));
+  v.decode.back().capacity = 8;
+  v.decode.back().active = 2;
+  CHECK(p->decide(prompt(10000, {{"pd-1", 9000}}), v).prefill == 3);
+  v.prefill[2].up = false;
+  v.prefill[3].up = false;
+  CHECK(p->decide(prompt(10), v).why_not == "no prefill worker is up");
 }
 
 TEST_CASE("naive_heterogeneous: PrfaaS prefill for every length while the link is up") {
