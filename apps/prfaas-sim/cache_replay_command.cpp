@@ -161,13 +161,13 @@ void print_table(const replay_config& cfg, const hit_counts& best,
               cfg.options.load_counts_computed ? "computed" : "prompt");
   std::printf("oracle (unlimited cache, perfect affinity): token hit %.2f%%, block hit %.2f%%\n\n",
               100 * best.token_ratio(), 100 * best.block_ratio());
-  std::printf("%-20s %-11s %8s %8s %9s %9s %8s %8s %8s %9s %7s %9s %9s\n", "policy", "deployment",
+  std::printf("%-26s %-11s %8s %8s %9s %9s %8s %8s %8s %9s %7s %9s %9s\n", "policy", "deployment",
               "tok hit", "blk hit", "tok/orcl", "blk/orcl", "offload", "miss aff", "miss oth",
               "miss tok", "moved", "evictions", "makespan");
   for (auto& f : runs) {
     auto& r = f.result;
     std::printf(
-        "%-20s %-11s %7.2f%% %7.2f%% %9.3f %9.3f %7.1f%% %8llu %8llu %8.1fM %6.1fM %9llu %8.0fs\n",
+        "%-26s %-11s %7.2f%% %7.2f%% %9.3f %9.3f %7.1f%% %8llu %8llu %8.1fM %6.1fM %9llu %8.0fs\n",
         r.policy.c_str(), f.run->deployment.c_str(), 100 * r.hits.token_ratio(),
         100 * r.hits.block_ratio(), ratio(r.hits.hit_tokens, best.hit_tokens),
         ratio(r.hits.hit_blocks, best.hit_blocks), 100 * r.offload_fraction(),
