@@ -31,6 +31,8 @@ def main():
                          "(only sizes count in a simulation; zeros skip per-token work)")
     ap.add_argument("--policy", default="prfaas")
     ap.add_argument("--threshold", type=int, default=19400)
+    ap.add_argument("--offload", default="threshold", choices=["threshold", "cost"],
+                    help="prfaas policy: offload by the length threshold or by expected time")
     ap.add_argument("--link-gbit", type=float, default=100)
     ap.add_argument("--max-batch", type=int, default=20)
     ap.add_argument("--kv-scale", default="0.0001")
@@ -91,11 +93,12 @@ def main():
 
     monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
                "publish_interval: 1s%s }")
+    offload = f"offload: {a.offload}, " if a.offload != "threshold" else ""
     for g in range(a.gateways):
         actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
                   f"max_output_tokens: 16384 }}",
                   f"{{ type: scheduler, name: sched, policy: {a.policy}, threshold: {a.threshold}, "
-                  f"load_interval: {a.load_interval}{directory('dir')} }}"]
+                  f"{offload}load_interval: {a.load_interval}{directory('dir')} }}"]
         if a.directory:
             actors.append("{ type: kv_directory, name: dir }")
         if a.link_monitors and a.prfaas:

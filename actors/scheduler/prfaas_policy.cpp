@@ -48,6 +48,59 @@ bool pick_decode(route_choice& c, const route_input& in, const cluster_view& v) 
   return c.decode >= 0;
 }
 
+/// The mean measured pace of one side's routable prefill workers; 0 if none has one.
+double side_pace(const cluster_view& v, bool prfaas_side) {
+  double sum = 0;
+  size_t n = 0;
+  for (auto& w : v.prefill)
+    if (w.routable() && w.prfaas == prfaas_side && w.tokens_per_s > 0) {
+      sum += w.tokens_per_s;
+      ++n;
+    }
+  return n ? sum / static_cast<double>(n) : 0;
+}
+
+} // namespace
+
+double expected_ready_seconds(const cluster_view& v, const route_input& in, size_t i) {
+  auto& w = v.prefill[i];
+  const double pace = w.tokens_per_s > 0 ? w.tokens_per_s : side_pace(v, w.prfaas);
+  if (pace <= 0)
+    return -1;
+  const double compute = static_cast<double>(in.prompt_tokens - cached_on(in, w)) / pace;
+  double eta = static_cast<double>(w.pending_tokens()) / pace + compute;
+  if (w.prfaas) {
+    // The KV streams out while the prefill runs (layer by layer); what the compute does
+    // not hide is the tail, behind whatever the link already holds.
+    const double bw = v.link_capacity_bps > 0
+                          ? v.link_capacity_bps * std::max(0.1, 1.0 - v.link_utilisation)
+                          : v.link_throughput_bps;
+    const double ship = v.kv_bytes && bw > 0 ? v.kv_bytes(in.prompt_tokens) * 8.0 / bw : 0;
+    eta += v.link_queue_seconds + std::max(0.0, ship - compute);
+  }
+  return eta;
+}
+
+int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas) {
+  int best = -1;
+  double best_eta = 0;
+  for (size_t i = 0; i < v.prefill.size(); ++i) {
+    auto& w = v.prefill[i];
+    if (!w.routable() || (w.prfaas && !allow_prfaas) || excluded(in, w.addr.node))
+      continue;
+    const double eta = expected_ready_seconds(v, in, i);
+    if (eta < 0)
+      return -1; // a side without a measured pace: no basis to compare
+    if (best < 0 || eta < best_eta) {
+      best = static_cast<int>(i);
+      best_eta = eta;
+    }
+  }
+  return best;
+}
+
+namespace {
+
 void finish(route_choice& c, const route_input& in, const cluster_view& v) {
   if (c.prefill < 0) {
     c.why_not = "no prefill worker is up";
@@ -62,9 +115,9 @@ void finish(route_choice& c, const route_input& in, const cluster_view& v) {
 class prfaas_policy final : public routing_policy {
 public:
   prfaas_policy(threshold_controller::settings t, bandwidth_mode::bounds b,
-                duration backlog_horizon, double load_weight, bool move_caches)
+                duration backlog_horizon, double load_weight, bool move_caches, bool by_cost)
       : mode_(b), backlog_horizon_(backlog_horizon), load_weight_(load_weight),
-        move_caches_(move_caches), control_(t, {}) {}
+        move_caches_(move_caches), by_cost_(by_cost), control_(t, {}) {}
   std::string name() const override { return "prfaas"; }
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
@@ -114,29 +167,43 @@ public:
       c.move_cache = offload ? l_pd > l_prfaas : l_prfaas > l_pd;
     }
     control_.observe(v.now, judged);
-    c.prefill = best_prefill(v, in, offload, load_weight_);
-    if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
-      c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
-    finish(c, in, v);
-    if (c.prefill >= 0 && c.move_cache && !scarce) {
-      // The holder of the best cache on the other side of the chosen worker.
-      const bool other = !v.prefill[c.prefill].prfaas;
-      uint32_t best = cached_on(in, v.prefill[c.prefill]);
-      for (size_t i = 0; i < v.prefill.size(); ++i) {
-        auto& w = v.prefill[i];
-        if (w.routable() && w.prfaas == other && cached_on(in, w) > best) {
-          best = cached_on(in, w);
-          c.cache_source = static_cast<int>(i);
-        }
-      }
-      c.move_cache = c.cache_source >= 0;
-      if (c.move_cache)
-        c.uncached_tokens = l - best;
+    c.basis = "threshold";
+    // By cost: the worker, either side, that has this prompt's KV ready soonest — unless
+    // the link is the bottleneck (Eq. 2 is a hard bound: then t, fitted to the link,
+    // decides) or a side has no measured pace yet (then t, the planned point, decides).
+    if (by_cost_ && !link_bound && !in.local_only)
+      c.prefill = fastest_prefill(v, in, can_offload);
+    if (c.prefill >= 0) {
+      c.basis = "cost";
+      c.move_cache = false; // a cache counts where it is
+    } else {
+      c.prefill = best_prefill(v, in, offload, load_weight_);
+      if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
+        c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
     }
+    finish(c, in, v);
+    if (c.prefill >= 0 && c.move_cache && !scarce)
+      pick_cache_source(c, in, v);
     return c;
   }
 
 private:
+  /// The holder of the best cache on the other side of the chosen worker.
+  static void pick_cache_source(route_choice& c, const route_input& in, const cluster_view& v) {
+    const bool other = !v.prefill[c.prefill].prfaas;
+    uint32_t best = cached_on(in, v.prefill[c.prefill]);
+    for (size_t i = 0; i < v.prefill.size(); ++i) {
+      auto& w = v.prefill[i];
+      if (w.routable() && w.prfaas == other && cached_on(in, w) > best) {
+        best = cached_on(in, w);
+        c.cache_source = static_cast<int>(i);
+      }
+    }
+    c.move_cache = c.cache_source >= 0;
+    if (c.move_cache)
+      c.uncached_tokens = in.prompt_tokens - best;
+  }
+
   /// The controller, told the model's KV size (the view carries it; it never changes).
   threshold_controller& control_with(const std::function<double(uint64_t)>& kv) {
     if (!has_kv_) {
@@ -150,6 +217,7 @@ private:
   duration backlog_horizon_;
   double load_weight_;
   bool move_caches_;
+  bool by_cost_;
   threshold_controller control_;
   bool has_kv_ = false;
 };
@@ -315,11 +383,20 @@ threshold_controller::settings control_of(const actor_params& p) {
   return t;
 }
 
+/// `offload: cost | threshold` (default threshold).
+bool offload_by_cost(const actor_params& p) {
+  const std::string o = p.has("offload") ? p.str("offload") : "threshold";
+  if (o != "cost" && o != "threshold")
+    throw std::invalid_argument("scheduler: offload must be cost or threshold, not \"" + o + "\"");
+  return o == "cost";
+}
+
 PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
   return std::make_unique<prfaas_policy>(
       control_of(p), bounds_of(p),
       p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
-      number_or(p, "load_weight", 1.0), !p.has("move_caches") || p.boolean("move_caches"));
+      number_or(p, "load_weight", 1.0), !p.has("move_caches") || p.boolean("move_caches"),
+      offload_by_cost(p));
 });
 PRFAAS_REGISTER_POLICY("homogeneous_pd",
                        [](const actor_params&) -> std::unique_ptr<routing_policy> {

@@ -5,7 +5,9 @@
 //
 //   prfaas               offload iff the *uncached* length exceeds t; bandwidth scarce
 //                        vs abundant (bandwidth_mode) decides how caches count;
-//                        cache-affine, load-aware prefill node; least-loaded decode
+//                        cache-affine, load-aware prefill node; least-loaded decode.
+//                        With `offload: cost`, the worker expected to have the KV at
+//                        the decode side soonest, t deciding only while the link binds
 //   homogeneous_pd       no PrfaaS cluster: every prefill in the PD cluster, to the
 //                        worker with the least pending work
 //   homogeneous_pd_round_robin  the same behind a load-blind round robin (a variant
@@ -61,5 +63,17 @@ private:
 /// as uncached tokens + load_weight × pending tokens, lowest wins. -1 if none is up.
 int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
                  double load_weight);
+
+/// Seconds until prefill worker `i` would have this prompt's KV at the decode side: the
+/// work queued ahead of it and the prompt's uncached tokens at its measured pace (its
+/// cluster's mean pace until it has its own), plus, for a PrfaaS worker, the link's
+/// queue and the part of the KV transfer its compute does not hide (the KV streams out
+/// layer by layer while the prefill runs; the link's free share of its configured rate,
+/// or its measured throughput when no rate is configured). -1 when no pace is known.
+double expected_ready_seconds(const cluster_view& v, const route_input& in, size_t i);
+
+/// The eligible prefill worker (PD, and PrfaaS if `allow_prfaas`) with the smallest
+/// expected_ready_seconds; -1 if none, or if a candidate's cluster has no measured pace.
+int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas);
 
 } // namespace prfaas::serving

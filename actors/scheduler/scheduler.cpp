@@ -12,8 +12,9 @@
 //    cross-cluster link is down, nothing is offloaded across it; the PrfaaS side's
 //    utilisation, throughput and backlog drive the prfaas policy's bandwidth mode
 //    and its short-term threshold controller.
-// Exposes prfaas_scheduler_routes_total{route}, _no_route_total, _link_up,
-// _threshold_tokens, _bandwidth_scarce and _threshold_changes_total.
+// Exposes prfaas_scheduler_routes_total{route}, _placements_total{basis,route},
+// _no_route_total, _link_up, _threshold_tokens, _bandwidth_scarce and
+// _threshold_changes_total.
 
 #include <algorithm>
 #include <optional>
@@ -135,6 +136,17 @@ role_controller::settings role_settings(const actor_params& p) {
   return r;
 }
 
+// One routed request in the scheduler's counters.
+void count_route(metrics& m, const route_choice& c) {
+  m.counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
+      .Increment();
+  if (!c.basis.empty())
+    m.counter("prfaas_scheduler_placements_total",
+              "prfaas policy: prefills placed, by what decided (threshold or cost) and route",
+              {{"basis", c.basis}, {"route", c.route}})
+        .Increment();
+}
+
 caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context* ctx,
                         std::string self_name, actor_params params) {
   auto policy_name = params.str("policy");
@@ -248,9 +260,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     const auto now = self->clock().now();
     p.book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
     d.book(now, 0);
-    ctx->node_metrics()
-        .counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
-        .Increment();
+    count_route(ctx->node_metrics(), c);
     RouteDecision out;
     out.set_prefill_node(p.addr.node);
     out.set_prefill_actor(p.addr.actor);
@@ -404,6 +414,35 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   };
 }
 
+// A scheduler's parameters, each against its own rule (the policy's are checked by the
+// policy when it is made).
+void check_params(const std::string& path, const actor_params& p) {
+  if (auto o = p.str("offload"); o != "threshold" && o != "cost")
+    throw config_error(path + ".offload", "must be threshold or cost, not \"" + o + "\"");
+  auto names = policy_registry::instance().names();
+  if (!policy_registry::instance().make(p.str("policy"), p)) {
+    std::string list;
+    for (auto& n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    throw config_error(path + ".policy", "unknown routing policy \"" + p.str("policy") +
+                                             "\" (registered: " + list + ")");
+  }
+  if (p.integer("threshold") < 0)
+    throw config_error(path + ".threshold", "must not be negative");
+  if (p.integer("max_threshold") != 0 && p.integer("max_threshold") < p.integer("threshold"))
+    throw config_error(path + ".max_threshold", "must not be below threshold (" +
+                                                    std::to_string(p.integer("threshold")) + ")");
+  if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
+    throw config_error(path + ".target_utilisation", "must be in (0, 1]");
+  if (p.integer("min_threshold") < 0 || p.integer("min_threshold") > p.integer("threshold"))
+    throw config_error(path + ".min_threshold", "must be in [0, threshold (" +
+                                                    std::to_string(p.integer("threshold")) + ")]");
+  if (auto r = p.number("balance_ratio"); !(r == 0 || r >= 1))
+    throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
+  if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
+    throw config_error(path + ".balance_step", "must be in (1, 16]");
+}
+
 void register_types(actor_registry& r) {
   r.add(
       {.name = "scheduler",
@@ -447,8 +486,16 @@ void register_types(actor_registry& r) {
             {"move_caches", param_kind::boolean, "true",
              "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
              "cluster is moved to the prefill worker chosen for it"},
+            {"offload", param_kind::string, "threshold",
+             "prfaas policy: what decides where a prefill runs: threshold (offload iff the "
+             "uncached length exceeds t) or cost (the worker, either cluster, expected to have "
+             "the KV at the decode side soonest; t decides while the link is the bottleneck "
+             "or a cluster has no measured pace)"},
             {"load_weight", param_kind::number, "1.0",
              "cache-aware placement: cost of one pending token against one uncached token"},
+            {"decode_weight", param_kind::number, "512",
+             "kv_router policy: cost of one sequence decoding on a prefill worker's node, in "
+             "uncached tokens"},
             {"directory", param_kind::string, "\"\"",
              "KV directory to ask for prefix matches (node/actor or a local name); empty = "
              "cache-blind"},
@@ -478,35 +525,7 @@ void register_types(actor_registry& r) {
            [](node_context& ctx, const std::string& name, const actor_params& p) {
              return ctx.system().spawn(scheduler, &ctx, name, p);
            },
-       .check =
-           [](const std::string& path, const actor_params& p) {
-             auto names = policy_registry::instance().names();
-             if (!policy_registry::instance().make(p.str("policy"), p)) {
-               std::string list;
-               for (auto& n : names)
-                 list += (list.empty() ? "" : ", ") + n;
-               throw config_error(path + ".policy", "unknown routing policy \"" + p.str("policy") +
-                                                        "\" (registered: " + list + ")");
-             }
-             if (p.integer("threshold") < 0)
-               throw config_error(path + ".threshold", "must not be negative");
-             if (p.integer("max_threshold") != 0 &&
-                 p.integer("max_threshold") < p.integer("threshold"))
-               throw config_error(path + ".max_threshold",
-                                  "must not be below threshold (" +
-                                      std::to_string(p.integer("threshold")) + ")");
-             if (auto u = p.number("target_utilisation"); !(u > 0 && u <= 1))
-               throw config_error(path + ".target_utilisation", "must be in (0, 1]");
-             if (p.integer("min_threshold") < 0 ||
-                 p.integer("min_threshold") > p.integer("threshold"))
-               throw config_error(path + ".min_threshold",
-                                  "must be in [0, threshold (" +
-                                      std::to_string(p.integer("threshold")) + ")]");
-             if (auto r = p.number("balance_ratio"); !(r == 0 || r >= 1))
-               throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
-             if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
-               throw config_error(path + ".balance_step", "must be in (1, 16]");
-           },
+       .check = check_params,
        .check_deployment =
            [](const std::string& path, const actor_params& p, const deployment_config& dep) {
              auto v = workers_of(dep, split_names(p.str("prefill_types")),

@@ -1,7 +1,7 @@
 // The PrfaaS policy (paper §3.4.3) and its baselines, on hand-made cluster views:
 // offload on the *uncached* length, scarce vs abundant bandwidth with hysteresis,
-// cache moves in abundant mode, cache-affine and load-aware node choice, and the
-// three baselines' placement rules.
+// cache moves in abundant mode, cache-affine and load-aware node choice, offload by
+// expected time to the KV (`offload: cost`), and the baselines' placement rules.
 
 #include <algorithm>
 
@@ -15,10 +15,12 @@ using namespace prfaas::serving;
 namespace {
 
 std::unique_ptr<routing_policy> make(const std::string& name, int64_t threshold = 1000,
-                                     bool move_caches = true) {
+                                     bool move_caches = true,
+                                     const std::string& offload = "threshold") {
   prfaas::actor_params p{"sched",
                          {{"threshold", YAML::Node(threshold)},
                           {"move_caches", YAML::Node(move_caches)},
+                          {"offload", YAML::Node(offload)},
                           {"scarce_utilisation", YAML::Node(0.8)},
                           {"abundant_utilisation", YAML::Node(0.5)},
                           {"scarce_queue_tokens", YAML::Node(100000)},
@@ -271,4 +273,109 @@ TEST_CASE(
   CHECK(c.prefill == 1);
   CHECK_FALSE(c.move_cache);
   CHECK(c.uncached_tokens == 500);
+}
+
+namespace {
+
+/// view() with measured paces: PrfaaS workers 1,000 tokens/s, PD workers 250; the
+/// model ships 100 KB of KV per token over a 1 Gbit/s link.
+cluster_view paced_view() {
+  auto v = view();
+  for (auto& w : v.prefill)
+    w.tokens_per_s = w.prfaas ? 1000 : 250;
+  v.kv_bytes = [](uint64_t tokens) { return static_cast<double>(tokens) * 1e5; };
+  v.link_capacity_bps = 1e9;
+  return v;
+}
+
+} // namespace
+
+TEST_CASE(
+    "expected_ready_seconds: queue and uncached work at the pace, plus the unhidden KV tail") {
+  auto v = paced_view();
+  v.prefill[2].queued_tokens = 500;
+  // PD worker: (500 queued + 1,000 uncached) / 250 tokens/s.
+  CHECK(expected_ready_seconds(v, prompt(1000), 2) == Approx(6.0));
+  // A cached prefix counts only on the worker that holds it.
+  CHECK(expected_ready_seconds(v, prompt(1000, {{"pd-0", 600}}), 2) == Approx(3.6));
+  CHECK(expected_ready_seconds(v, prompt(1000, {{"pd-0", 600}}), 3) == Approx(4.0));
+  // PrfaaS worker, 8,000 tokens: 8 s of compute hides 6.4 s of transfer (8e8 B at 1 Gbit/s).
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(8.0));
+  // At 100 Mbit/s the transfer takes 64 s: 56 s of it are not hidden.
+  v.link_capacity_bps = 1e8;
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(64.0));
+  // Half the link is in use: the transfer gets the other half.
+  v.link_capacity_bps = 1e9;
+  v.link_utilisation = 0.5;
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(12.8));
+  // Whatever the link already holds comes first.
+  v.link_utilisation = 0;
+  v.link_queue_seconds = 2;
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(10.0));
+  // A worker without its own pace counts at its cluster's mean; a cluster without any: -1.
+  v.prefill[3].tokens_per_s = 0;
+  CHECK(expected_ready_seconds(v, prompt(1000), 3) == Approx(4.0));
+  v.prefill[2].tokens_per_s = 0;
+  CHECK(expected_ready_seconds(v, prompt(1000), 3) == -1);
+}
+
+TEST_CASE("prfaas, offload by cost: the worker with the KV ready soonest, either cluster") {
+  auto p = make("prfaas", 1000, false, "cost");
+  auto v = paced_view();
+  // A short prompt (below t) on idle workers: the H200-like PrfaaS worker is 4x faster.
+  auto short_one = p->decide(prompt(500), v);
+  CHECK(short_one.route == "prfaas");
+  CHECK(short_one.basis == "cost");
+  CHECK(short_one.threshold == 1000); // t is still reported: the planned point
+  // The same prompt with 10,000 tokens queued on each PrfaaS worker: the PD side is sooner.
+  v.prefill[0].queued_tokens = v.prefill[1].queued_tokens = 10000;
+  CHECK(p->decide(prompt(500), v).route == "pd");
+  v.prefill[0].queued_tokens = v.prefill[1].queued_tokens = 0;
+  // 8,000 tokens, 6,500 cached on pd-0: 1,500 uncached there (6 s) beat 8 s on PrfaaS,
+  // although the uncached length is above t.
+  auto warm = p->decide(prompt(8000, {{"pd-0", 6500}}), v);
+  CHECK(warm.route == "pd");
+  CHECK(warm.prefill == 2);
+  CHECK(warm.uncached_tokens == 1500);
+  // A slow link: 8,000 cold tokens take 32 s on PD, 64 s to arrive from PrfaaS.
+  v.link_capacity_bps = 1e8;
+  CHECK(p->decide(prompt(8000), v).route == "pd");
+  v.link_capacity_bps = 1e9;
+  CHECK(p->decide(prompt(8000), v).route == "prfaas");
+  // The threshold basis, same view: the short prompt stays home.
+  auto by_t = make("prfaas", 1000, false)->decide(prompt(500), v);
+  CHECK(by_t.route == "pd");
+  CHECK(by_t.basis == "threshold");
+}
+
+TEST_CASE("prfaas, offload by cost: t decides while a cluster has no pace or the link binds") {
+  auto p = make("prfaas", 1000, false, "cost");
+  auto v = paced_view();
+  // No pace measured yet on the PrfaaS side: the planned t.
+  v.prefill[0].tokens_per_s = v.prefill[1].tokens_per_s = 0;
+  auto unknown = p->decide(prompt(500), v);
+  CHECK(unknown.route == "pd");
+  CHECK(unknown.basis == "threshold");
+  // The link binds (utilisation past the scarce bound): t, fitted to the link, decides.
+  // (Without the model's KV size t stays at its planned 1,000, so what decides is plain.)
+  v = paced_view();
+  v.kv_bytes = {};
+  v.link_utilisation = 0.9;
+  auto bound = p->decide(prompt(500), v);
+  CHECK(bound.mode == "scarce");
+  CHECK(bound.basis == "threshold");
+  CHECK(bound.route == "pd");
+  // Link down or local_only: never across, whatever the cost says.
+  v = paced_view();
+  v.link_up = false;
+  CHECK(p->decide(prompt(500), v).route == "pd");
+  v.link_up = true;
+  auto local = prompt(500);
+  local.local_only = true;
+  CHECK(p->decide(local, v).route == "pd");
+  // A failed PrfaaS node is excluded; the other PrfaaS worker is still the soonest.
+  auto retry = prompt(500);
+  retry.exclude_nodes = {"pf-0"};
+  auto r = p->decide(retry, v);
+  CHECK(r.prefill == 1);
 }
