@@ -1,7 +1,8 @@
 #pragma once
 
-// Gauges and counters every worker exposes (queue depth and load, as the issue
-// asks), labelled by worker name and role.
+// Gauges, counters and histograms every worker exposes (queue depth and load; prefill
+// time and tokens computed vs reused; decode batch size and step time), labelled by
+// worker name and role. Histogram buckets: metrics.hpp.
 
 #include <algorithm>
 #include <map>
@@ -53,6 +54,39 @@ struct worker_metrics {
         counter.Increment(c.value - last);
       last = std::max(last, c.value);
     }
+  }
+
+  /// One prefill that succeeded: the engine's time for it (ns; virtual in simulation) and
+  /// its prompt tokens, computed and reused from the prefix cache.
+  void prefill_done(uint64_t engine_ns, uint32_t computed, int prompt_tokens) {
+    tokens.Increment(static_cast<double>(computed));
+    const double seconds = static_cast<double>(engine_ns) / 1e9;
+    const uint32_t prompt = static_cast<uint32_t>(std::max(prompt_tokens, 0));
+    const uint32_t reused = prompt - std::min(computed, prompt);
+    const prometheus::Labels who{{"worker", worker_}, {"role", role_}};
+    m_->histogram("prfaas_worker_prefill_seconds", "Engine time of each successful prefill",
+                  latency_buckets(), who)
+        .Observe(seconds);
+    for (auto [kind, n] : {std::pair{"computed", computed}, std::pair{"reused", reused}}) {
+      auto labels = who;
+      labels["kind"] = kind;
+      m_->histogram("prfaas_worker_prefill_tokens",
+                    "Prompt tokens per prefill, computed or reused from the prefix cache",
+                    token_count_buckets(), labels)
+          .Observe(n);
+    }
+  }
+
+  /// One decode step: how many sequences it advanced and the engine's time for it.
+  void decode_step(size_t batch, double seconds) {
+    static const prometheus::Histogram::BucketBoundaries sizes{1, 2, 4, 8, 16, 32, 64, 128, 256};
+    const prometheus::Labels who{{"worker", worker_}, {"role", role_}};
+    m_->histogram("prfaas_worker_decode_batch_size", "Sequences advanced per decode step", sizes,
+                  who)
+        .Observe(static_cast<double>(batch));
+    m_->histogram("prfaas_worker_decode_step_seconds", "Engine time per decode step",
+                  token_interval_buckets(), who)
+        .Observe(seconds);
   }
 
 private:

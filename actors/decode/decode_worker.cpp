@@ -244,9 +244,11 @@ void maybe_step(self_ptr self) {
   }
   const uint32_t steps = s.runner->simulated() ? 1 : UINT32_MAX;
   s.runner->post([inbox = s.inbox, self, batch = s.active, ids, limits, steps,
-                  changed = s.batch_changed](engine::engine& e) mutable {
+                  changed = s.batch_changed, runner = s.runner.get()](engine::engine& e) mutable {
     for (uint32_t n = 0;; ++n) {
+      const auto t0 = runner->now(); // the engine's time: virtual in simulation
       auto r = e.decode_step(ids);
+      const double step_s = std::chrono::duration<double>(runner->now() - t0).count();
       bool last = !r || n + 1 >= steps || changed->load();
       std::vector<std::optional<engine::sampled_logprobs>> lps(ids.size());
       if (r)
@@ -258,8 +260,10 @@ void maybe_step(self_ptr self) {
             last = true; // a sequence leaves the batch
         }
       inbox->post([self, batch, r = std::move(r), lps = std::move(lps), counters = e.counters(),
-                   last]() mutable {
+                   last, step_s]() mutable {
         self->state.stats->engine_counters(counters);
+        if (r)
+          self->state.stats->decode_step(batch.size(), step_s);
         step_done(self, batch, std::move(r), std::move(lps), last);
       });
       if (last)

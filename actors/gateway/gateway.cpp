@@ -37,6 +37,7 @@
 #include "gateway/gateway_settings.hpp"
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/request_figures.hpp"
 #include "gateway/request_rules.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
@@ -58,8 +59,8 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double ms_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
+double seconds_between(clock_type::time_point a, clock_type::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 struct entry {
@@ -118,18 +119,6 @@ struct gateway_env {
     return {ctx->msgr(), me(), {e.route.prefill_node(), e.route.prefill_actor()}};
   }
 
-  void count(const char* outcome) const {
-    ctx->node_metrics()
-        .counter("prfaas_gateway_requests_total", "Requests ended, by outcome",
-                 {{"outcome", outcome}})
-        .Increment();
-  }
-
-  void count_zero(const char* outcome) const {
-    ctx->node_metrics().counter("prfaas_gateway_requests_total", "Requests ended, by outcome",
-                                {{"outcome", outcome}});
-  }
-
   duration remaining(const entry& e) const {
     auto left = e.deadline - self->clock().now();
     return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
@@ -163,7 +152,9 @@ struct gateway_env {
       return;
     ctx->log()->info("request_failed request={} status={} reason=\"{}\" state_attempts={}",
                      e->a->id, err.status, err.message, e->lc.attempts());
-    count(outcome); // before the client can see the outcome: metrics never lag a response
+    // Before the client can see the outcome: metrics never lag a response.
+    count_outcome(ctx->node_metrics(), e->route.route(), outcome,
+                  seconds_between(e->a->accepted, self->clock().now()));
     cancel_work(*e, outcome);
     end(e);
     e->a->channel->fail(std::move(err));
@@ -181,19 +172,24 @@ struct gateway_env {
     s.cached_tokens = static_cast<uint32_t>(
         e->a->req.prompt.size() - std::min<size_t>(e->computed_tokens, e->a->req.prompt.size()));
     s.finish_reason = reason;
-    s.prfaas = {{"request_id", e->a->id},
-                {"route", e->route.route()},
-                {"prefill_node", e->route.prefill_node()},
-                {"decode_node", e->route.decode_node()},
-                {"attempts", e->lc.attempts()},
-                {"engine_prefill_ms", static_cast<double>(e->engine_prefill_ns) / 1e6},
-                {"transfer_wire_ms", static_cast<double>(e->exposed_wire_ns) / 1e6},
-                {"prefill_queue_ms", static_cast<double>(e->prefill_queue_ns) / 1e6},
-                {"retransmits", e->retransmits},
-                {"cached_tokens", s.cached_tokens},
-                {"ttft_ms", ms_between(e->a->accepted, e->first_token_at)},
-                {"e2e_ms", ms_between(e->a->accepted, self->clock().now())}};
-    count("ok");
+    request_figures f{.request_id = e->a->id,
+                      .route = e->route.route(),
+                      .prefill_node = e->route.prefill_node(),
+                      .decode_node = e->route.decode_node(),
+                      .attempts = e->lc.attempts(),
+                      .retransmits = e->retransmits,
+                      .engine_prefill_s = static_cast<double>(e->engine_prefill_ns) / 1e9,
+                      .transfer_tail_s = static_cast<double>(e->exposed_wire_ns) / 1e9,
+                      .prefill_queue_s = static_cast<double>(e->prefill_queue_ns) / 1e9,
+                      .ttft_s = e->first_token_at == clock_type::time_point{}
+                                    ? -1
+                                    : seconds_between(e->a->accepted, e->first_token_at),
+                      .e2e_s = seconds_between(e->a->accepted, self->clock().now()),
+                      .prompt_tokens = s.prompt_tokens,
+                      .cached_tokens = s.cached_tokens,
+                      .output_tokens = s.completion_tokens};
+    s.prfaas = f.to_json();
+    observe_finished(ctx->node_metrics(), f);
     end(e);
     e->a->channel->finish(std::move(s));
   }
@@ -631,7 +627,7 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   // The outcome series exist from the start (at zero), as Prometheus prefers.
   for (const char* outcome : {"ok", "overloaded", "unavailable", "no_route", "prefill_failed",
                               "decode_failed", "lost_tokens", "deadline", "cancelled", "internal"})
-    env.count_zero(outcome);
+    count_outcome(ctx->node_metrics(), {}, outcome, -1);
   // In virtual time there is no HTTP (sockets and threads): clients use sim_ingress.hpp.
   if (!virtual_time(ctx->system())) {
     s.http = std::make_unique<http_frontend>(cfg.http, cfg.limits, hooks, ctx->log(), s.inflight,

@@ -298,7 +298,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
       self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(ns), error.empty());
       forget_if_gone(self, o);
       if (error.empty())
-        self->state.stats->tokens.Increment(static_cast<double>(computed));
+        self->state.stats->prefill_done(ns, computed, o->po.prompt_size());
       else
         answer(self, o,
                make_error(errc::bad_request,

@@ -28,6 +28,7 @@
 
 #include "embedded_config.hpp"
 #include "keygen.hpp"
+#include "prometheus_config.hpp"
 
 namespace {
 
@@ -46,14 +47,35 @@ void override_log_level(prfaas::deployment_config& dep, const std::string& level
     n.log = o.log;
 }
 
+/// The tool subcommands beside running nodes.
+struct subcommands {
+  prfaas::app::keygen_options keygen_opts;
+  std::string scrape_interval = "5s";
+  CLI::App* keygen = nullptr;
+  CLI::App* prometheus = nullptr;
+};
+
+void add_subcommands(CLI::App& app, subcommands& s) {
+  s.keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
+                                          "configs/sample.yaml)");
+  s.keygen->add_option("--out,-o", s.keygen_opts.out,
+                       "write the key pair to this file (mode 0600)");
+  s.keygen->add_option("--node,-n", s.keygen_opts.node, "the node the key is for");
+  s.prometheus = app.add_subcommand("prometheus-config",
+                                    "print a Prometheus scrape configuration for every node of "
+                                    "the deployment (--config, or the embedded one) and exit");
+  s.prometheus->add_option("--interval", s.scrape_interval,
+                           "scrape interval (Prometheus duration)");
+  s.prometheus->fallthrough(); // --config may come after the subcommand
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"prfaas-node: run nodes of a prfaas deployment"};
   std::string config_file;
   std::string node_name;
-  bool all = false;
-  bool check = false;
+  bool all = false, check = false;
   std::string log_level;
   unsigned threads = 2;
   bool live_faults = false;
@@ -69,14 +91,11 @@ int main(int argc, char** argv) {
   app.add_flag("--live-faults", live_faults,
                "chaos testing: the admin endpoint takes PUT /faults/<point> (body: a "
                "probability) to switch fault points while the node runs");
-  prfaas::app::keygen_options keygen_opts;
-  auto* keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
-                                              "configs/sample.yaml)");
-  keygen->add_option("--out,-o", keygen_opts.out, "write the key pair to this file (mode 0600)");
-  keygen->add_option("--node,-n", keygen_opts.node, "the node the key is for");
+  subcommands sub;
+  add_subcommands(app, sub);
   CLI11_PARSE(app, argc, argv);
-  if (*keygen)
-    return prfaas::app::run_keygen(keygen_opts);
+  if (*sub.keygen)
+    return prfaas::app::run_keygen(sub.keygen_opts);
 
   prfaas::deployment_config dep;
   auto registry = prfaas::actor_registry::with_builtins();
@@ -100,6 +119,10 @@ int main(int argc, char** argv) {
   } catch (const prfaas::plugin_error& e) {
     std::cerr << "prfaas-node: " << e.what() << "\n";
     return exit_config;
+  }
+  if (*sub.prometheus) {
+    std::cout << prfaas::app::prometheus_config(dep, sub.scrape_interval);
+    return 0;
   }
   if (!all && node_name.empty() && !check) {
     std::cerr << "prfaas-node: give --node NAME or --all\n";

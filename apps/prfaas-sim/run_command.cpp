@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "common/progress_line.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "loadgen/results.hpp"
 #include "loadgen/trace.hpp"
@@ -147,6 +148,10 @@ public:
     next_arrival();
     sample_later();
   }
+
+  size_t ended() const { return completed_; }
+  size_t expected() const { return o_.requests > 0 ? o_.requests : issued_; }
+  double virtual_s() const { return std::chrono::duration<double>(w_.now() - t0_).count(); }
 
   bool finished() const {
     if (!arrivals_done_)
@@ -424,7 +429,14 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   st.find_gauges();
   st.schedule_bandwidth();
   st.start(std::move(src));
-  w.run_until(sim_world::time_point::max(), [&] { return st.finished(); });
+  // On a terminal, a progress line (quiet when stderr is piped).
+  progress_line progress{o.rate > 0 ? "prfaas-sim at " + json(o.rate).dump() + " req/s"
+                                    : "prfaas-sim " + o.workload};
+  w.run_until(sim_world::time_point::max(), [&] {
+    progress.tick(st.ended(), st.expected(), st.virtual_s(), w.events());
+    return st.finished();
+  });
+  progress.finish(st.ended(), st.expected(), st.virtual_s(), w.events());
   json out = st.result(w.events());
   out["config"] = o.config;
   out["workload"] = o.workload == "trace" ? o.trace : o.workload;

@@ -74,6 +74,40 @@ prometheus::Counter& metrics::counter(const std::string& name, const std::string
   return i->second->Add(labels);
 }
 
+prometheus::Histogram& metrics::histogram(const std::string& name, const std::string& help,
+                                          const prometheus::Histogram::BucketBoundaries& buckets,
+                                          const prometheus::Labels& labels) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = histograms_.find(name);
+  if (i == histograms_.end()) {
+    auto& fam = prometheus::BuildHistogram()
+                    .Name(name)
+                    .Help(help)
+                    .Labels({{"node", node_}})
+                    .Register(*registry_);
+    i = histograms_.emplace(name, &fam).first;
+  }
+  return i->second->Add(labels, buckets);
+}
+
+const prometheus::Histogram::BucketBoundaries& latency_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b{
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600};
+  return b;
+}
+
+const prometheus::Histogram::BucketBoundaries& token_interval_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b{
+      0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2};
+  return b;
+}
+
+const prometheus::Histogram::BucketBoundaries& token_count_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b{1,    4,     16,    64,     256,    1024,
+                                                         4096, 16384, 65536, 262144, 1048576};
+  return b;
+}
+
 prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& help,
                                   const prometheus::Labels& labels) {
   std::lock_guard<std::mutex> guard{mtx_};

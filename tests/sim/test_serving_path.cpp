@@ -8,9 +8,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
 #include "common/engine_setup.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/profile_engine.hpp"
+#include "prfaas/runtime/metrics.hpp"
 #include "prfaas/runtime/sim_data_plane.hpp"
 #include "support/sim_fixture.hpp"
 
@@ -193,6 +198,121 @@ TEST_CASE(
     CHECK(u->finished->prfaas["route"] == (i % 2 ? "pd" : "prfaas"));
     CHECK(u->out.tokens == reference_tokens(prompts[i], 32 + i));
   }
+}
+
+namespace {
+
+/// One histogram series of a node's Prometheus text: its cumulative buckets (le → count),
+/// sum and count. Selected by name and label substrings, all present (e.g. `route="pd"`).
+struct histogram_sample {
+  std::vector<std::pair<double, double>> buckets;
+  double sum = -1, count = -1;
+};
+
+histogram_sample histogram_of(sim_fixture& f, const std::string& node, const std::string& name,
+                              const std::vector<std::string>& labels) {
+  histogram_sample h;
+  std::istringstream text{f.at(node).node_metrics()->serialize()};
+  auto value = [](const std::string& line) { return std::stod(line.substr(line.rfind(' ') + 1)); };
+  for (std::string line; std::getline(text, line);) {
+    if (!std::all_of(labels.begin(), labels.end(),
+                     [&](auto& l) { return line.find(l) != std::string::npos; }))
+      continue;
+    if (line.rfind(name + "_bucket{", 0) == 0) {
+      // `le` is a label of its own (`role="..."` ends in le=" too).
+      auto at = line.find("{le=\"");
+      if (at == std::string::npos)
+        at = line.find(",le=\"");
+      REQUIRE(at != std::string::npos);
+      at += 5;
+      const auto le = line.substr(at, line.find('"', at) - at);
+      h.buckets.emplace_back(le == "+Inf" ? HUGE_VAL : std::stod(le), value(line));
+    } else if (line.rfind(name + "_sum{", 0) == 0) {
+      h.sum = value(line);
+    } else if (line.rfind(name + "_count{", 0) == 0) {
+      h.count = value(line);
+    }
+  }
+  return h;
+}
+
+/// The one observation of `h` lies in the bucket whose upper bound is the first ≥ `v`:
+/// every bucket below it counts 0, it and all above count 1.
+void check_single_observation(const histogram_sample& h, double v) {
+  REQUIRE(h.buckets.size() > 2);
+  CHECK(h.count == 1);
+  CHECK(h.sum == Approx(v).epsilon(1e-9));
+  for (auto& [le, n] : h.buckets) {
+    INFO("bucket le=" << le << " value " << v);
+    CHECK(n == (v <= le ? 1 : 0));
+  }
+}
+
+} // namespace
+
+TEST_CASE("the gateway's latency and token histograms agree with the figures each response "
+          "reports, by route") {
+  sim_fixture f{yaml};
+  f.start("p0");
+  f.start("d0");
+  f.advance(2s);
+  auto long_req = submit(f, "hist-long", prompt_of(20000, 3), 16);
+  auto long_done = finished_update(f, *long_req, 30s);
+  auto short_req = submit(f, "hist-short", prompt_of(1000, 4), 8);
+  auto short_done = finished_update(f, *short_req, 30s);
+  for (auto* u : {&long_done, &short_done}) {
+    const auto& p = u->finished->prfaas;
+    const std::string route = p["route"];
+    INFO("route " << route);
+    const std::string sel = "route=\"" + route + "\"";
+    const double ttft = p["ttft_ms"].get<double>() / 1e3, e2e = p["e2e_ms"].get<double>() / 1e3;
+    CHECK(ttft > 0);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_ttft_seconds", {sel}), ttft);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_e2e_seconds", {sel}), e2e);
+    check_single_observation(
+        histogram_of(f, "d0", "prfaas_gateway_time_per_output_token_seconds", {sel}),
+        (e2e - ttft) / (u->finished->completion_tokens - 1));
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_prefill_queue_seconds", {sel}),
+                             p["prefill_queue_ms"].get<double>() / 1e3);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_transfer_tail_seconds", {sel}),
+                             p["transfer_wire_ms"].get<double>() / 1e3);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_prompt_tokens", {sel}),
+                             u->finished->prompt_tokens);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_output_tokens", {sel}),
+                             u->finished->completion_tokens);
+    check_single_observation(histogram_of(f, "d0", "prfaas_gateway_cached_tokens", {sel}),
+                             u->finished->cached_tokens);
+    CHECK(histogram_of(f, "d0", "prfaas_gateway_e2e_seconds", {sel}).buckets.size() ==
+          prfaas::latency_buckets().size() + 1);
+  }
+  CHECK(long_done.finished->prfaas["route"] == "prfaas");
+  CHECK(short_done.finished->prfaas["route"] == "pd");
+  CHECK(long_done.finished->prompt_tokens == 20000);
+  // The workers' own histograms: one prefill each side, its engine time as reported,
+  // every prompt token computed (no prefix cache here); one decode step per token after
+  // the first, each over a batch of one (the requests ran one after the other).
+  for (auto [node, worker, u] :
+       {std::tuple{"p0", "pf", &long_done}, std::tuple{"d0", "pdp", &short_done}}) {
+    INFO("prefill worker " << worker);
+    const std::string sel = std::string("worker=\"") + worker + "\"";
+    check_single_observation(histogram_of(f, node, "prfaas_worker_prefill_seconds", {sel}),
+                             u->finished->prfaas["engine_prefill_ms"].get<double>() / 1e3);
+    check_single_observation(
+        histogram_of(f, node, "prfaas_worker_prefill_tokens", {sel, "kind=\"computed\""}),
+        u->finished->prompt_tokens);
+    check_single_observation(
+        histogram_of(f, node, "prfaas_worker_prefill_tokens", {sel, "kind=\"reused\""}), 0);
+  }
+  const auto batch = histogram_of(f, "d0", "prfaas_worker_decode_batch_size", {"worker=\"dec\""});
+  const auto step = histogram_of(f, "d0", "prfaas_worker_decode_step_seconds", {"worker=\"dec\""});
+  CHECK(batch.count == (16 - 1) + (8 - 1));
+  CHECK(batch.sum == batch.count);
+  CHECK(step.count == batch.count);
+  CHECK(step.sum > 0);
+
+  // The e2e series carries the outcome; nothing failed.
+  CHECK(histogram_of(f, "d0", "prfaas_gateway_e2e_seconds", {"outcome=\"ok\""}).buckets.size() > 0);
+  CHECK(histogram_of(f, "d0", "prfaas_gateway_e2e_seconds", {"outcome=\"deadline\""}).count == -1);
 }
 
 TEST_CASE("the same requests give the same virtual timings twice") {

@@ -12,6 +12,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 namespace prfaas {
@@ -59,6 +60,12 @@ public:
   prometheus::Gauge& gauge(const std::string& name, const std::string& help,
                            const prometheus::Labels& labels = {});
 
+  /// Finds or creates a histogram series; `buckets` (upper bounds, ascending) are those
+  /// of the series' first use. Use one of the bucket sets below so every node agrees.
+  prometheus::Histogram& histogram(const std::string& name, const std::string& help,
+                                   const prometheus::Histogram::BucketBoundaries& buckets,
+                                   const prometheus::Labels& labels = {});
+
   /// Reads back a counter's value (0 if absent); used by tests and /health.
   double counter_value(const std::string& name, const prometheus::Labels& labels = {}) const;
 
@@ -70,7 +77,18 @@ private:
   mutable std::mutex mtx_;
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;
   std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+  std::map<std::string, prometheus::Family<prometheus::Histogram>*> histograms_;
 };
+
+/// Histogram bucket sets, in base units, for the ranges the deployments in `configs/`
+/// produce (the repository's docs/operations.md lists them):
+/// latencies from 5 ms to 10 min: a short prompt's TTFT on a GPU to a 128K-token prefill
+/// queued behind others on the simulated H20s;
+const prometheus::Histogram::BucketBoundaries& latency_buckets();
+/// time per output token, 1 ms to 2 s: a batched GPU decode step to a CPU model's;
+const prometheus::Histogram::BucketBoundaries& token_interval_buckets();
+/// token counts, 1 to 1M in powers of 4: one-token prompts to 128K+ contexts.
+const prometheus::Histogram::BucketBoundaries& token_count_buckets();
 
 /// The transport's counters, resolved once so hot paths only touch atomics.
 struct transport_metrics {
