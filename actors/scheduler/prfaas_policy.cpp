@@ -67,18 +67,23 @@ double expected_ready_seconds(const cluster_view& v, const route_input& in, size
   const double pace = w.tokens_per_s > 0 ? w.tokens_per_s : side_pace(v, w.prfaas);
   if (pace <= 0)
     return -1;
-  const double compute = static_cast<double>(in.prompt_tokens - cached_on(in, w)) / pace;
-  double eta = static_cast<double>(w.pending_tokens()) / pace + compute;
-  if (w.prfaas) {
-    // The KV streams out while the prefill runs (layer by layer); what the compute does
-    // not hide is the tail, behind whatever the link already holds.
-    const double bw = v.link_capacity_bps > 0
-                          ? v.link_capacity_bps * std::max(0.1, 1.0 - v.link_utilisation)
-                          : v.link_throughput_bps;
-    const double ship = v.kv_bytes && bw > 0 ? v.kv_bytes(in.prompt_tokens) * 8.0 / bw : 0;
-    eta += v.link_queue_seconds + std::max(0.0, ship - compute);
-  }
-  return eta;
+  const double start = static_cast<double>(w.pending_tokens()) / pace;
+  const double computed = start + static_cast<double>(in.prompt_tokens - cached_on(in, w)) / pace;
+  if (!w.prfaas)
+    return computed;
+  const double bw = v.link_capacity_bps > 0
+                        ? v.link_capacity_bps * std::max(0.1, 1.0 - v.link_utilisation)
+                        : v.link_throughput_bps;
+  if (!v.kv_bytes || bw <= 0)
+    return computed + v.link_queue_seconds;
+  // The KV streams out layer by layer while the prefill runs, once the link has carried
+  // what is ahead of it: the bytes already on the wire, and the KV of every prefill
+  // queued on the PrfaaS side (it crosses the same link, first). Ready when both the
+  // compute and the transfer are done.
+  const uint64_t queued = v.prfaas_pending_tokens();
+  const double ahead = v.link_queue_seconds + (queued > 0 ? v.kv_bytes(queued) * 8.0 / bw : 0.0);
+  const double shipped = std::max(start, ahead) + v.kv_bytes(in.prompt_tokens) * 8.0 / bw;
+  return std::max(computed, shipped);
 }
 
 int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas) {

@@ -66,10 +66,11 @@ int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
 
 /// Seconds until prefill worker `i` would have this prompt's KV at the decode side: the
 /// work queued ahead of it and the prompt's uncached tokens at its measured pace (its
-/// cluster's mean pace until it has its own), plus, for a PrfaaS worker, the link's
-/// queue and the part of the KV transfer its compute does not hide (the KV streams out
-/// layer by layer while the prefill runs; the link's free share of its configured rate,
-/// or its measured throughput when no rate is configured). -1 when no pace is known.
+/// cluster's mean pace until it has its own); for a PrfaaS worker, the later of that and
+/// the end of its KV transfer, which starts when the prefill starts and the link has
+/// carried what is ahead (its backlog, and the KV of every prefill queued on the PrfaaS
+/// side), at the link's free share of its configured rate (or its measured throughput
+/// when no rate is configured). -1 when no pace is known.
 double expected_ready_seconds(const cluster_view& v, const route_input& in, size_t i);
 
 /// The eligible prefill worker (PD, and PrfaaS if `allow_prfaas`) with the smallest

@@ -308,10 +308,22 @@ TEST_CASE(
   v.link_capacity_bps = 1e9;
   v.link_utilisation = 0.5;
   CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(12.8));
-  // Whatever the link already holds comes first.
+  // Whatever the link already holds comes first; it drains while the prefill computes:
+  // 2 s of backlog, then 6.4 s of transfer, ends after the 8 s of compute.
   v.link_utilisation = 0;
   v.link_queue_seconds = 2;
-  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(10.0));
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(8.4));
+  // So does the KV of prefills queued on the PrfaaS side, on any worker: 4,000 tokens
+  // queued on pf-1 are 3.2 s more of transfer ahead of this one.
+  v.prefill[1].queued_tokens = 4000;
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(11.6));
+  // Queued on the same worker, the prefill starts later too (4 s), and its transfer
+  // cannot start before it: max(4 + 8, max(4, 2 + 3.2) + 6.4) = 12.
+  v.prefill[1].queued_tokens = 0;
+  v.prefill[0].queued_tokens = 4000;
+  CHECK(expected_ready_seconds(v, prompt(8000), 0) == Approx(12.0));
+  v.prefill[0].queued_tokens = 0;
+  v.link_queue_seconds = 0;
   // A worker without its own pace counts at its cluster's mean; a cluster without any: -1.
   v.prefill[3].tokens_per_s = 0;
   CHECK(expected_ready_seconds(v, prompt(1000), 3) == Approx(4.0));
