@@ -29,6 +29,7 @@
 #include "embedded_config.hpp"
 #include "keygen.hpp"
 #include "prometheus_config.hpp"
+#include "status.hpp"
 
 namespace {
 
@@ -53,6 +54,7 @@ struct subcommands {
   std::string scrape_interval = "5s";
   CLI::App* keygen = nullptr;
   CLI::App* prometheus = nullptr;
+  CLI::App* status = nullptr;
 };
 
 void add_subcommands(CLI::App& app, subcommands& s) {
@@ -67,6 +69,10 @@ void add_subcommands(CLI::App& app, subcommands& s) {
   s.prometheus->add_option("--interval", s.scrape_interval,
                            "scrape interval (Prometheus duration)");
   s.prometheus->fallthrough(); // --config may come after the subcommand
+  s.status = app.add_subcommand("status", "show every node of the deployment (--config, or the "
+                                          "embedded one) as its nodes see it; exit 1 unless all "
+                                          "are up");
+  s.status->fallthrough();
 }
 
 } // namespace
@@ -120,10 +126,10 @@ int main(int argc, char** argv) {
     std::cerr << "prfaas-node: " << e.what() << "\n";
     return exit_config;
   }
-  if (*sub.prometheus) {
-    std::cout << prfaas::app::prometheus_config(dep, sub.scrape_interval);
-    return 0;
-  }
+  if (*sub.status)
+    return prfaas::app::run_status(dep, std::cout);
+  if (*sub.prometheus)
+    return prfaas::app::print_prometheus_config(dep, sub.scrape_interval);
   if (!all && node_name.empty() && !check) {
     std::cerr << "prfaas-node: give --node NAME or --all\n";
     return exit_config;

@@ -1,5 +1,6 @@
 #include "prometheus_config.hpp"
 
+#include <iostream>
 #include <sstream>
 
 namespace prfaas::app {
@@ -49,6 +50,11 @@ std::string prometheus_config(const deployment_config& dep, const std::string& i
   if (targets == 0)
     y << "      [] # no node of this deployment has a scrapable admin endpoint\n";
   return y.str();
+}
+
+int print_prometheus_config(const deployment_config& dep, const std::string& interval) {
+  std::cout << prometheus_config(dep, interval);
+  return 0;
 }
 
 } // namespace prfaas::app

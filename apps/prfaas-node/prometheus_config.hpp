@@ -15,5 +15,7 @@ namespace prfaas::app {
 /// without one, or whose port is 0 (chosen at start, not known here), are listed as
 /// comments saying why they are not scraped. `interval` is Prometheus' duration syntax.
 std::string prometheus_config(const deployment_config& dep, const std::string& interval);
+/// Prints it to stdout; the exit code (0).
+int print_prometheus_config(const deployment_config& dep, const std::string& interval);
 
 } // namespace prfaas::app

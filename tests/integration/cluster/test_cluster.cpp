@@ -3,6 +3,7 @@
 // rejoins as a new incarnation, and no request hangs.
 
 #include <csignal>
+#include <regex>
 
 #include <catch2/catch.hpp>
 
@@ -201,4 +202,64 @@ TEST_CASE("three node processes detect a kill and a restart") {
     INFO(n << " log:\n" << c.logs(n));
     CHECK(c.procs[n]->wait(10s) == 0);
   }
+}
+
+namespace {
+
+/// `prfaas-node status` on the cluster's deployment file: its exit code and output.
+std::pair<std::optional<int>, std::string> status_of(cluster& c, const std::string& run) {
+  const auto out = c.dir.path() / ("status-" + run + ".txt");
+  child_process p{
+      command{{PRFAAS_BIN_DIR "/prfaas-node", "status", "--config", c.config}, {}, out}};
+  const auto rc = p.wait(30s);
+  return {rc, read_file(out)};
+}
+
+/// The status table's line for node `n` matches `pattern` (after the node's name).
+bool row_matches(const std::string& table, const std::string& n, const std::string& pattern) {
+  return std::regex_search(table, std::regex{"(^|\n)" + n + " +" + pattern});
+}
+
+} // namespace
+
+TEST_CASE("prfaas-node status: every node up and seen up by its peers, then the killed one down "
+          "and exit code 1") {
+  cluster c;
+  for (auto& n : c.names)
+    c.start(n);
+  for (auto& n : c.names)
+    for (auto& p : c.names)
+      if (n != p)
+        REQUIRE(eventually(
+            [&] {
+              auto s = peer_state(c.admin[n], p);
+              return s && s->state == "up";
+            },
+            10s));
+
+  auto [rc, table] = status_of(c, "all-up");
+  INFO(table);
+  CHECK(rc == 0);
+  CHECK(table.find("3/3 nodes up") != std::string::npos);
+  for (auto& n : c.names) {
+    const auto inc = own_incarnation(c.admin[n]);
+    REQUIRE(inc);
+    CHECK(row_matches(table, n, "- +up +" + std::to_string(*inc) + " +up 2/2 +echo probe"));
+  }
+
+  c.procs["n2"]->signal(SIGKILL);
+  REQUIRE(c.procs["n2"]->wait(5s) == 128 + SIGKILL);
+  for (auto n : {"n0", "n1"})
+    REQUIRE(eventually(
+        [&] {
+          auto s = peer_state(c.admin[n], "n2");
+          return s && s->state == "down";
+        },
+        10s));
+  auto [rc2, table2] = status_of(c, "one-down");
+  INFO(table2);
+  CHECK(rc2 == 1);
+  CHECK(table2.find("2/3 nodes up") != std::string::npos);
+  CHECK(row_matches(table2, "n2", "- +down +- +down 2/2 +unreachable"));
+  CHECK(row_matches(table2, "n0", "- +up "));
 }
