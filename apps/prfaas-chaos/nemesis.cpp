@@ -163,6 +163,12 @@ scenario random_scenario(const deployment_config& d, const std::string& deployme
   }
   std::stable_sort(s.faults.begin(), s.faults.end(),
                    [](const fault_spec& a, const fault_spec& b) { return a.at < b.at; });
+  // Requests must still be sent after the faults healed, or "every request sent after
+  // the heal succeeds" judges nothing. The run calls the deployment healed 2 s after
+  // the last fault recovered, and gives one never seen faulty 10 s: the load goes on
+  // for at least 10 s past that.
+  for (auto& f : s.faults)
+    s.load.duration = std::max(s.load.duration, seconds{f.ends()->count() + heal_margin_s});
   for (size_t i = 0; i < s.faults.size(); ++i)
     s.faults[i].path = "faults[" + std::to_string(i) + "]";
   s.name = "random-" + std::to_string(o.seed) + "-" + std::to_string(s.faults.size()) + "-faults";

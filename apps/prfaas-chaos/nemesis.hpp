@@ -8,8 +8,10 @@
 // Rules of the draw: the gateway's node is never killed or paused (its clients have no
 // failover: that is the negative control's job); two faults never touch the same node
 // or link at once (so each one's detection is observable and its undo unambiguous);
-// faults start after 2 s and end 10 s before the load does, leaving a healed tail in
-// which every request must succeed. Bounds: detection within 3 s where a node fault lasts
+// faults start after 2 s and end by 10 s before the `duration` asked for; the load runs
+// on until at least `heal_margin_s` after the last fault ends (the run may call it
+// healed only 12 s after it ends), leaving a healed tail in which every request must
+// succeed. Bounds: detection within 3 s where a node fault lasts
 // long enough for the failure detector (≥ 1.5 s), within 5 s for a link down ≥ 3.5 s
 // (the link monitor's down_after is 2 s), recovery within 20 s; rate cuts carry
 // no detection bound (the verdict says whether the cut bound at all). The same seed and
@@ -23,10 +25,14 @@
 
 namespace prfaas::chaos {
 
+/// The load outlasts the last fault by this much: 10 s the run waits for a fault never
+/// seen faulty, 2 s it adds, and 10 s of requests after that.
+inline constexpr double heal_margin_s = 22;
+
 struct nemesis_options {
   uint64_t seed = 1;
   size_t faults = 8;
-  seconds duration{40}; ///< of the load
+  seconds duration{40}; ///< of the load (longer when the last fault needs it)
   double rate = 3;      ///< requests per second
 };
 

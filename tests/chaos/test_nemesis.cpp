@@ -38,7 +38,8 @@ TEST_CASE("the nemesis: the same seed gives the same scenario, another seed anot
   CHECK(a != to_yaml(random_scenario(d, "configs/six-node/deployment.yaml", o)));
 }
 
-TEST_CASE("the nemesis: schedules are valid, disjoint per target, and leave a quiet tail") {
+TEST_CASE("the nemesis: schedules are valid, disjoint per target, and leave a quiet tail long "
+          "enough to judge the heal") {
   auto d = six_nodes();
   std::set<fault_kind> kinds;
   for (uint64_t seed = 1; seed <= 50; ++seed) {
@@ -64,6 +65,8 @@ TEST_CASE("the nemesis: schedules are valid, disjoint per target, and leave a qu
       CHECK(f.at.count() >= 2);
       REQUIRE(f.ends());
       CHECK(f.ends()->count() <= o.duration.count() - 10 + 1e-9);
+      // Requests go on long enough after the heal to be judged.
+      CHECK(s.load.duration.count() >= f.ends()->count() + heal_margin_s - 1e-9);
       if (f.kind == fault_kind::kill || f.kind == fault_kind::pause)
         CHECK(f.node != "pd-gw"); // the gateway has no failover for its clients
       for (size_t j = 0; j < i; ++j) {
