@@ -179,6 +179,8 @@ struct route_choice {
   uint32_t uncached_tokens = 0;
   uint64_t threshold = 0;
   std::string mode; ///< prfaas policy: "scarce" | "abundant"
+  /// prfaas policy: why its controller last moved t (threshold_controller::last_reason).
+  std::string threshold_reason;
   /// prfaas policy: what placed the prefill, "threshold" (t) or "cost" (expected time).
   std::string basis;
   /// The best cache sits in the other cluster and bandwidth allows moving it there

@@ -150,6 +150,7 @@ public:
                           queues)
             : control_.threshold();
     c.threshold = t;
+    c.threshold_reason = control_.last_reason();
     if (!pick_decode(c, in, v))
       return c;
     const uint32_t l = in.prompt_tokens;

@@ -13,8 +13,8 @@
 //    utilisation, throughput and backlog drive the prfaas policy's bandwidth mode
 //    and its short-term threshold controller.
 // Exposes prfaas_scheduler_routes_total{route}, _placements_total{basis,route},
-// _no_route_total, _link_up, _threshold_tokens, _bandwidth_scarce and
-// _threshold_changes_total.
+// _no_route_total, _link_up, _threshold_tokens, _planned_threshold_tokens,
+// _bandwidth_scarce and _threshold_changes_total{reason}.
 
 #include <algorithm>
 #include <optional>
@@ -136,6 +136,29 @@ role_controller::settings role_settings(const actor_params& p) {
   return r;
 }
 
+prometheus::Gauge& threshold_gauge(metrics& m) {
+  return m.gauge("prfaas_scheduler_threshold_tokens",
+                 "Offload threshold t of the last decision (uncached tokens)");
+}
+
+// The prfaas policy's t and bandwidth mode after a decision; a move of t is counted by
+// why the controller made it, and logged.
+void publish_threshold(metrics& m, spdlog::logger& log, const route_choice& c) {
+  auto& t = threshold_gauge(m);
+  if (static_cast<uint64_t>(t.Value()) != c.threshold) {
+    const std::string why = c.threshold_reason.empty() ? "unknown" : c.threshold_reason;
+    m.counter("prfaas_scheduler_threshold_changes_total",
+              "Times the short-term controller moved the threshold, by why", {{"reason", why}})
+        .Increment();
+    log.info("scheduler_threshold old={} new={} mode={} reason={}",
+             static_cast<uint64_t>(t.Value()), c.threshold, c.mode, why);
+  }
+  t.Set(static_cast<double>(c.threshold));
+  m.gauge("prfaas_scheduler_bandwidth_scarce",
+          "1 while the policy judges PrfaaS egress bandwidth scarce")
+      .Set(c.mode == "scarce" ? 1 : 0);
+}
+
 // One routed request in the scheduler's counters.
 void count_route(metrics& m, const route_choice& c) {
   m.counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
@@ -172,13 +195,10 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   const uint32_t block_tokens = read_model(ctx->deployment()).block_tokens;
   auto* cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
                                  "Routes decided without the KV directory's answer");
-  auto* threshold = &m.gauge("prfaas_scheduler_threshold_tokens",
-                             "Offload threshold t of the last decision (uncached tokens)");
-  auto* scarce = &m.gauge("prfaas_scheduler_bandwidth_scarce",
-                          "1 while the policy judges PrfaaS egress bandwidth scarce");
-  auto* t_changes = &m.counter("prfaas_scheduler_threshold_changes_total",
-                               "Times the short-term controller moved the threshold");
-  threshold->Set(static_cast<double>(params.integer("threshold")));
+  threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
+  m.gauge("prfaas_scheduler_planned_threshold_tokens",
+          "The planned offload threshold (the configured one: online re-planning is not built)")
+      .Set(static_cast<double>(params.integer("threshold")));
   // The model's KV size per prompt: what an offload ships over the link. Building an
   // engine for it can take seconds (a GGUF: loading, hashing, a probe), which must not
   // stall this node's actor threads: live, it is built on a thread of its own, and until
@@ -239,15 +259,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     auto& v = self->state.view;
     v.now = self->clock().now();
     auto c = self->state.policy->decide(in, v);
-    if (!c.mode.empty()) {
-      if (static_cast<uint64_t>(threshold->Value()) != c.threshold) {
-        t_changes->Increment();
-        ctx->log()->info("scheduler_threshold old={} new={} mode={}",
-                         static_cast<uint64_t>(threshold->Value()), c.threshold, c.mode);
-      }
-      threshold->Set(static_cast<double>(c.threshold));
-      scarce->Set(c.mode == "scarce" ? 1 : 0);
-    }
+    if (!c.mode.empty())
+      publish_threshold(ctx->node_metrics(), *ctx->log(), c);
     if (c.prefill < 0 || c.decode < 0) {
       no_route->Increment();
       return make_error(errc::overloaded,

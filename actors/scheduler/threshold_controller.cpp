@@ -11,9 +11,11 @@ threshold_controller::threshold_controller(settings s, kv_bytes_fn kv_bytes)
   s_.min = std::min(s_.min, s_.planned);
 }
 
-void threshold_controller::set(time_point now, uint64_t t) {
+void threshold_controller::set(time_point now, uint64_t t, const char* reason) {
   last_retune_ = now;
   ++retunes_;
+  if (t != t_)
+    reason_ = reason;
   t_ = t;
 }
 
@@ -37,9 +39,10 @@ threshold_controller::balance_state threshold_controller::balance(time_point now
     behind_since_ = now;
   if (due && now - behind_since_ >= s_.retune_interval) {
     if (behind_ == side::pd && t_ > s_.min)
-      set(now, std::max<uint64_t>(s_.min, static_cast<uint64_t>(static_cast<double>(t_) / step())));
+      set(now, std::max<uint64_t>(s_.min, static_cast<uint64_t>(static_cast<double>(t_) / step())),
+          "pd_behind");
     else if (behind_ == side::prfaas && t_ < s_.max)
-      set(now, std::min(s_.max, raised()));
+      set(now, std::min(s_.max, raised()), "prfaas_behind");
   }
   return balance_state::acted;
 }
@@ -85,6 +88,7 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
     if (t_ != s_.planned && due) {
       t_ = t_ > s_.planned ? std::max(s_.planned, t_ / 2)
                            : std::min(s_.planned, std::max<uint64_t>(1, t_) * 2);
+      reason_ = "back_to_plan";
       last_retune_ = now;
     }
     return t_;
@@ -111,7 +115,7 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
       std::max(1.0, std::chrono::duration<double>(now - samples_.front().first).count());
   const auto found = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
                             s_.planned, s_.max);
-  set(now, std::max(t_, found)); // within an episode t only rises
+  set(now, std::max(t_, found), "link_fit"); // within an episode t only rises
   return t_;
 }
 

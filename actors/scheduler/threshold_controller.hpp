@@ -88,6 +88,11 @@ public:
   uint64_t retunes() const { return retunes_; }
   /// The side balancing last found behind: "pd", "prfaas" or "" (balanced or unknown).
   const char* behind() const;
+  /// Why t last moved: "pd_behind" (lowered: the PD side's wait was the longer),
+  /// "prfaas_behind" (raised: the PrfaaS side's), "link_fit" (re-searched so the KV fits
+  /// the scarce link), "back_to_plan" (toward the planned t once both keep up); "" before
+  /// the first move.
+  const char* last_reason() const { return reason_; }
   const settings& config() const { return s_; }
 
   /// The smallest threshold in [planned, max] whose egress over `lengths` (uncached
@@ -103,7 +108,7 @@ private:
     calm,    ///< both sides keep up: the link fit decides
   };
   balance_state balance(time_point now, bool due, const queue_signals& q);
-  void set(time_point now, uint64_t t);
+  void set(time_point now, uint64_t t, const char* reason);
   double step() const { return std::max(s_.balance_step, 1.01); }
   /// t one balancing step up.
   uint64_t raised() const;
@@ -118,6 +123,7 @@ private:
   enum class side { none, pd, prfaas };
   side behind_ = side::none;
   time_point behind_since_{}; ///< since when behind_ has been behind
+  const char* reason_ = "";   ///< why t last moved (last_reason())
 };
 
 } // namespace prfaas::serving

@@ -415,7 +415,12 @@ TEST_CASE(
   CHECK(std::is_sorted(ts.rbegin(), ts.rend()));
   CHECK(ts.back() == 2000); // min_threshold
   CHECK(decide(f, "d0", 10000).route() == "prfaas");
-  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total") >= 9);
+  // Each move is counted with its reason: all of these lowered t for the PD side.
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total", "reason=\"pd_behind\"") >=
+        9);
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total",
+                  "reason=\"prfaas_behind\"") == -1);
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_planned_threshold_tokens") == 16000);
 
   // The other way round: the PrfaaS side is behind, the PD cluster idles; t rises.
   loads["p0/pf"] = paced(2000000, 20000); // 100 s queued
@@ -426,6 +431,8 @@ TEST_CASE(
     decide(f, "d0", 10000);
   }
   CHECK(t_of() > low * 1.5);
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total",
+                  "reason=\"prfaas_behind\"") >= 2);
 
   // Both keep up: t returns to the planned one, a doubling per retune interval.
   loads["p0/pf"] = paced(0, 20000);
@@ -434,4 +441,6 @@ TEST_CASE(
     decide(f, "d0", 10000);
   }
   CHECK(t_of() == 16000);
+  CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total", "reason=\"back_to_plan\"") >=
+        1);
 }

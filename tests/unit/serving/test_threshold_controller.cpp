@@ -64,11 +64,16 @@ TEST_CASE("controller: planned t while abundant, re-searched on entering scarce"
   // Abundant: the planned t whatever the traffic.
   CHECK(c.update(t0 + 1s, false, {.capacity_bps = 1e6}) == 1000);
   CHECK(c.retunes() == 0);
+  CHECK(std::string(c.last_reason()).empty()); // t has not moved
   // Scarce, link backed up and delivering 144000 bits/s (below its capacity): over the
   // 1 s span of the samples, 10000 + 8000 fit; t = 6000.
   CHECK(c.update(t0 + 1s, true,
                  {.capacity_bps = 1e6, .throughput_bps = 144000, .backlog_bytes = 1}) == 6000);
   CHECK(c.retunes() == 1);
+  CHECK(std::string(c.last_reason()) == "link_fit");
+  // Abundant again: back toward the plan, and that is why it moved.
+  CHECK(c.update(t0 + 4s, false, {.capacity_bps = 1e6}) == 3000);
+  CHECK(std::string(c.last_reason()) == "back_to_plan");
 }
 
 TEST_CASE("controller: within a scarce episode t only rises, at most once per retune interval") {
