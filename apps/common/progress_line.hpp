@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
@@ -17,8 +18,8 @@ namespace prfaas {
 
 class progress_line {
 public:
-  /// `what` names the work ("run", "chaos seed 7"); `force` draws even when stderr is
-  /// not a terminal (tests).
+  /// `what` names the work ("prfaas-sim at 2.0 req/s"); `force` draws even when stderr
+  /// is not a terminal.
   explicit progress_line(std::string what, bool force = false)
       : what_(std::move(what)), on_(force || ::isatty(STDERR_FILENO) == 1), start_(clock::now()),
         last_(start_) {}
