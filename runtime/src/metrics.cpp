@@ -59,35 +59,37 @@ std::string metrics::serialize() const {
   return out.str();
 }
 
+namespace {
+
+/// The family `name` of `fams`, registered with the node label on first use.
+template <class Metric, class Builder>
+prometheus::Family<Metric>& family_of(std::map<std::string, prometheus::Family<Metric>*>& fams,
+                                      Builder builder, const std::string& name,
+                                      const std::string& help, const std::string& node,
+                                      prometheus::Registry& registry) {
+  auto i = fams.find(name);
+  if (i == fams.end())
+    i = fams.emplace(name,
+                     &builder.Name(name).Help(help).Labels({{"node", node}}).Register(registry))
+            .first;
+  return *i->second;
+}
+
+} // namespace
+
 prometheus::Counter& metrics::counter(const std::string& name, const std::string& help,
                                       const prometheus::Labels& labels) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = counters_.find(name);
-  if (i == counters_.end()) {
-    auto& fam = prometheus::BuildCounter()
-                    .Name(name)
-                    .Help(help)
-                    .Labels({{"node", node_}})
-                    .Register(*registry_);
-    i = counters_.emplace(name, &fam).first;
-  }
-  return i->second->Add(labels);
+  return family_of(counters_, prometheus::BuildCounter(), name, help, node_, *registry_)
+      .Add(labels);
 }
 
 prometheus::Histogram& metrics::histogram(const std::string& name, const std::string& help,
                                           const prometheus::Histogram::BucketBoundaries& buckets,
                                           const prometheus::Labels& labels) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = histograms_.find(name);
-  if (i == histograms_.end()) {
-    auto& fam = prometheus::BuildHistogram()
-                    .Name(name)
-                    .Help(help)
-                    .Labels({{"node", node_}})
-                    .Register(*registry_);
-    i = histograms_.emplace(name, &fam).first;
-  }
-  return i->second->Add(labels, buckets);
+  return family_of(histograms_, prometheus::BuildHistogram(), name, help, node_, *registry_)
+      .Add(labels, buckets);
 }
 
 const prometheus::Histogram::BucketBoundaries& latency_buckets() {
@@ -111,16 +113,7 @@ const prometheus::Histogram::BucketBoundaries& token_count_buckets() {
 prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& help,
                                   const prometheus::Labels& labels) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = gauges_.find(name);
-  if (i == gauges_.end()) {
-    auto& fam = prometheus::BuildGauge()
-                    .Name(name)
-                    .Help(help)
-                    .Labels({{"node", node_}})
-                    .Register(*registry_);
-    i = gauges_.emplace(name, &fam).first;
-  }
-  return i->second->Add(labels);
+  return family_of(gauges_, prometheus::BuildGauge(), name, help, node_, *registry_).Add(labels);
 }
 
 double metrics::counter_value(const std::string& name, const prometheus::Labels& labels) const {
