@@ -38,8 +38,9 @@ threshold_controller::balance_state threshold_controller::balance(time_point now
   if (was != behind_)
     behind_since_ = now;
   if (due && now - behind_since_ >= s_.retune_interval) {
-    if (behind_ == side::pd && t_ > s_.min)
-      set(now, std::max<uint64_t>(s_.min, static_cast<uint64_t>(static_cast<double>(t_) / step())),
+    const uint64_t floor = std::max(s_.min, link_floor_); // never below the link bound
+    if (behind_ == side::pd && t_ > floor)
+      set(now, std::max<uint64_t>(floor, static_cast<uint64_t>(static_cast<double>(t_) / step())),
           "pd_behind");
     else if (behind_ == side::prfaas && t_ < s_.max)
       set(now, std::min(s_.max, raised()), "prfaas_behind");
@@ -73,30 +74,35 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
 uint64_t threshold_controller::update(time_point now, bool scarce, const link_signals& link,
                                       const queue_signals& queues) {
   expire(now);
-  const bool due = now - last_retune_ >= s_.retune_interval;
-  const auto b = balance(now, due, queues);
-  if (b == balance_state::acted) {
-    scarce_ = scarce;
-    return t_;
+  // The link bound first (Eq. 2 is a hard limit): while the link is the bottleneck, t
+  // is at least what makes the recent traffic fit it, whatever balancing would do.
+  // Balancing used to pre-empt it whenever both queues were known, and then t crept up
+  // a step per retune interval (256 → 320 → 400 ...) while long prompts kept crossing
+  // a link that could not carry them.
+  const bool entering = scarce && !scarce_;
+  scarce_ = scarce;
+  bool due = now - last_retune_ >= s_.retune_interval;
+  if (!scarce)
+    link_floor_ = 0;
+  else if ((entering || now - last_fit_ >= s_.retune_interval) && fit_link(now, link))
+    due = false; // one move per call: balancing waits for the next interval
+  if (balance(now, due, queues) == balance_state::acted || scarce)
+    return t_; // within a scarce episode t only rises (or balances above the link bound)
+  // Abundant again (bandwidth_mode's hysteresis already passed), or both sides keep up:
+  // back toward the planned t in halvings (doublings from below), one per retune
+  // interval, so a link that only just caught up is not flooded at once again (no
+  // scarce/abundant cycling of t).
+  if (t_ != s_.planned && due) {
+    t_ = t_ > s_.planned ? std::max(s_.planned, t_ / 2)
+                         : std::min(s_.planned, std::max<uint64_t>(1, t_) * 2);
+    reason_ = "back_to_plan";
+    last_retune_ = now;
   }
-  if (!scarce) {
-    // Abundant again (bandwidth_mode's hysteresis already passed), or both sides keep
-    // up: back toward the planned t in halvings (doublings from below), one per retune
-    // interval, so a link that only just caught up is not flooded at once again (no
-    // scarce/abundant cycling of t).
-    scarce_ = false;
-    if (t_ != s_.planned && due) {
-      t_ = t_ > s_.planned ? std::max(s_.planned, t_ / 2)
-                           : std::min(s_.planned, std::max<uint64_t>(1, t_) * 2);
-      reason_ = "back_to_plan";
-      last_retune_ = now;
-    }
-    return t_;
-  }
-  const bool entering = !scarce_;
-  scarce_ = true;
-  if (!entering && now - last_retune_ < s_.retune_interval)
-    return t_;
+  return t_;
+}
+
+bool threshold_controller::fit_link(time_point now, const link_signals& link) {
+  last_fit_ = now;
   // While backed up the link delivers what it measures, not what it was sold as.
   const double usable =
       link.backlog_bytes > 0 && link.throughput_bps > 0
@@ -104,7 +110,7 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
                      link.capacity_bps > 0 ? link.capacity_bps : link.throughput_bps)
           : link.capacity_bps;
   if (usable <= 0 || samples_.empty())
-    return t_;
+    return false;
   std::vector<uint64_t> lengths;
   lengths.reserve(samples_.size());
   for (auto& [_, l] : samples_)
@@ -113,10 +119,11 @@ uint64_t threshold_controller::update(time_point now, bool scarce, const link_si
   // the link has to carry in no time.
   const double span =
       std::max(1.0, std::chrono::duration<double>(now - samples_.front().first).count());
-  const auto found = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
-                            s_.planned, s_.max);
-  set(now, std::max(t_, found), "link_fit"); // within an episode t only rises
-  return t_;
+  link_floor_ = search(std::move(lengths), span, s_.target_utilisation * usable, kv_bytes_,
+                       s_.planned, s_.max);
+  const uint64_t before = t_;
+  set(now, std::max(t_, link_floor_), "link_fit"); // a re-search counts as a retune
+  return t_ != before;
 }
 
 uint64_t threshold_controller::search(std::vector<uint64_t> lengths, double span_seconds,

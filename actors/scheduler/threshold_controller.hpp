@@ -13,15 +13,18 @@
 // neither side is starved for the other. With both waits within `balance_slack`, t
 // returns toward the planned one (one halving or doubling per retune interval).
 //
-// Link fit (when the queues are not known, or balancing is off): while PrfaaS egress
-// is *scarce*, t is re-searched so that what the requests of the recent past would
-// send over the link fits in what the link delivers now — the bandwidth term of Eq. 3
-// on the observed traffic: over the requests of the last `window` (uncached lengths l),
+// Link fit (the bound, Eq. 2): while PrfaaS egress is *scarce*, t is re-searched
+// once per retune interval so that what the requests of the recent past would send
+// over the link fits in what the link delivers now — the bandwidth term of Eq. 3 on
+// the observed traffic: over the requests of the last `window` (uncached lengths l),
 //     egress(t) = Σ_{l > t} kv_bytes(l) · 8 / window_span
-// and t is the smallest observed length with egress(t) ≤ target × usable bandwidth.
-// Usable bandwidth is the measured throughput while the link is backed up (it is the
-// bottleneck, e.g. a `tc tbf` rate below the configured one), else its capacity.
-// Within a scarce episode t only rises; abundant again, it halves back to the planned t.
+// and the bound is the smallest observed length with egress(t) ≤ target × usable
+// bandwidth. Usable bandwidth is the measured throughput while the link is backed up
+// (it is the bottleneck, e.g. a `tc tbf` rate below the configured one), else its
+// capacity. The bound applies whether or not balancing is on: on entering scarce t
+// jumps to it at once, and within the episode the link fit only raises t; balancing
+// moves t above it (a PD cluster behind lowers t no further than the last bound).
+// Abundant again, t halves back to the planned one.
 //
 // No flapping: t moves at most once per `retune_interval`, balancing has a dead band
 // (ratio and slack) and acts only on an imbalance that lasted a retune interval, and
@@ -109,6 +112,8 @@ private:
   };
   balance_state balance(time_point now, bool due, const queue_signals& q);
   void set(time_point now, uint64_t t, const char* reason);
+  /// Re-searches the link bound on the recent traffic and raises t to it; whether t moved.
+  bool fit_link(time_point now, const link_signals& link);
   double step() const { return std::max(s_.balance_step, 1.01); }
   /// t one balancing step up.
   uint64_t raised() const;
@@ -119,6 +124,8 @@ private:
   uint64_t t_;
   bool scarce_ = false;
   time_point last_retune_{};
+  time_point last_fit_{};
+  uint64_t link_floor_ = 0; ///< the last link fit's t in this scarce episode (0: abundant)
   uint64_t retunes_ = 0;
   enum class side { none, pd, prfaas };
   side behind_ = side::none;
