@@ -141,6 +141,22 @@ struct cluster_view {
            (rate * static_cast<double>(n) / static_cast<double>(known));
   }
 
+  /// One side's summed measured prefill pace in tokens/s (a worker without a pace yet
+  /// counts at the side's mean); 0 when no routable worker of the side has one.
+  double prefill_pace(bool prfaas_side) const {
+    double rate = 0;
+    size_t n = 0, known = 0;
+    for (auto& w : prefill)
+      if (w.prfaas == prfaas_side && w.routable()) {
+        ++n;
+        if (w.tokens_per_s > 0) {
+          rate += w.tokens_per_s;
+          ++known;
+        }
+      }
+    return known == 0 ? 0 : rate * static_cast<double>(n) / static_cast<double>(known);
+  }
+
   /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).
   uint64_t prfaas_pending_tokens() const {
     uint64_t sum = 0;

@@ -139,6 +139,7 @@ public:
     queues.pd_seconds = v.prefill_drain_seconds(false);
     const double pf = v.prefill_drain_seconds(true);
     queues.prfaas_seconds = pf < 0 ? -1 : std::max(pf, v.link_queue_seconds);
+    queues.pd_pace_tokens_per_s = v.prefill_pace(false);
     // Move t only with the model's KV size known (otherwise t stays planned), and not
     // while the link is down: nothing is offloaded then whatever t is, and the PD
     // queue that grows meanwhile must not leave t at its floor for when it is back.

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/faults.hpp"
@@ -152,6 +153,14 @@ void publish_threshold(metrics& m, spdlog::logger& log, const route_choice& c) {
         .Increment();
     log.info("scheduler_threshold old={} new={} mode={} reason={}",
              static_cast<uint64_t>(t.Value()), c.threshold, c.mode, why);
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    m.recent().record("threshold", nlohmann::json{{"time", now},
+                                                  {"from", static_cast<uint64_t>(t.Value())},
+                                                  {"to", c.threshold},
+                                                  {"mode", c.mode},
+                                                  {"reason", why}}
+                                       .dump());
   }
   t.Set(static_cast<double>(c.threshold));
   m.gauge("prfaas_scheduler_bandwidth_scarce",

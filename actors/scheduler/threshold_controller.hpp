@@ -13,18 +13,22 @@
 // neither side is starved for the other. With both waits within `balance_slack`, t
 // returns toward the planned one (one halving or doubling per retune interval).
 //
-// Link fit (the bound, Eq. 2): while PrfaaS egress is *scarce*, t is re-searched
-// once per retune interval so that what the requests of the recent past would send
-// over the link fits in what the link delivers now — the bandwidth term of Eq. 3 on
-// the observed traffic: over the requests of the last `window` (uncached lengths l),
+// Link fit (Eq. 2 on the observed traffic): while PrfaaS egress is *scarce*, t is
+// re-searched so that what the requests of the recent past would send over the link
+// fits in what the link delivers now — the bandwidth term of Eq. 3: over the requests
+// of the last `window` (uncached lengths l),
 //     egress(t) = Σ_{l > t} kv_bytes(l) · 8 / window_span
-// and the bound is the smallest observed length with egress(t) ≤ target × usable
-// bandwidth. Usable bandwidth is the measured throughput while the link is backed up
-// (it is the bottleneck, e.g. a `tc tbf` rate below the configured one), else its
-// capacity. The bound applies whether or not balancing is on: on entering scarce t
-// jumps to it at once, and within the episode the link fit only raises t; balancing
-// moves t above it (a PD cluster behind lowers t no further than the last bound).
-// Abundant again, t halves back to the planned one.
+// and t is the smallest observed length with egress(t) ≤ target × usable bandwidth.
+// Usable bandwidth is the measured throughput while the link is backed up (it is the
+// bottleneck, e.g. a `tc tbf` rate below the configured one), else its capacity.
+// Entering a scarce episode, t jumps toward the fit at once, whether or not balancing
+// is on (a sudden rate cut is too far for balancing's steps) — but only as far as the
+// PD cluster can absorb: the recent requests at or below the new t must need at most
+// `absorb_share` of the PD cluster's measured prefill pace (unknown pace: no jump).
+// After that the fit runs only while balancing is calm or blind, and within the
+// episode it only raises t. Balancing may lower t below it again: the link's backlog
+// is a queue like the PD cluster's, and with both behind, splitting the wait beats
+// holding the bound (docs/simulation.md, the bandwidth step).
 //
 // No flapping: t moves at most once per `retune_interval`, balancing has a dead band
 // (ratio and slack) and acts only on an imbalance that lasted a retune interval, and
@@ -57,6 +61,7 @@ public:
     double balance_ratio = 1.5;   ///< one side's wait over the other's to act; 0 = off
     double balance_slack_s = 2.0; ///< ... and by more than this many seconds
     double balance_step = 1.25;   ///< t is divided or multiplied by this per retune
+    double absorb_share = 0.8;    ///< of the PD pace a jump to the link fit may fill
   };
 
   /// How long new prefill work would wait on each side now (seconds; -1 = unknown).
@@ -64,6 +69,7 @@ public:
     double pd_seconds = -1; ///< the PD cluster's prefill queue
     double prfaas_seconds =
         -1; ///< the PrfaaS cluster's: its queue or the egress backlog, the longer
+    double pd_pace_tokens_per_s = 0; ///< the PD cluster's summed prefill pace; 0 = unknown
   };
 
   /// What the link looks like now (from the link monitors).
@@ -112,8 +118,14 @@ private:
   };
   balance_state balance(time_point now, bool due, const queue_signals& q);
   void set(time_point now, uint64_t t, const char* reason);
-  /// Re-searches the link bound on the recent traffic and raises t to it; whether t moved.
-  bool fit_link(time_point now, const link_signals& link);
+  /// Re-searches the link bound on the recent traffic and raises t to it (no higher
+  /// than `cap`); whether t moved.
+  bool fit_link(time_point now, const link_signals& link, uint64_t cap = UINT64_MAX);
+  /// The highest t the PD cluster can take at `pace` tokens/s: the recent requests at or
+  /// below it need at most absorb_share of the pace. t itself when it cannot take more.
+  uint64_t absorbable(time_point now, double pace) const;
+  /// The span the samples cover, at least a second.
+  double span_seconds(time_point now) const;
   double step() const { return std::max(s_.balance_step, 1.01); }
   /// t one balancing step up.
   uint64_t raised() const;
@@ -124,8 +136,6 @@ private:
   uint64_t t_;
   bool scarce_ = false;
   time_point last_retune_{};
-  time_point last_fit_{};
-  uint64_t link_floor_ = 0; ///< the last link fit's t in this scarce episode (0: abundant)
   uint64_t retunes_ = 0;
   enum class side { none, pd, prfaas };
   side behind_ = side::none;

@@ -237,8 +237,8 @@ threshold_controller::settings balancing(uint64_t planned = 16000) {
   return s;
 }
 
-threshold_controller::queue_signals waits(double pd, double prfaas) {
-  return {pd, prfaas};
+threshold_controller::queue_signals waits(double pd, double prfaas, double pd_pace = 0) {
+  return {pd, prfaas, pd_pace};
 }
 
 } // namespace
@@ -367,47 +367,45 @@ TEST_CASE("cluster view: a side's drain time counts workers without a pace at th
   CHECK(v.prefill_drain_seconds(false) == -1); // no routable worker on that side
 }
 
-TEST_CASE("balancing does not pre-empt the link bound: entering scarce jumps t to the link fit") {
+TEST_CASE("entering scarce, t jumps to the link fit as far as the PD cluster's pace takes it") {
   // The live failure this guards: under a tbf cut both queues are known and the PrfaaS
-  // side's wait (the link's backlog) is the longer, so balancing raised t a step per
-  // retune interval (1000 → 2000 → ... with this step) while long prompts kept crossing the link.
+  // side's wait (the link's backlog) is the longer, so balancing alone raised t a step
+  // per retune interval while long prompts kept crossing the link.
   threshold_controller c{balancing(1000), one_byte_per_token};
   const threshold_controller::link_signals slow{
       .capacity_bps = 1e6, .throughput_bps = 80000, .backlog_bytes = 1};
   c.observe(t0, 10000);
   c.observe(t0, 4000);
-  c.update(t0, false, {.capacity_bps = 1e6}, waits(0.5, 20)); // behind, not yet for long
+  c.observe(t0, 500);
+  c.update(t0, false, {.capacity_bps = 1e6}, waits(0.5, 20, 1e6));
   REQUIRE(std::string{c.behind()} == "prfaas");
-  // Entering scarce with the PrfaaS side behind: the link fit's 4000 at once, not 2000.
-  CHECK(c.update(t0 + 1s, true, slow, waits(0.5, 20)) == 4000);
+  // The fit is 4000 (10000 fits 80000 bits/s in the 1 s span, 10000 + 4000 do not). A
+  // PD pace of 1e6 tokens/s takes 500 + 4000 tokens in that second at once.
+  CHECK(c.update(t0 + 1s, true, slow, waits(0.5, 20, 1e6)) == 4000);
   CHECK(std::string{c.last_reason()} == "link_fit");
-  // Still behind a retune interval later: balancing raises t above the bound.
-  CHECK(c.update(t0 + 3s, true, slow, waits(0.5, 20)) == 8000);
+  // Still behind a retune interval later: balancing raises t above it.
+  CHECK(c.update(t0 + 3s, true, slow, waits(0.5, 20, 1e6)) == 8000);
   CHECK(std::string{c.last_reason()} == "prfaas_behind");
 }
 
-TEST_CASE("balancing: a PD cluster behind lowers t no further than the link bound while scarce") {
-  auto s = balancing(1000);
-  s.window = 1s; // each step's bound is over that step's requests only
-  threshold_controller c{s, one_byte_per_token};
+TEST_CASE("the jump stops where the PD cluster's pace runs out; unknown pace, no jump") {
   const threshold_controller::link_signals slow{
       .capacity_bps = 1e6, .throughput_bps = 80000, .backlog_bytes = 1};
-  auto traffic = [&](threshold_controller::time_point at) {
-    for (uint64_t l : {10000, 4000, 3000})
-      c.observe(at, l);
+  auto traffic = [](threshold_controller& c) {
+    for (uint64_t l : {10000, 4000, 3000, 2000, 500})
+      c.observe(t0, l);
   };
-  traffic(t0);
-  // The bound: 10000 fits 80000 bits/s in the 1 s span, 10000 + 4000 do not: t = 4000.
-  REQUIRE(c.update(t0, true, slow, waits(30, 30)) == 4000);
-  // The PD side falls far behind: balancing alone would halve t every interval, but the
-  // link cannot carry more, so t stays at the bound.
-  for (int i = 1; i < 8; ++i) {
-    const auto at = t0 + std::chrono::seconds(2 * i);
-    traffic(at);
-    CHECK(c.update(at, true, slow, waits(30, 1)) == 4000);
-  }
-  CHECK(std::string{c.behind()} == "pd");
-  // Abundant again: the bound is gone and balancing lowers t, one step per interval.
-  CHECK(c.update(t0 + 17s, false, {.capacity_bps = 1e9}, waits(30, 1)) == 2000);
-  CHECK(std::string{c.last_reason()} == "pd_behind");
+  // The fit is 4000 (only 10000 fits 80000 bits/s). 0.8 × 4375 tokens/s = 3500 tokens
+  // in the 1 s span: 500 + 2000 fit, + 3000 does not: t = 2000, not 4000.
+  threshold_controller part{balancing(1000), one_byte_per_token};
+  traffic(part);
+  CHECK(part.update(t0, true, slow, waits(1, 20, 4375)) == 2000);
+  CHECK(std::string{part.last_reason()} == "link_fit");
+  // No pace measured in the PD cluster yet: balancing alone moves t, from where it is.
+  threshold_controller blind{balancing(1000), one_byte_per_token};
+  traffic(blind);
+  CHECK(blind.update(t0, true, slow, waits(1, 20)) == 1000);
+  CHECK(blind.retunes() == 0); // a jump that cannot happen leaves no trace
+  CHECK(blind.update(t0 + 2s, true, slow, waits(1, 20)) == 2000);
+  CHECK(std::string{blind.last_reason()} == "prfaas_behind");
 }
