@@ -14,6 +14,9 @@ packages=(
   libxxhash-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev libjemalloc-dev
   # tests and tools: real HTTP clients, namespaces, link emulation, blackholes, plots
   curl iproute2 nftables procps gnuplot-nox python3 iperf3
+  # the operator's view, tested for real: a Prometheus server and promtool, a headless
+  # browser for the cluster page, python3-yaml for the manifest checks
+  prometheus chromium python3-yaml
   # llama.cpp from the npm registry (tools/llama-cpp.sh), a compiler cache outside the
   # tree, and Node.js for the OpenAI SDK test
   npm nodejs git openssl ccache

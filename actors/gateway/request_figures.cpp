@@ -1,5 +1,7 @@
 #include "gateway/request_figures.hpp"
 
+#include <chrono>
+
 #include "prfaas/runtime/metrics.hpp"
 
 namespace prfaas::serving {
@@ -59,6 +61,22 @@ void observe_finished(metrics& m, const request_figures& f) {
       .Observe(f.cached_tokens);
   m.histogram("prfaas_gateway_output_tokens", "Output tokens of finished requests", tok, r)
       .Observe(f.output_tokens);
+  // The cluster page's "last requests" (wall clock: when it ended).
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  m.recent().record("request", nlohmann::json{{"time", now},
+                                              {"id", f.request_id},
+                                              {"route", f.route},
+                                              {"prefill_node", f.prefill_node},
+                                              {"decode_node", f.decode_node},
+                                              {"attempts", f.attempts},
+                                              {"prompt_tokens", f.prompt_tokens},
+                                              {"cached_tokens", f.cached_tokens},
+                                              {"output_tokens", f.output_tokens},
+                                              {"ttft_s", f.ttft_s},
+                                              {"e2e_s", f.e2e_s},
+                                              {"outcome", "ok"}}
+                                   .dump());
 }
 
 void count_outcome(metrics& m, const std::string& route, const std::string& outcome, double e2e_s) {

@@ -175,3 +175,27 @@ double transport_metrics::inbound_dropped() const {
 }
 
 } // namespace prfaas
+
+namespace prfaas {
+
+void recent_events::record(const std::string& kind, std::string json_object) {
+  std::lock_guard<std::mutex> g{mtx_};
+  auto& q = events_[kind];
+  q.push_back(std::move(json_object));
+  while (q.size() > per_kind_)
+    q.pop_front();
+}
+
+std::string recent_events::json() const {
+  std::lock_guard<std::mutex> g{mtx_};
+  std::string out = "{";
+  for (auto& [kind, q] : events_) {
+    out += (out.size() > 1 ? ",\"" : "\"") + kind + "\":[";
+    for (size_t i = 0; i < q.size(); ++i)
+      out += (i ? "," : "") + q[i];
+    out += "]";
+  }
+  return out + "}";
+}
+
+} // namespace prfaas

@@ -6,7 +6,10 @@
 #include <httplib.h>
 #include <zmq.hpp>
 
+#include "cluster_page.hpp" // generated from src/admin/cluster_page.html
+#include "prfaas/runtime/cluster_view.hpp"
 #include "prfaas/runtime/errors.hpp"
+#include "prfaas/runtime/observer.hpp"
 #include "prfaas/runtime/sim_data_plane.hpp"
 #include "prfaas/runtime/supervisor.hpp"
 #include "prfaas/runtime/zmq_wire.hpp"
@@ -250,6 +253,8 @@ void node::stop() {
       if (admin_thread_.joinable())
         admin_thread_.join();
     }
+    if (observer_)
+      observer_->stop();
     stop_and_wait(sys_, caf::actor_cast<caf::actor>(transport_));
     if (messenger_)
       messenger_->stop();
@@ -321,6 +326,24 @@ std::string node::set_live_fault(const std::string& point, const std::string& bo
   return "ok fired=" + std::to_string(faults_->fired(point)) + "\n";
 }
 
+void node::install_cluster_page() {
+  observer_ = std::make_unique<node_observer>(metrics_, node_observer::settings{});
+  observer_->start();
+  admin_->Get("/overview", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(observer_->overview_json(), "application/json");
+  });
+  // Any node draws the whole deployment: it asks every node's /health and /overview.
+  admin_->Get("/cluster", [this](const httplib::Request&, httplib::Response& res) {
+    auto g = gather_cluster(dep_, std::chrono::milliseconds(1500), true);
+    res.set_content(cluster_json(dep_, g, cfg_.name), "application/json");
+  });
+  admin_->Get("/ui", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(cluster_page_html, "text/html; charset=utf-8");
+  });
+  admin_->Get("/",
+              [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/ui"); });
+}
+
 void node::start_admin() {
   auto colon = cfg_.admin.rfind(':');
   auto host = cfg_.admin.substr(0, colon);
@@ -333,6 +356,7 @@ void node::start_admin() {
     res.status = escalated() || stopped_ ? 503 : 200;
     res.set_content(health_json(), "application/json");
   });
+  install_cluster_page();
   if (opts_.live_faults)
     admin_->Put(
         R"(/faults/([A-Za-z0-9_.]+))", [this](const httplib::Request& req, httplib::Response& res) {

@@ -4,6 +4,7 @@
 // the node's admin endpoint serves it as Prometheus text at /metrics.
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,21 @@ inline constexpr size_t drop_reason_count = 17;
 const char* to_string(drop_reason);
 bool is_inbound_drop(drop_reason);
 
+/// The last few events of each kind a node's actors recorded (a finished request, a move
+/// of the threshold), as JSON object texts, for the cluster page. Bounded; thread-safe.
+class recent_events {
+public:
+  explicit recent_events(size_t per_kind = 30) : per_kind_(per_kind) {}
+  void record(const std::string& kind, std::string json_object);
+  /// `{"kind":[oldest ... newest], ...}`.
+  std::string json() const;
+
+private:
+  size_t per_kind_;
+  mutable std::mutex mtx_;
+  std::map<std::string, std::deque<std::string>> events_;
+};
+
 /// A node's metrics registry.
 class metrics {
 public:
@@ -71,8 +87,13 @@ public:
 
   const std::string& node() const { return node_; }
 
+  /// The node's recent events (beside its metrics: both are what an operator reads).
+  recent_events& recent() { return recent_; }
+  const recent_events& recent() const { return recent_; }
+
 private:
   std::string node_;
+  recent_events recent_;
   std::shared_ptr<prometheus::Registry> registry_;
   mutable std::mutex mtx_;
   std::map<std::string, prometheus::Family<prometheus::Counter>*> counters_;

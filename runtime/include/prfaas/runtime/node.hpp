@@ -34,6 +34,8 @@ class Server;
 
 namespace prfaas {
 
+class node_observer;
+
 struct node_options {
   sim_network_ptr sim;           ///< simulated network; null = ZeroMQ
   zmq::context_t* zmq = nullptr; ///< shared ZeroMQ context (required without sim)
@@ -101,6 +103,8 @@ private:
   /// with `status` 200, 400 (not a probability) or 404.
   std::string set_live_fault(const std::string& point, const std::string& body, int& status);
   void start_admin();
+  /// /overview, /cluster and the page at /ui (with the observer that feeds them).
+  void install_cluster_page();
   void start_data_plane();
   data_plane_ptr attach_sim_data_plane(data_plane_config dc);
   std::string health_json();
@@ -123,6 +127,7 @@ private:
   caf::actor supervisor_;
   std::shared_ptr<escalation> escalated_ = std::make_shared<escalation>();
   std::unique_ptr<httplib::Server> admin_;
+  std::unique_ptr<node_observer> observer_; ///< with the admin endpoint: /overview, /cluster
   std::thread admin_thread_;
   int admin_port_ = 0;
   bool started_ = false;
