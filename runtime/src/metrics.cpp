@@ -110,6 +110,16 @@ const prometheus::Histogram::BucketBoundaries& token_count_buckets() {
   return b;
 }
 
+const prometheus::Histogram::BucketBoundaries& byte_count_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b = [] {
+    prometheus::Histogram::BucketBoundaries v;
+    for (double x = 1024; x <= 64.0 * (1ull << 30); x *= 4)
+      v.push_back(x);
+    return v;
+  }();
+  return b;
+}
+
 prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& help,
                                   const prometheus::Labels& labels) {
   std::lock_guard<std::mutex> guard{mtx_};

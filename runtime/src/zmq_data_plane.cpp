@@ -545,6 +545,24 @@ std::vector<data_link_report> zmq_data_plane_impl::links() const {
   return published_;
 }
 
+void zmq_data_plane_impl::observe_completed(const std::string& peer, const transfer_stats& st) {
+  const prometheus::Labels l{{"peer", peer}};
+  metrics_
+      .histogram("prfaas_data_transfer_seconds",
+                 "Completed sent transfers: open to the receiver's confirmation", latency_buckets(),
+                 l)
+      .Observe(std::chrono::duration<double>(st.completed - st.opened).count());
+  metrics_
+      .histogram("prfaas_data_transfer_exposed_seconds",
+                 "Completed sent transfers: wire time after the last chunk was produced",
+                 latency_buckets(), l)
+      .Observe(std::chrono::duration<double>(st.exposed_wire_time()).count());
+  metrics_
+      .histogram("prfaas_data_transfer_bytes", "Completed sent transfers: payload bytes",
+                 byte_count_buckets(), l)
+      .Observe(static_cast<double>(st.bytes));
+}
+
 } // namespace detail
 
 data_plane_ptr make_zmq_data_plane(data_plane_config cfg, metrics& m, logger_ptr log) {

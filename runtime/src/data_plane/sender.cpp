@@ -571,6 +571,7 @@ void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, cons
                {{"peer", t.peer}, {"outcome", outcome}})
       .Increment();
   if (ok) {
+    observe_completed(t.peer, t.stats);
     log_->debug("data_transfer_done id={} peer={} sink={} bytes={} chunks={} retransmits={} "
                 "corrupted={} exposed_ms={:.3f}",
                 id, t.peer, t.sink, t.stats.bytes, t.stats.chunks, t.stats.retransmits,

@@ -271,6 +271,8 @@ private:
   void check_timeouts(dp_clock::time_point now);
   /// Runs `done` once and forgets the transfer.
   void complete(uint64_t id, bool ok, std::string error, const char* outcome);
+  /// The completed-transfer histograms (seconds, exposed seconds, bytes) by peer.
+  void observe_completed(const std::string& peer, const transfer_stats& st);
   std::string fail_detail(const outbound_transfer& t) const;
 
   // -- data_plane/bulk.cpp -----------------------------------------------------------

@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <limits>
 #include <set>
+#include <sstream>
 
 #include <zmq.hpp>
 
@@ -14,6 +16,19 @@
 using namespace prfaas;
 using namespace prfaas::test;
 namespace dw = prfaas::data_wire;
+
+namespace {
+
+/// The value of the one series `name{...label...}` in Prometheus text; NaN if absent.
+double series(const std::string& text, const std::string& name, const std::string& label) {
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + "{", 0) == 0 && line.find(label) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+} // namespace
 
 TEST_CASE("data plane: many transfers of random sizes arrive byte-identical and in order") {
   dp_pair p{[](data_plane_config& c) { c.default_link.connections = 3; }};
@@ -56,6 +71,14 @@ TEST_CASE("data plane: many transfers of random sizes arrive byte-identical and 
   CHECK(p.ma.counter_value("prfaas_data_transfers_total", {{"peer", "b"}, {"outcome", "ok"}}) ==
         transfers);
   CHECK(p.ma.counter_value("prfaas_data_bytes_sent_total", {{"peer", "b"}}) >= total_bytes);
+  // One observation per completed transfer in each per-peer histogram; the bytes'
+  // sum is the payload sent.
+  const auto text = p.ma.serialize();
+  CHECK(series(text, "prfaas_data_transfer_bytes_count", "peer=\"b\"") == transfers);
+  CHECK(series(text, "prfaas_data_transfer_bytes_sum", "peer=\"b\"") ==
+        static_cast<double>(total_bytes));
+  CHECK(series(text, "prfaas_data_transfer_seconds_count", "peer=\"b\"") == transfers);
+  CHECK(series(text, "prfaas_data_transfer_exposed_seconds_count", "peer=\"b\"") == transfers);
   CHECK(p.mb.counter_value("prfaas_data_bytes_received_total", {{"peer", "a"}}) == total_bytes);
 }
 

@@ -108,8 +108,11 @@ private:
 const prometheus::Histogram::BucketBoundaries& latency_buckets();
 /// time per output token, 1 ms to 2 s: a batched GPU decode step to a CPU model's;
 const prometheus::Histogram::BucketBoundaries& token_interval_buckets();
-/// token counts, 1 to 1M in powers of 4: one-token prompts to 128K+ contexts.
+/// token counts, 1 to 1M in powers of 4: one-token prompts to 128K+ contexts;
 const prometheus::Histogram::BucketBoundaries& token_count_buckets();
+/// byte counts, 1 KiB to 64 GiB in powers of 4: a short prompt's KV on the reference
+/// model to a 128K-token prompt's on a large model.
+const prometheus::Histogram::BucketBoundaries& byte_count_buckets();
 
 /// The transport's counters, resolved once so hot paths only touch atomics.
 struct transport_metrics {
