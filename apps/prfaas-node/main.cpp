@@ -23,6 +23,7 @@
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/actor_system.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/log.hpp"
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/plugin.hpp"
 
@@ -57,7 +58,17 @@ struct subcommands {
   CLI::App* status = nullptr;
 };
 
+/// The tool subcommands, and --log-format (it applies before any node starts).
 void add_subcommands(CLI::App& app, subcommands& s) {
+  app.add_option_function<std::string>(
+         "--log-format",
+         [](const std::string& f) {
+           prfaas::set_log_format(f == "json" ? prfaas::log_format::json
+                                              : prfaas::log_format::text);
+         },
+         "text (`event key=value` lines, the default) or json (one object per line, the "
+         "same fields)")
+      ->check(CLI::IsMember({"text", "json"}));
   s.keygen = app.add_subcommand("keygen", "make a node's CURVE key pair (see security: in "
                                           "configs/sample.yaml)");
   s.keygen->add_option("--out,-o", s.keygen_opts.out,

@@ -17,9 +17,9 @@ TEST_CASE("bucket_quantile interpolates inside the bucket like histogram_quantil
   const double inf = std::numeric_limits<double>::infinity();
   // 10 observations: 2 in (0, 1], 6 in (1, 2], 2 in (2, 4].
   const std::vector<std::pair<double, double>> b{{1, 2}, {2, 8}, {4, 10}, {inf, 10}};
-  CHECK(bucket_quantile(0.5, b) == Approx(1.5));  // rank 5: 3 of 6 into (1, 2]
-  CHECK(bucket_quantile(0.1, b) == Approx(0.5));  // rank 1: half of (0, 1]
-  CHECK(bucket_quantile(0.9, b) == Approx(3.0));  // rank 9: half of (2, 4]
+  CHECK(bucket_quantile(0.5, b) == Approx(1.5)); // rank 5: 3 of 6 into (1, 2]
+  CHECK(bucket_quantile(0.1, b) == Approx(0.5)); // rank 1: half of (0, 1]
+  CHECK(bucket_quantile(0.9, b) == Approx(3.0)); // rank 9: half of (2, 4]
   CHECK(bucket_quantile(1.0, b) == Approx(4.0));
   // A quantile in the +Inf bucket is the last finite bound.
   CHECK(bucket_quantile(0.99, {{1, 1}, {inf, 10}}) == Approx(1.0));
@@ -29,8 +29,10 @@ TEST_CASE("bucket_quantile interpolates inside the bucket like histogram_quantil
 
 TEST_CASE("observer: time series of t, quantiles over the window's increase, events") {
   auto m = std::make_shared<metrics>("n1");
-  node_observer obs{m, {.period = std::chrono::milliseconds(2000), .samples = 3,
-                        .window = std::chrono::seconds(12)}};
+  node_observer obs{m,
+                    {.period = std::chrono::milliseconds(2000),
+                     .samples = 3,
+                     .window = std::chrono::seconds(12)}};
   auto& t = m->gauge("prfaas_scheduler_threshold_tokens", "t");
   auto& ttft = m->histogram("prfaas_gateway_ttft_seconds", "ttft", {0.1, 1, 10}, {{"route", "pd"}});
   m->gauge("prfaas_unrelated", "not sampled").Set(7);
