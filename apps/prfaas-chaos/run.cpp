@@ -2,12 +2,14 @@
 #include "token_check.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "faults.hpp"
 #include "load.hpp"
 #include "probe.hpp"
 #include "common/http_probe.hpp"
+#include "common/progress_line.hpp"
 #include "watcher.hpp"
 
 namespace prfaas::chaos {
@@ -98,6 +100,53 @@ double since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+/// On a terminal, a line redrawn while the scenario runs: seconds of load elapsed
+/// and left, faults applied and undone, requests the gateway has ended; fault events
+/// print above it. Piped, only the events, as lines.
+class live_progress {
+public:
+  live_progress(const topology& topo, const scenario& s, clock_type::time_point t0)
+      : topo_(topo), total_s_(std::chrono::duration<double>(s.load.duration).count()), t0_(t0),
+        line_("prfaas-chaos " + s.name, false), faults_(s.faults.size()) {}
+
+  /// Sleeps until `at`, redrawing the line every half second.
+  void wait_until(clock_type::time_point at) {
+    while (clock_type::now() < at) {
+      std::this_thread::sleep_until(std::min(at, clock_type::now() + 500ms));
+      draw();
+    }
+  }
+  void event(const std::string& what) {
+    (what.rfind("applied", 0) == 0 ? applied_ : undone_) += 1;
+    line_.print_above("prfaas-chaos: " + what);
+    draw(true);
+  }
+  void done() { line_.finish(); }
+
+private:
+  void draw(bool now = false) {
+    if (!line_.enabled())
+      return;
+    const double at = since(t0_);
+    std::string ended = "?";
+    if (auto m = get_metrics(topo_.place(topo_.gateway().node)))
+      ended = std::to_string(static_cast<long>(proc::metric(*m, "prfaas_gateway_requests_total")));
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "load %.0f/%.0f s  faults %zu applied, %zu undone of %zu  requests ended %s  "
+                  "ETA %.0f s   ",
+                  at, total_s_, applied_, undone_, faults_, ended.c_str(),
+                  std::max(0.0, total_s_ - at));
+    line_.show(text, now);
+  }
+
+  const topology& topo_;
+  double total_s_;
+  clock_type::time_point t0_;
+  progress_line line_;
+  size_t faults_, applied_ = 0, undone_ = 0;
+};
+
 } // namespace
 
 report run_scenario(const scenario& s, const environment& env, const run_options& opts) {
@@ -130,9 +179,9 @@ report run_scenario(const scenario& s, const environment& env, const run_options
 
   load.start();
   const auto t0 = clock_type::now();
+  live_progress progress{topo, s, t0};
   for (auto& e : timeline(s)) {
-    std::this_thread::sleep_until(
-        t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
+    progress.wait_until(t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
     auto& f = s.faults[e.fault];
     if (e.apply) {
       watchers[e.fault] = std::make_unique<watcher>(topo, f);
@@ -144,9 +193,11 @@ report run_scenario(const scenario& s, const environment& env, const run_options
       watchers[e.fault]->undone(clock_type::now());
       undone_s[e.fault] = since(t0);
     }
-    std::cerr << "prfaas-chaos: " << (e.apply ? "applied " : "undone  ") << f.describe() << " at "
-              << since(t0) << " s" << std::endl;
+    progress.event((e.apply ? "applied " : "undone  ") + f.describe() + " at " +
+                   std::to_string(since(t0)) + " s");
   }
+  progress.wait_until(t0 + std::chrono::duration_cast<clock_type::duration>(s.load.duration));
+  progress.done();
 
   // Every request ends within its deadline of being sent, the last sent at `duration`.
   const auto limit = s.load.duration + s.load.deadline + seconds{30} - seconds{since(t0)};

@@ -1,4 +1,5 @@
 #include "chaos_command.hpp"
+
 #include "common/token_diff.hpp"
 
 #include <array>
@@ -668,68 +669,6 @@ CLI::App* add_chaos_command(CLI::App& app, chaos_options& o) {
 json chaos_seed(const chaos_options& opts, uint64_t seed) {
   chaos_run run(opts, seed);
   return run.run();
-}
-
-json chaos_sweep(const chaos_options& opts) {
-  json seeds = json::array();
-  std::map<std::string, uint64_t> probes, points;
-  size_t requests = 0, ok = 0, lost = 0, duplicated = 0, violations = 0, scheduled = 0;
-  for (size_t i = 0; i < opts.seeds; ++i) {
-    const uint64_t seed = opts.seed + i;
-    auto r = chaos_seed(opts, seed);
-    requests += r["requests"].get<size_t>();
-    ok += r["ok"].get<size_t>();
-    lost += r["lost"].get<size_t>();
-    duplicated += r["duplicated"].get<size_t>();
-    violations += r["violations"].size();
-    scheduled += r["faults"].size();
-    for (auto& [k, v] : r["probes"].items())
-      probes[k] += v.get<uint64_t>();
-    for (auto& [k, v] : r["fault_points_fired"].items())
-      points[k] += v.get<uint64_t>();
-    if (opts.progress)
-      std::cerr << "seed " << seed << ": " << r["requests"] << " requests, " << r["ok"] << " ok, "
-                << r["lost"] << " lost, " << r["faults"].size() << " faults, "
-                << r["violations"].size() << " violations\n";
-    seeds.push_back(std::move(r));
-  }
-  std::vector<std::string> missing;
-  for (auto& p : probe_inventory())
-    if (p.in_simulation && probes[std::string{p.name}] == 0)
-      missing.emplace_back(p.name);
-  uint64_t fired = 0;
-  for (auto& [_, n] : points)
-    fired += n;
-  json out;
-  out["summary"] = {{"seeds", opts.seeds},
-                    {"first_seed", opts.seed},
-                    {"requests", requests},
-                    {"ok", ok},
-                    {"lost", lost},
-                    {"duplicated", duplicated},
-                    {"violations", violations},
-                    {"faults_scheduled", scheduled},
-                    {"fault_points_fired", fired},
-                    {"probes", probes},
-                    {"probes_never_fired", missing}};
-  out["seeds"] = std::move(seeds);
-  return out;
-}
-
-int run_chaos(const chaos_options& opts) {
-  json out;
-  if (!report_bad_input([&] { out = chaos_sweep(opts); }))
-    return 2;
-  if (!write_json(out, opts.json_out))
-    return 2;
-  const auto& s = out["summary"];
-  std::cerr << "chaos sweep: " << s["seeds"] << " seeds, " << s["requests"] << " requests, "
-            << s["faults_scheduled"] << " scheduled faults + " << s["fault_points_fired"]
-            << " fault-point firings; " << s["lost"] << " lost, " << s["duplicated"]
-            << " duplicated, " << s["violations"]
-            << " invariant violations; probes never fired: " << s["probes_never_fired"].dump()
-            << "\n";
-  return s["violations"] == 0 && s["lost"] == 0 && s["probes_never_fired"].empty() ? 0 : 1;
 }
 
 } // namespace prfaas::sim
