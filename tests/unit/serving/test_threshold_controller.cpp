@@ -388,7 +388,8 @@ TEST_CASE("entering scarce, t jumps to the link fit as far as the PD cluster's p
   CHECK(std::string{c.last_reason()} == "prfaas_behind");
 }
 
-TEST_CASE("the jump stops where the PD cluster's pace runs out, and an unknown pace makes no jump") {
+TEST_CASE(
+    "the jump stops where the PD cluster's pace runs out, and an unknown pace makes no jump") {
   const threshold_controller::link_signals slow{
       .capacity_bps = 1e6, .throughput_bps = 80000, .backlog_bytes = 1};
   auto traffic = [](threshold_controller& c) {
