@@ -211,6 +211,7 @@ struct gateway_env {
     const auto prompt = prefill_prompt(*e);
     q.set_request_id(e->a->id);
     q.set_prompt_tokens(static_cast<uint32_t>(prompt.size()));
+    q.set_max_output_tokens(e->a->req.max_tokens - static_cast<uint32_t>(e->resumed_after.size()));
     // The prompt's chained block ids, for cache-aware routing (the KV directory).
     for (auto id : engine::block_hasher{cfg.block_tokens}.hash(prompt))
       q.add_block_ids(id);
@@ -529,11 +530,10 @@ struct gateway_env {
       fail_deadline(e);
   }
 
-  /// A request has heard nothing from its decode worker for stall_timeout (no token
-  /// yet, or none since the last): ask the worker whether it still has it. One that restarted (a
-  /// crash the node survived, so the failure detector saw nothing) has forgotten it, and the
-  /// request resumes elsewhere; one that does not answer is treated the same. A worker that has it
-  /// (a long wait for a batch slot) is left alone.
+  /// Nothing from its decode worker for stall_timeout (no token yet, or none since the last):
+  /// ask the worker whether it still has the request. One that restarted (a crash the node
+  /// survived, unseen by the failure detector) has forgotten it, and the request resumes
+  /// elsewhere, as when it does not answer; one that has it (waiting for a slot) is left alone.
   void check_stall(const entry_ptr& e) const {
     e->status_asked = true;
     DecodeStatusQuery q;

@@ -211,6 +211,11 @@ public:
   virtual ~routing_policy() = default;
   virtual std::string name() const = 0;
   virtual route_choice decide(const route_input& in, const cluster_view& view) = 0;
+  /// The long-term controller re-planned the offload threshold: a policy with one takes
+  /// it as its planned operating point. False: this policy has no threshold.
+  virtual bool replan(std::chrono::steady_clock::time_point /*now*/, uint64_t /*planned*/) {
+    return false;
+  }
 };
 
 using policy_factory = std::function<std::unique_ptr<routing_policy>(const actor_params&)>;

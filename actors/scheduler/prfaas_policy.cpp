@@ -194,6 +194,11 @@ public:
     return c;
   }
 
+  bool replan(std::chrono::steady_clock::time_point now, uint64_t planned) override {
+    control_.replan(now, planned);
+    return true;
+  }
+
 private:
   /// The holder of the best cache on the other side of the chosen worker.
   static void pick_cache_source(route_choice& c, const route_input& in, const cluster_view& v) {

@@ -24,6 +24,18 @@ std::pair<uint32_t, uint32_t> role_controller::pd_roles(const cluster_view& v) {
   return {p, d};
 }
 
+std::pair<uint32_t, uint32_t> role_controller::prefill_range(const cluster_view& v) const {
+  auto [np, nd] = pd_roles(v);
+  uint32_t as_prefill = 0, as_decode = 0;
+  for (auto& n : nodes_) {
+    as_prefill += v.prefill[n.prefill].routable() ? 1 : 0;
+    as_decode += v.decode[n.decode].routable() ? 1 : 0;
+  }
+  const uint32_t lo = std::max(np - as_prefill, std::min(np, s_.min_prefill));
+  const uint32_t hi = np + std::min(as_decode, nd > s_.min_decode ? nd - s_.min_decode : 0);
+  return {lo, std::max(lo, hi)};
+}
+
 void role_controller::measure(const cluster_view& v) {
   double pending = 0, occupancy = 0;
   size_t np = 0, nd = 0;
@@ -64,9 +76,11 @@ std::vector<role_controller::event> role_controller::tick(time_point now, cluste
     return out;
   auto [np, nd] = pd_roles(v);
   std::optional<event> e;
-  if (load_p_ >= s_.high && load_d_ <= s_.low && nd > s_.min_decode)
+  const bool want_prefill = target_ ? np < *target_ : load_p_ >= s_.high && load_d_ <= s_.low;
+  const bool want_decode = target_ ? np > *target_ : load_d_ >= s_.high && load_p_ <= s_.low;
+  if (want_prefill && nd > s_.min_decode)
     e = start(now, v, true);
-  else if (load_d_ >= s_.high && load_p_ <= s_.low && np > s_.min_prefill)
+  else if (want_decode && np > s_.min_prefill)
     e = start(now, v, false);
   if (e)
     out.push_back(*e);

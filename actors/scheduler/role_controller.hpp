@@ -14,6 +14,10 @@
 // report shows it empty, the other role takes work. One conversion at a time, then a
 // `cooldown`; a drain that does not finish within `drain_timeout` is undone.
 // The workers never move; only which of the node's two roles is routed to changes.
+//
+// With online re-planning (replanner.hpp) the plan sets a target count of PD prefill
+// instances; while one is set, conversions move toward it (same drain, one at a time,
+// same cooldown) and the load thresholds are not consulted.
 
 #include <chrono>
 #include <cstdint>
@@ -55,6 +59,14 @@ public:
   /// Feeds the current view; may disable or enable workers in it.
   std::vector<event> tick(time_point now, cluster_view& v);
 
+  /// The plan's PD prefill instances; nullopt = follow the load thresholds.
+  void set_target(std::optional<uint32_t> prefill) { target_ = prefill; }
+  std::optional<uint32_t> target() const { return target_; }
+  /// The fewest and most PD prefill instances conversions can reach from `v` (the
+  /// routable PD prefill workers minus / plus the convertible nodes now serving the
+  /// other role), within the minimums of both roles.
+  std::pair<uint32_t, uint32_t> prefill_range(const cluster_view& v) const;
+
   size_t convertible() const { return nodes_.size(); }
   uint64_t conversions() const { return conversions_; }
   double prefill_load() const { return load_p_; }
@@ -82,6 +94,7 @@ private:
   settings s_;
   std::vector<dual> nodes_;
   std::optional<conversion> active_;
+  std::optional<uint32_t> target_;
   time_point last_tick_{};
   time_point last_change_{};
   bool started_ = false;

@@ -39,7 +39,7 @@
 #include "prfaas/wire/link.pb.h"
 #include "prfaas/wire/serving.pb.h"
 #include "scheduler/policy.hpp"
-#include "scheduler/role_controller.hpp"
+#include "scheduler/long_term.hpp"
 
 namespace prfaas::serving {
 
@@ -49,11 +49,11 @@ struct scheduler_state {
   static inline const char* name = "scheduler";
   std::unique_ptr<routing_policy> policy;
   cluster_view view;
-  std::set<std::string> link_down;      ///< links ("cluster|peer") a monitor reports down
-  std::optional<role_controller> roles; ///< long-term P/D conversion (convert_interval > 0)
-  double last_queue_seconds = 0;        ///< the PrfaaS egress drain time of the last link report
-  std::shared_ptr<actor_inbox> inbox;   ///< the KV size model, once built off the actor's thread
-  std::thread kv_builder;               ///< builds it (live); joined when the scheduler ends
+  std::set<std::string> link_down;    ///< links ("cluster|peer") a monitor reports down
+  std::optional<long_term> control;   ///< re-planning and P/D conversion (both optional)
+  double last_queue_seconds = 0;      ///< the PrfaaS egress drain time of the last link report
+  std::shared_ptr<actor_inbox> inbox; ///< the KV size model, once built off the actor's thread
+  std::thread kv_builder;             ///< builds it (live); joined when the scheduler ends
 
   ~scheduler_state() {
     if (kv_builder.joinable())
@@ -126,17 +126,6 @@ void apply_standby(cluster_view& v, const std::vector<std::string>& standby,
   }
 }
 
-role_controller::settings role_settings(const actor_params& p) {
-  role_controller::settings r;
-  r.interval = p.dur("convert_interval");
-  r.cooldown = p.dur("convert_cooldown");
-  r.drain_timeout = p.dur("convert_drain_timeout");
-  r.high = p.number("convert_high");
-  r.low = p.number("convert_low");
-  r.prefill_full_tokens = static_cast<double>(p.integer("prefill_full_tokens"));
-  return r;
-}
-
 prometheus::Gauge& threshold_gauge(metrics& m) {
   return m.gauge("prfaas_scheduler_threshold_tokens",
                  "Offload threshold t of the last decision (uncached tokens)");
@@ -186,8 +175,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   self->state.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
                                 split_names(params.str("decode_types")));
   apply_standby(self->state.view, split_names(params.str("standby")), self_name);
-  if (params.dur("convert_interval") > duration{0})
-    self->state.roles.emplace(role_settings(params), self->state.view);
+  self->state.control.emplace(params, ctx->deployment(), self->state.view, *ctx->log());
   const auto interval = params.dur("load_interval");
   const auto grace = params.dur("route_grace");
   const auto me = ctx->local(self_name);
@@ -205,9 +193,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   auto* cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
                                  "Routes decided without the KV directory's answer");
   threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
-  m.gauge("prfaas_scheduler_planned_threshold_tokens",
-          "The planned offload threshold (the configured one: online re-planning is not built)")
-      .Set(static_cast<double>(params.integer("threshold")));
+  planned_threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
   // The model's KV size per prompt: what an offload ships over the link. Building an
   // engine for it can take seconds (a GGUF: loading, hashing, a probe), which must not
   // stall this node's actor threads: live, it is built on a thread of its own, and until
@@ -277,6 +263,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     }
     auto& p = v.prefill[c.prefill];
     auto& d = v.decode[c.decode];
+    self->state.control->observe(v.now, c, v, q.max_output_tokens());
     // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
     // session's prefix must not look busy with its own cache hits).
     const auto now = self->clock().now();
@@ -328,27 +315,8 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         for (size_t i = 0; i < self->state.view.decode.size(); ++i)
           if (self->state.view.decode[i].up)
             poll(false, i);
-        if (auto& roles = self->state.roles) {
-          for (auto& e : roles->tick(self->clock().now(), self->state.view)) {
-            ctx->log()->warn(
-                "scheduler_role node={} to={} phase={} prefill_load={:.2f} decode_load={:.2f}",
-                e.node, e.to, e.phase, roles->prefill_load(), roles->decode_load());
-            ctx->node_metrics()
-                .counter("prfaas_scheduler_role_changes_total",
-                         "Long-term controller: P/D conversions by target role and phase",
-                         {{"to", e.to}, {"phase", e.phase}})
-                .Increment();
-          }
-          auto [np, nd] = role_controller::pd_roles(self->state.view);
-          ctx->node_metrics()
-              .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
-                     {{"role", "prefill"}})
-              .Set(np);
-          ctx->node_metrics()
-              .gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
-                     {{"role", "decode"}})
-              .Set(nd);
-        }
+        self->state.control->tick(self->clock().now(), self->state.view, *self->state.policy,
+                                  ctx->node_metrics(), *ctx->log());
         self->delayed_send(self, interval, caf::tick_atom_v);
       },
       [=](const membership_event& e) {
@@ -463,97 +431,89 @@ void check_params(const std::string& path, const actor_params& p) {
     throw config_error(path + ".balance_ratio", "must be 0 (off) or at least 1");
   if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
     throw config_error(path + ".balance_step", "must be in (1, 16]");
+  long_term::check(path, p);
+}
+
+// The scheduler's parameters: routing and the short-term controller here, the
+// long-term controller's in long_term.cpp.
+std::vector<param_spec> scheduler_params() {
+  std::vector<param_spec> out{
+      {"policy", param_kind::string, "threshold", "routing policy by name"},
+      {"threshold", param_kind::integer, "4096",
+       "policy threshold: offload prompts longer than this many uncached tokens"},
+      {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
+      {"route_grace", param_kind::duration, "20ms",
+       "a route stays counted against its worker until a load report polled this "
+       "long after it (the order may still be on its way from the gateway)"},
+      {"scarce_utilisation", param_kind::number, "0.85",
+       "prfaas policy: link utilisation at which bandwidth becomes scarce"},
+      {"abundant_utilisation", param_kind::number, "0.6",
+       "prfaas policy: ... and abundant again (with the queue below its bound)"},
+      {"scarce_queue_tokens", param_kind::integer, "524288",
+       "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
+      {"abundant_queue_tokens", param_kind::integer, "131072",
+       "prfaas policy: ... and abundant again"},
+      {"max_threshold", param_kind::integer, "0",
+       "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
+      {"min_threshold", param_kind::integer, "0",
+       "prfaas policy: balancing never lowers t below this"},
+      {"balance_ratio", param_kind::number, "1.5",
+       "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
+       "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
+      {"balance_slack", param_kind::duration, "2s", "prfaas policy: ... and by more than this"},
+      {"balance_step", param_kind::number, "1.25",
+       "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
+      {"target_utilisation", param_kind::number, "0.8",
+       "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
+      {"control_window", param_kind::duration, "30s",
+       "prfaas policy: recent requests whose lengths the re-search uses"},
+      {"retune_interval", param_kind::duration, "2s",
+       "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
+      {"backlog_horizon", param_kind::duration, "1s",
+       "prfaas policy: a link backlog needing this long to drain at the measured rate counts "
+       "as full utilisation"},
+      {"move_caches", param_kind::boolean, "true",
+       "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
+       "cluster is moved to the prefill worker chosen for it"},
+      {"offload", param_kind::string, "threshold",
+       "prfaas policy: what decides where a prefill runs: threshold (offload iff the "
+       "uncached length exceeds t) or cost (the worker, either cluster, expected to have "
+       "the KV at the decode side soonest; t decides while the link is the bottleneck "
+       "or a cluster has no measured pace)"},
+      {"load_weight", param_kind::number, "1.0",
+       "cache-aware placement: cost of one pending token against one uncached token"},
+      {"decode_weight", param_kind::number, "512",
+       "kv_router policy: cost of one sequence decoding on a prefill worker's node, in "
+       "uncached tokens"},
+      {"directory", param_kind::string, "\"\"",
+       "KV directory to ask for prefix matches (node/actor or a local name); empty = "
+       "cache-blind"},
+      {"directory_timeout", param_kind::duration, "20ms",
+       "how long a route waits for the directory before going cache-blind"},
+      {"prefill_types", param_kind::string, "prefill_worker",
+       "actor types that are prefill workers (comma-separated)"},
+      {"decode_types", param_kind::string, "decode_worker",
+       "actor types that are decode workers (comma-separated)"}};
+  auto more = long_term::params();
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
 }
 
 void register_types(actor_registry& r) {
-  r.add(
-      {.name = "scheduler",
-       .doc = "routes each request to a prefill worker and a decode worker (policy by name)",
-       .params =
-           {{"policy", param_kind::string, "threshold", "routing policy by name"},
-            {"threshold", param_kind::integer, "4096",
-             "policy threshold: offload prompts longer than this many uncached tokens"},
-            {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
-            {"route_grace", param_kind::duration, "20ms",
-             "a route stays counted against its worker until a load report polled this "
-             "long after it (the order may still be on its way from the gateway)"},
-            {"scarce_utilisation", param_kind::number, "0.85",
-             "prfaas policy: link utilisation at which bandwidth becomes scarce"},
-            {"abundant_utilisation", param_kind::number, "0.6",
-             "prfaas policy: ... and abundant again (with the queue below its bound)"},
-            {"scarce_queue_tokens", param_kind::integer, "524288",
-             "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
-            {"abundant_queue_tokens", param_kind::integer, "131072",
-             "prfaas policy: ... and abundant again"},
-            {"max_threshold", param_kind::integer, "0",
-             "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
-            {"min_threshold", param_kind::integer, "0",
-             "prfaas policy: balancing never lowers t below this"},
-            {"balance_ratio", param_kind::number, "1.5",
-             "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
-             "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
-            {"balance_slack", param_kind::duration, "2s",
-             "prfaas policy: ... and by more than this"},
-            {"balance_step", param_kind::number, "1.25",
-             "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
-            {"target_utilisation", param_kind::number, "0.8",
-             "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
-            {"control_window", param_kind::duration, "30s",
-             "prfaas policy: recent requests whose lengths the re-search uses"},
-            {"retune_interval", param_kind::duration, "2s",
-             "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
-            {"backlog_horizon", param_kind::duration, "1s",
-             "prfaas policy: a link backlog needing this long to drain at the measured rate counts "
-             "as full utilisation"},
-            {"move_caches", param_kind::boolean, "true",
-             "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
-             "cluster is moved to the prefill worker chosen for it"},
-            {"offload", param_kind::string, "threshold",
-             "prfaas policy: what decides where a prefill runs: threshold (offload iff the "
-             "uncached length exceeds t) or cost (the worker, either cluster, expected to have "
-             "the KV at the decode side soonest; t decides while the link is the bottleneck "
-             "or a cluster has no measured pace)"},
-            {"load_weight", param_kind::number, "1.0",
-             "cache-aware placement: cost of one pending token against one uncached token"},
-            {"decode_weight", param_kind::number, "512",
-             "kv_router policy: cost of one sequence decoding on a prefill worker's node, in "
-             "uncached tokens"},
-            {"directory", param_kind::string, "\"\"",
-             "KV directory to ask for prefix matches (node/actor or a local name); empty = "
-             "cache-blind"},
-            {"directory_timeout", param_kind::duration, "20ms",
-             "how long a route waits for the directory before going cache-blind"},
-            {"standby", param_kind::string, "\"\"",
-             "workers (node/actor, comma-separated) that start without work: the "
-             "other role of a node the long-term controller may convert"},
-            {"convert_interval", param_kind::duration, "0s",
-             "long-term controller: how often the PD stages' balance is judged (0 = off)"},
-            {"convert_cooldown", param_kind::duration, "60s",
-             "long-term controller: least time between two conversions"},
-            {"convert_drain_timeout", param_kind::duration, "120s",
-             "long-term controller: a drain not done by then is undone"},
-            {"convert_high", param_kind::number, "0.8",
-             "long-term controller: a stage this loaded (0..1) wants a node..."},
-            {"convert_low", param_kind::number, "0.4",
-             "long-term controller: ... from the other stage when it is at most this loaded"},
-            {"prefill_full_tokens", param_kind::integer, "65536",
-             "long-term controller: pending prefill tokens at which a PD prefill worker counts as "
-             "full"},
-            {"prefill_types", param_kind::string, "prefill_worker",
-             "actor types that are prefill workers (comma-separated)"},
-            {"decode_types", param_kind::string, "decode_worker",
-             "actor types that are decode workers (comma-separated)"}},
-       .factory =
-           [](node_context& ctx, const std::string& name, const actor_params& p) {
-             return ctx.system().spawn(scheduler, &ctx, name, p);
-           },
-       .check = check_params,
-       .check_deployment =
-           [](const std::string& path, const actor_params& p, const deployment_config& dep) {
-             auto v = workers_of(dep, split_names(p.str("prefill_types")),
-                                 split_names(p.str("decode_types")));
-             apply_standby(v, split_names(p.str("standby")), path);
-           }});
+  r.add({.name = "scheduler",
+         .doc = "routes each request to a prefill worker and a decode worker (policy by name)",
+         .params = scheduler_params(),
+         .factory =
+             [](node_context& ctx, const std::string& name, const actor_params& p) {
+               return ctx.system().spawn(scheduler, &ctx, name, p);
+             },
+         .check = check_params,
+         .check_deployment =
+             [](const std::string& path, const actor_params& p, const deployment_config& dep) {
+               auto v = workers_of(dep, split_names(p.str("prefill_types")),
+                                   split_names(p.str("decode_types")));
+               apply_standby(v, split_names(p.str("standby")), path);
+             }});
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "scheduler/threshold_controller.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 namespace prfaas::serving {
@@ -17,6 +18,19 @@ void threshold_controller::set(time_point now, uint64_t t, const char* reason) {
   if (t != t_)
     reason_ = reason;
   t_ = t;
+}
+
+void threshold_controller::replan(time_point now, uint64_t planned) {
+  planned = std::clamp(planned, s_.min, s_.max);
+  const double f =
+      s_.planned == 0 ? 0 : static_cast<double>(planned) / static_cast<double>(s_.planned);
+  const uint64_t t =
+      f == 0
+          ? planned
+          : std::clamp<uint64_t>(static_cast<uint64_t>(std::llround(static_cast<double>(t_) * f)),
+                                 s_.min, s_.max);
+  s_.planned = planned;
+  set(now, t, "replan");
 }
 
 threshold_controller::balance_state threshold_controller::balance(time_point now, bool due,

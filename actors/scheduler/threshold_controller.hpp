@@ -92,6 +92,11 @@ public:
   /// The same with neither cluster's queue known: the link fit alone.
   uint64_t update(time_point now, bool scarce, const link_signals& link);
 
+  /// The long-term controller moved the planned t: the planned point becomes
+  /// `planned` (within [min, max]) and t moves by the same factor, so whatever offset
+  /// balancing or the link fit had set is kept relative to the new plan.
+  void replan(time_point now, uint64_t planned);
+
   uint64_t threshold() const { return t_; }
   /// Times t was re-searched or moved (a rare path worth a metric).
   uint64_t retunes() const { return retunes_; }
@@ -100,7 +105,7 @@ public:
   /// Why t last moved: "pd_behind" (lowered: the PD side's wait was the longer),
   /// "prfaas_behind" (raised: the PrfaaS side's), "link_fit" (re-searched so the KV fits
   /// the scarce link), "back_to_plan" (toward the planned t once both keep up); "" before
-  /// the first move.
+  /// the first move; "replan" when the long-term controller moved the plan.
   const char* last_reason() const { return reason_; }
   const settings& config() const { return s_; }
 

@@ -58,18 +58,24 @@ operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uin
   return best;
 }
 
-plan optimise_prfaas_pd(const throughput_model& m) {
-  const auto& in = m.inputs();
+operating_point best_split(const throughput_model& m, uint32_t n_prfaas, uint32_t pd_instances,
+                           uint32_t np_min, uint32_t np_max) {
   operating_point best;
   bool have = false;
-  for (uint32_t n_p = 0; n_p < in.pd.instances; ++n_p) {
-    const auto op = best_threshold(m, in.prfaas.instances, n_p, in.pd.instances - n_p);
+  for (uint32_t n_p = np_min; n_p <= np_max && n_p < pd_instances; ++n_p) {
+    const auto op = best_threshold(m, n_prfaas, n_p, pd_instances - n_p);
     const bool better = !have || op.lambda > best.lambda ||
                         (op.lambda == best.lambda && prefill_side(op) > prefill_side(best));
     if (better)
       best = op, have = true;
   }
-  return finish(m, "prfaas_pd", best);
+  return best;
+}
+
+plan optimise_prfaas_pd(const throughput_model& m) {
+  const auto& in = m.inputs();
+  const uint32_t top = in.pd.instances > 0 ? in.pd.instances - 1 : 0;
+  return finish(m, "prfaas_pd", best_split(m, in.prfaas.instances, in.pd.instances, 0, top));
 }
 
 plan homogeneous_pd(const throughput_model& m) {

@@ -31,6 +31,11 @@ plan optimise_prfaas_pd(const throughput_model& m);
 /// Best Λ of the same model at a fixed split (the threshold search alone).
 operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uint32_t n_p,
                                uint32_t n_d);
+/// The 2-D search restricted to N_p in [np_min, np_max] with N_p + N_d = pd_instances
+/// (what an online re-plan may choose when only some PD nodes can convert). Compares
+/// splits as optimise_prfaas_pd does. Requires np_min <= np_max < pd_instances.
+operating_point best_split(const throughput_model& m, uint32_t n_prfaas, uint32_t pd_instances,
+                           uint32_t np_min, uint32_t np_max);
 /// Homogeneous PD: all prefill on PD-P, no PrfaaS cluster, N_p + N_d =
 /// homogeneous_instances searched.
 plan homogeneous_pd(const throughput_model& m);

@@ -49,6 +49,8 @@ public:
   /// The raw YAML (kind `any`); null when absent and without default.
   YAML::Node raw(const std::string& name) const;
   bool has(const std::string& name) const;
+  /// The key path of the actor these belong to (for error messages).
+  const std::string& path() const { return path_; }
 
 private:
   const YAML::Node& get(const std::string& name) const;

@@ -1,0 +1,250 @@
+#include "scheduler/long_term.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/engine_setup.hpp"
+#include "prfaas/runtime/config.hpp"
+
+namespace prfaas::serving {
+
+namespace {
+
+role_controller::settings role_settings(const actor_params& p) {
+  role_controller::settings r;
+  r.interval = p.dur("convert_interval");
+  r.cooldown = p.dur("convert_cooldown");
+  r.drain_timeout = p.dur("convert_drain_timeout");
+  r.high = p.number("convert_high");
+  r.low = p.number("convert_low");
+  r.prefill_full_tokens = static_cast<double>(p.integer("prefill_full_tokens"));
+  return r;
+}
+
+replanner::settings plan_settings(const actor_params& p) {
+  replanner::settings s;
+  s.interval = p.dur("replan_interval");
+  s.window = p.dur("replan_window");
+  s.hysteresis = p.number("replan_hysteresis");
+  s.max_step = p.number("replan_max_step");
+  s.split_gain = p.number("replan_split_gain");
+  s.min_samples = static_cast<size_t>(p.integer("replan_min_samples"));
+  s.min_t = static_cast<uint64_t>(p.integer("min_threshold"));
+  if (p.integer("max_threshold") > 0)
+    s.max_t = static_cast<uint64_t>(p.integer("max_threshold"));
+  return s;
+}
+
+/// The profile a side's prefill workers run: the first such worker's `profile`, else
+/// model.profile. Empty path: none declared.
+std::string side_profile(const deployment_config& dep, const cluster_view& v, bool prfaas) {
+  for (auto& w : v.prefill) {
+    if (w.prfaas != prfaas)
+      continue;
+    for (auto& n : dep.nodes)
+      for (auto& a : n.actors)
+        if (n.name == w.addr.node && a.name == w.addr.actor) {
+          auto o = a.params["profile"];
+          return read_model(dep, o && o.IsScalar() ? o.as<std::string>() : "", a.path).profile;
+        }
+  }
+  return {};
+}
+
+/// Why the profiles cannot drive a plan ("" when they can).
+std::string unusable(const replanner::profiles& p) {
+  if (!p.prfaas.has_timing() || !p.pd.has_timing())
+    return "a profile has no prefill_points";
+  if (!p.pd.decode)
+    return "the PD profile has no decode model";
+  return {};
+}
+
+prometheus::Gauge& planned_pd(metrics& m, const char* role) {
+  return m.gauge("prfaas_scheduler_planned_pd_workers",
+                 "PD-cluster workers per role the re-planner's split wants", {{"role", role}});
+}
+
+} // namespace
+
+prometheus::Gauge& planned_threshold_gauge(metrics& m) {
+  return m.gauge("prfaas_scheduler_planned_threshold_tokens",
+                 "The planned offload threshold: configured, then moved by online re-planning");
+}
+
+long_term::long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
+                     spdlog::logger& log) {
+  if (p.dur("convert_interval") > std::chrono::nanoseconds{0})
+    roles_.emplace(role_settings(p), v);
+  if (p.dur("replan_interval") <= std::chrono::nanoseconds{0})
+    return;
+  const auto pf = side_profile(dep, v, true), pd = side_profile(dep, v, false);
+  if (pf.empty() || pd.empty()) {
+    log.warn("scheduler_replan_off reason=\"no profile for the {} side (model.profile or the "
+             "workers' profile)\"",
+             pf.empty() ? "PrfaaS" : "PD");
+    return;
+  }
+  replanner::profiles profs;
+  for (auto [path, out] : {std::pair{pf, &profs.prfaas}, std::pair{pd, &profs.pd}}) {
+    auto loaded = engine::load_profile(path);
+    if (!loaded)
+      throw config_error(p.path() + ".replan_interval", loaded.message());
+    *out = std::move(loaded.value());
+  }
+  if (auto why = unusable(profs); !why.empty()) {
+    log.warn("scheduler_replan_off reason=\"{}\"", why);
+    return;
+  }
+  auto s = plan_settings(p);
+  for (auto& l : dep.link_list)
+    s.link_rate_bps = std::max(s.link_rate_bps, static_cast<double>(l.rate_bps));
+  plan_.emplace(s, std::move(profs), static_cast<uint64_t>(p.integer("threshold")));
+}
+
+void long_term::observe(time_point now, const route_choice& c, const cluster_view& v,
+                        uint32_t output_tokens) {
+  if (plan_ && c.prefill >= 0)
+    plan_->observe(now, c.uncached_tokens, v.prefill[c.prefill].prfaas, output_tokens);
+}
+
+void long_term::tick(time_point now, cluster_view& v, routing_policy& policy, metrics& m,
+                     spdlog::logger& log) {
+  if (plan_) {
+    auto [np, nd] = role_controller::pd_roles(v);
+    replanner::pd_instances pd{.prefill = np, .decode = nd, .min_prefill = np, .max_prefill = np};
+    if (roles_)
+      std::tie(pd.min_prefill, pd.max_prefill) = roles_->prefill_range(v);
+    if (auto d = plan_->tick(now, v, pd)) {
+      if (d->t_after != d->t_before)
+        policy.replan(now, d->t_after);
+      if (roles_ && plan_->target_prefill())
+        roles_->set_target(plan_->target_prefill());
+      report(*d, m, log);
+    }
+  }
+  if (roles_)
+    converted(v, m, log, now);
+}
+
+void long_term::converted(cluster_view& v, metrics& m, spdlog::logger& log, time_point now) {
+  for (auto& e : roles_->tick(now, v)) {
+    log.warn("scheduler_role node={} to={} phase={} prefill_load={:.2f} decode_load={:.2f}", e.node,
+             e.to, e.phase, roles_->prefill_load(), roles_->decode_load());
+    m.counter("prfaas_scheduler_role_changes_total",
+              "Long-term controller: P/D conversions by target role and phase",
+              {{"to", e.to}, {"phase", e.phase}})
+        .Increment();
+  }
+  auto [np, nd] = role_controller::pd_roles(v);
+  m.gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+          {{"role", "prefill"}})
+      .Set(np);
+  m.gauge("prfaas_scheduler_pd_workers", "PD-cluster workers taking work, by role",
+          {{"role", "decode"}})
+      .Set(nd);
+}
+
+void long_term::report(const replanner::decision& d, metrics& m, spdlog::logger& log) {
+  m.counter("prfaas_scheduler_replans_total",
+            "Online re-plans by outcome (moved, held, few_samples, no_link, no_workers)",
+            {{"reason", d.reason}})
+      .Increment();
+  // The last outcome as an info series (1 on the current reason, 0 on the former one).
+  auto last = [&m](const std::string& reason) -> prometheus::Gauge& {
+    return m.gauge("prfaas_scheduler_replan_last", "1 on the outcome of the last online re-plan",
+                   {{"reason", reason}});
+  };
+  if (!last_reason_.empty() && last_reason_ != d.reason)
+    last(last_reason_).Set(0);
+  last(d.reason).Set(1);
+  last_reason_ = d.reason;
+  if (d.lambda_plan <= 0)
+    return; // no plan was made: the figures below would be stale
+  planned_threshold_gauge(m).Set(static_cast<double>(d.t_after));
+  m.gauge("prfaas_scheduler_plan_threshold_tokens",
+          "The last plan's optimal threshold (the planned one moves toward it)")
+      .Set(static_cast<double>(d.t_plan));
+  planned_pd(m, "prefill").Set(d.prefill_after);
+  planned_pd(m, "decode").Set(d.pd_total - d.prefill_after);
+  for (auto [at, value] : {std::pair{"current", d.lambda_now}, std::pair{"plan", d.lambda_plan}})
+    m.gauge("prfaas_scheduler_predicted_requests_per_second",
+            "The planner's Λ (Eq. 6) at the operating point before the last re-plan and at "
+            "the plan's",
+            {{"at", at}})
+        .Set(value);
+  log.log(d.t_after != d.t_before || d.prefill_after != d.prefill_before ? spdlog::level::warn
+                                                                         : spdlog::level::info,
+          "scheduler_replan reason={} t={}->{} plan_t={} pd_prefill={}->{} of {} "
+          "lambda={:.3f}->{:.3f} binding={} link_gbps={:.2f} speed_scale_prfaas={:.2f} "
+          "speed_scale_pd={:.2f} samples={}",
+          d.reason, d.t_before, d.t_after, d.t_plan, d.prefill_before, d.prefill_after, d.pd_total,
+          d.lambda_now, d.lambda_plan, d.binding, d.usable_gbps, d.prfaas_scale, d.pd_scale,
+          d.samples);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  m.recent().record("replan", nlohmann::json{{"time", wall},
+                                             {"reason", d.reason},
+                                             {"from", d.t_before},
+                                             {"to", d.t_after},
+                                             {"plan", d.t_plan},
+                                             {"pd_prefill", d.prefill_after},
+                                             {"pd_total", d.pd_total},
+                                             {"lambda_now", d.lambda_now},
+                                             {"lambda_plan", d.lambda_plan},
+                                             {"binding", d.binding}}
+                                  .dump());
+}
+
+std::vector<param_spec> long_term::params() {
+  return {
+      {"standby", param_kind::string, "\"\"",
+       "workers (node/actor, comma-separated) that start without work: the "
+       "other role of a node the long-term controller may convert"},
+      {"convert_interval", param_kind::duration, "0s",
+       "long-term controller: how often the PD stages' balance is judged (0 = off)"},
+      {"convert_cooldown", param_kind::duration, "60s",
+       "long-term controller: least time between two conversions"},
+      {"convert_drain_timeout", param_kind::duration, "120s",
+       "long-term controller: a drain not done by then is undone"},
+      {"convert_high", param_kind::number, "0.8",
+       "long-term controller: a stage this loaded (0..1) wants a node..."},
+      {"convert_low", param_kind::number, "0.4",
+       "long-term controller: ... from the other stage when it is at most this loaded"},
+      {"prefill_full_tokens", param_kind::integer, "65536",
+       "long-term controller: pending prefill tokens at which a PD prefill worker counts as "
+       "full"},
+      {"replan_interval", param_kind::duration, "0s",
+       "online re-planning: how often the planner (Eq. 3-8) runs on the observed window and "
+       "moves the planned t and the target P/D split (0 = off; needs profiles with timings)"},
+      {"replan_window", param_kind::duration, "30s",
+       "online re-planning: the recent requests whose uncached lengths the plan uses"},
+      {"replan_hysteresis", param_kind::number, "0.1",
+       "online re-planning: the planned t stays while within this share of the plan's"},
+      {"replan_max_step", param_kind::number, "4",
+       "online re-planning: the planned t moves by at most this factor per re-plan"},
+      {"replan_split_gain", param_kind::number, "0.05",
+       "online re-planning: a new P/D split must predict this share more throughput"},
+      {"replan_min_samples", param_kind::integer, "32",
+       "online re-planning: fewer requests in the window and the plan holds"},
+  };
+}
+
+void long_term::check(const std::string& path, const actor_params& p) {
+  if (p.dur("replan_interval") < std::chrono::nanoseconds{0})
+    throw config_error(path + ".replan_interval", "must not be negative");
+  if (p.dur("replan_window") <= std::chrono::nanoseconds{0})
+    throw config_error(path + ".replan_window", "must be positive");
+  if (auto h = p.number("replan_hysteresis"); !(h >= 0 && h < 1))
+    throw config_error(path + ".replan_hysteresis", "must be in [0, 1)");
+  if (auto s = p.number("replan_max_step"); !(s > 1 && s <= 1024))
+    throw config_error(path + ".replan_max_step", "must be in (1, 1024]");
+  if (auto g = p.number("replan_split_gain"); !(g >= 0 && g < 10))
+    throw config_error(path + ".replan_split_gain", "must be in [0, 10)");
+  if (p.integer("replan_min_samples") < 1)
+    throw config_error(path + ".replan_min_samples", "must be at least 1");
+}
+
+} // namespace prfaas::serving

@@ -1,0 +1,61 @@
+#pragma once
+
+// The scheduler's long-term controller (paper §3.4.3), in one place: online
+// re-planning (replanner.hpp: the planner on the observed window moves the planned t
+// and the target P/D split) and P/D conversion (role_controller.hpp: drains and
+// switches convertible PD nodes, toward the plan's split when there is one, else by the
+// stages' loads). Both are optional and off by default (replan_interval and
+// convert_interval 0). Metrics and logs of both are written here.
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/metrics.hpp"
+#include "scheduler/policy.hpp"
+#include "scheduler/replanner.hpp"
+#include "scheduler/role_controller.hpp"
+
+namespace prfaas::serving {
+
+/// The planned-threshold gauge (set at start to the configured t, then by re-plans).
+prometheus::Gauge& planned_threshold_gauge(metrics& m);
+
+class long_term {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  /// From the scheduler's parameters. Re-planning needs prefill timings for both sides
+  /// (the PrfaaS workers' profile and the PD cluster's) and a decode model; without
+  /// them it stays off and `log` says why. Throws config_error on a profile that does
+  /// not load.
+  long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
+            spdlog::logger& log);
+
+  /// A routed request (for the re-planner's window).
+  void observe(time_point now, const route_choice& c, const cluster_view& v,
+               uint32_t output_tokens);
+  /// Once per load interval: re-plans when due (the policy takes a new planned t),
+  /// then converts toward the split.
+  void tick(time_point now, cluster_view& v, routing_policy& policy, metrics& m,
+            spdlog::logger& log);
+
+  /// The scheduler's parameters of both controllers (name, kind, default, help).
+  static std::vector<param_spec> params();
+  /// Each against its rule; throws config_error naming the key.
+  static void check(const std::string& path, const actor_params& p);
+
+private:
+  void converted(cluster_view& v, metrics& m, spdlog::logger& log, time_point now);
+  void report(const replanner::decision& d, metrics& m, spdlog::logger& log);
+
+  std::optional<role_controller> roles_;
+  std::optional<replanner> plan_;
+  std::string last_reason_;
+};
+
+} // namespace prfaas::serving

@@ -1,0 +1,173 @@
+#include "scheduler/replanner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "prfaas/planner/planner.hpp"
+
+namespace prfaas::serving {
+
+namespace {
+
+/// `p` with every prefill time multiplied by `k` (S_kv and decode unchanged).
+engine::profile slowed(engine::profile p, double k) {
+  for (auto& pt : p.points)
+    pt.prefill_s *= k;
+  return p;
+}
+
+/// Mean measured pace of one side's routable prefill workers that have one (0: none).
+double pace_per_instance(const cluster_view& v, bool prfaas_side) {
+  double sum = 0;
+  size_t n = 0;
+  for (auto& w : v.prefill)
+    if (w.prfaas == prfaas_side && w.routable() && w.tokens_per_s > 0) {
+      sum += w.tokens_per_s;
+      ++n;
+    }
+  return n ? sum / static_cast<double>(n) : 0;
+}
+
+uint32_t routable_prfaas(const cluster_view& v) {
+  uint32_t n = 0;
+  for (auto& w : v.prefill)
+    n += w.prfaas && w.routable() ? 1 : 0;
+  return n;
+}
+
+} // namespace
+
+replanner::replanner(settings s, profiles p, uint64_t planned_t)
+    : s_(s), p_(std::move(p)), planned_(std::clamp(planned_t, s.min_t, s.max_t)) {}
+
+void replanner::observe(time_point now, uint64_t uncached, bool offloaded, uint32_t output_tokens) {
+  samples_.push_back({now, std::max<uint64_t>(uncached, 1), offloaded, output_tokens});
+  while (samples_.size() > s_.max_samples)
+    samples_.pop_front();
+}
+
+void replanner::expire(time_point now) {
+  while (!samples_.empty() && now - samples_.front().at > s_.window)
+    samples_.pop_front();
+}
+
+double replanner::scale(bool prfaas_side, double measured_per_instance) const {
+  if (measured_per_instance <= 0)
+    return 1;
+  const auto& prof = prfaas_side ? p_.prfaas : p_.pd;
+  double tokens = 0, seconds = 0;
+  for (auto& x : samples_)
+    if (x.offloaded == prfaas_side) {
+      tokens += static_cast<double>(x.uncached);
+      seconds += prof.prefill_seconds(x.uncached);
+    }
+  if (tokens <= 0 || seconds <= 0)
+    return 1;
+  return tokens / seconds / measured_per_instance;
+}
+
+std::optional<replanner::decision> replanner::tick(time_point now, const cluster_view& v,
+                                                   const pd_instances& pd) {
+  if (!started_) { // the first interval gathers samples
+    started_ = true;
+    last_ = now;
+    return std::nullopt;
+  }
+  if (now - last_ < s_.interval)
+    return std::nullopt;
+  last_ = now;
+  expire(now);
+  decision d;
+  d.t_before = d.t_after = d.t_plan = planned_;
+  d.prefill_before = d.prefill_after = target_prefill_.value_or(pd.prefill);
+  d.pd_total = pd.prefill + pd.decode;
+  d.samples = samples_.size();
+  planner::case_inputs in;
+  if (auto held = measure(v, pd, in, d))
+    return held;
+  try {
+    planner::throughput_model m{std::move(in)};
+    move(m, pd, d);
+  } catch (const std::invalid_argument&) {
+    d.reason = "no_workers"; // nothing to decode on at the window's lengths
+  }
+  return d;
+}
+
+std::optional<replanner::decision> replanner::measure(const cluster_view& v, const pd_instances& pd,
+                                                      planner::case_inputs& in, decision& d) {
+  if (samples_.size() < s_.min_samples) {
+    d.reason = "few_samples";
+    return d;
+  }
+  const uint32_t n_prfaas = routable_prfaas(v);
+  if (n_prfaas == 0 || pd.decode == 0 || pd.prefill + pd.decode < 2) {
+    d.reason = "no_workers";
+    return d;
+  }
+  // Usable bandwidth, as the short-term controller judges it: what the link delivers
+  // while it is backed up, else its rate.
+  double usable = v.link_capacity_bps > 0 ? v.link_capacity_bps : s_.link_rate_bps;
+  if (v.link_queue_seconds > 0 && v.link_throughput_bps > 0)
+    usable = v.link_throughput_bps;
+  if (!v.link_up || usable <= 0) {
+    d.reason = "no_link";
+    return d;
+  }
+  d.usable_gbps = usable / 1e9;
+  d.prfaas_scale = scale(true, pace_per_instance(v, true));
+  d.pd_scale = scale(false, pace_per_instance(v, false));
+  std::vector<uint64_t> lengths;
+  double output = 0;
+  for (auto& x : samples_) {
+    lengths.push_back(x.uncached);
+    output += x.output;
+  }
+  in.name = "online";
+  in.prfaas = {slowed(p_.prfaas, d.prfaas_scale), n_prfaas};
+  in.pd = {slowed(p_.pd, d.pd_scale), pd.prefill + pd.decode};
+  in.link_gbps = d.usable_gbps;
+  in.lengths = planner::length_distribution::empirical(std::move(lengths));
+  in.output_tokens =
+      std::max<uint64_t>(1, std::llround(output / static_cast<double>(samples_.size())));
+  in.slo_tokens_per_s = p_.pd.decode ? p_.pd.decode->slo_tokens_per_s : 0;
+  in.threshold_points = 128;
+  in.refine_rounds = 2;
+  return std::nullopt;
+}
+
+void replanner::move(const planner::throughput_model& m, const pd_instances& pd, decision& d) {
+  const uint32_t n_prfaas = m.inputs().prfaas.instances;
+  const uint32_t total = pd.prefill + pd.decode;
+  d.lambda_now = m.evaluate(static_cast<double>(planned_), n_prfaas, pd.prefill, pd.decode).lambda;
+  auto target = planner::best_threshold(m, n_prfaas, pd.prefill, pd.decode);
+  if (pd.max_prefill > pd.min_prefill) {
+    const uint32_t hi = std::min(pd.max_prefill, total - 1);
+    const auto best = planner::best_split(m, n_prfaas, total, std::min(pd.min_prefill, hi), hi);
+    // A conversion drains a node: worth it only for a clearly better plan.
+    if (best.n_p != pd.prefill && best.lambda > target.lambda * (1 + s_.split_gain))
+      target = best;
+    target_prefill_ = target.n_p;
+    d.prefill_after = target.n_p;
+  }
+  d.lambda_plan = target.lambda;
+  d.binding = planner::to_string(target.binding);
+  const auto t_plan = std::clamp<uint64_t>(
+      static_cast<uint64_t>(std::llround(std::max(target.threshold, 0.0))), s_.min_t, s_.max_t);
+  d.t_plan = t_plan;
+  const double from = static_cast<double>(std::max<uint64_t>(planned_, 1));
+  const double ratio = static_cast<double>(std::max<uint64_t>(t_plan, 1)) / from;
+  if (std::abs(std::log(ratio)) > std::log1p(s_.hysteresis)) {
+    const double step = std::clamp(ratio, 1 / s_.max_step, s_.max_step);
+    planned_ =
+        std::clamp<uint64_t>(static_cast<uint64_t>(std::llround(from * step)), s_.min_t, s_.max_t);
+    // The last bounded step lands on the plan itself.
+    if (ratio == step)
+      planned_ = t_plan;
+  }
+  d.t_after = planned_;
+  d.reason = d.t_after != d.t_before || d.prefill_after != d.prefill_before ? "moved" : "held";
+}
+
+} // namespace prfaas::serving

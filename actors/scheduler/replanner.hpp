@@ -1,0 +1,132 @@
+#pragma once
+
+// The planning half of the long-term controller (paper §3.4.3): every `interval`, the
+// throughput model of Eq. 3–8 (planner/) runs on what the scheduler has observed, and
+// the planned threshold t and the PD cluster's P/D split move toward its optimum.
+//
+// What the model is fed, all from the recent `window`:
+//   * lengths: the uncached length of every routed request (after prefix matching:
+//     what a prefill computes), as an empirical distribution;
+//   * prefill speed per side: each side's profile (the deployment's, Table 5 style),
+//     its times scaled by measured / profiled pace — measured: the routable workers'
+//     reported tokens/s; profiled: the same side's routed lengths over their profile
+//     times, so a slower-than-profiled H20 makes every PD time longer;
+//   * link: the usable bandwidth (measured throughput while the link is backed up,
+//     else its configured rate), which Eq. 3's Θ_link turns into the hard bound of
+//     Eq. 2 on offloaded KV;
+//   * instances: the routable PrfaaS prefill workers, and the PD instances with the
+//     range of prefill counts the convertible nodes allow;
+//   * decode: the PD profile's decode model at the requests' mean output length.
+//
+// Moves, with hysteresis and a bounded rate:
+//   * t: when the plan's t differs from the planned one by more than `hysteresis`
+//     (a share), the planned t moves toward it by at most a factor `max_step`;
+//   * split: when the plan's PD prefill count differs and its predicted Λ beats the
+//     best Λ at the current split by more than `split_gain` (a conversion costs a
+//     drain), the target split changes; the role controller converts one node at a
+//     time toward it.
+// Each re-plan returns what it decided and why, with the predicted Λ at the current
+// operating point and at the plan's, for logs and metrics.
+//
+// Not modelled: queueing (the planner is a capacity model), prefix-cache placement
+// (the lengths are already uncached), and the decode speed is the profile's, not a
+// measurement (decode workers do not report their step time).
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "prfaas/engine/profile.hpp"
+#include "prfaas/planner/model.hpp"
+#include "scheduler/policy.hpp"
+
+namespace prfaas::serving {
+
+class replanner {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+  using duration = std::chrono::nanoseconds;
+
+  struct settings {
+    duration interval = std::chrono::seconds(10);
+    duration window = std::chrono::seconds(30);
+    double hysteresis = 0.1;  ///< the planned t holds while within this share of the plan's
+    double max_step = 4;      ///< t moves by at most this factor per re-plan
+    double split_gain = 0.05; ///< a new split must predict this much more Λ (a share)
+    size_t min_samples = 32;  ///< fewer routed requests in the window: no re-plan
+    size_t max_samples = 8192;
+    uint64_t min_t = 0, max_t = 1u << 20; ///< the planned t stays within these
+    double link_rate_bps = 0;             ///< the configured link rate, until a monitor reports one
+  };
+
+  /// The profiles of the two sides (prefill timing on both, a decode model on the PD one).
+  struct profiles {
+    engine::profile prfaas, pd;
+  };
+
+  /// The PD cluster as the role controller leaves it: instances taking work, and how
+  /// many PD prefill instances the convertible nodes allow.
+  struct pd_instances {
+    uint32_t prefill = 0, decode = 0;
+    uint32_t min_prefill = 0, max_prefill = 0; ///< equal without convertible nodes
+  };
+
+  /// One re-plan.
+  struct decision {
+    /// "moved" (t or split changed), "held" (within hysteresis), "few_samples",
+    /// "no_link" (the link is down or its rate unknown), "no_workers" (a side has no
+    /// routable worker). A side without a measured pace yet runs at its profile's.
+    const char* reason = "";
+    uint64_t t_before = 0, t_after = 0; ///< the planned t
+    uint64_t t_plan = 0;                ///< the plan's optimum (t_after moves toward it)
+    uint32_t prefill_before = 0, prefill_after = 0; ///< PD prefill instances (target)
+    uint32_t pd_total = 0;
+    double lambda_now = 0;  ///< predicted Λ (req/s) at the operating point before the move
+    double lambda_plan = 0; ///< ... at the plan's optimum
+    std::string binding;    ///< the plan's binding constraint (Eq. 6)
+    double usable_gbps = 0, prfaas_scale = 1, pd_scale = 1;
+    size_t samples = 0;
+  };
+
+  replanner(settings s, profiles p, uint64_t planned_t);
+
+  /// A routed request: its uncached length, whether it went to the PrfaaS side, and its
+  /// output budget (max tokens).
+  void observe(time_point now, uint64_t uncached, bool offloaded, uint32_t output_tokens);
+
+  /// Re-plans when due (else nullopt).
+  std::optional<decision> tick(time_point now, const cluster_view& v, const pd_instances& pd);
+
+  uint64_t planned() const { return planned_; }
+  /// The PD prefill instances the plan wants; nullopt before a plan chose a split.
+  std::optional<uint32_t> target_prefill() const { return target_prefill_; }
+  const settings& config() const { return s_; }
+
+  /// The side's time multiplier: profiled pace of its routed lengths over the measured
+  /// pace per instance (1 when either is unknown). Exposed for tests.
+  double scale(bool prfaas_side, double measured_per_instance) const;
+
+private:
+  struct sample {
+    time_point at;
+    uint64_t uncached;
+    bool offloaded;
+    uint32_t output;
+  };
+  void expire(time_point now);
+  std::optional<decision> measure(const cluster_view& v, const pd_instances& pd,
+                                  planner::case_inputs& in, decision& d);
+  void move(const planner::throughput_model& m, const pd_instances& pd, decision& d);
+
+  settings s_;
+  profiles p_;
+  std::deque<sample> samples_;
+  uint64_t planned_;
+  std::optional<uint32_t> target_prefill_;
+  time_point last_{};
+  bool started_ = false;
+};
+
+} // namespace prfaas::serving

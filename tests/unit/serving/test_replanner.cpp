@@ -1,0 +1,350 @@
+// Online re-planning (the long-term controller's planning half): the planner run on the
+// observed window, its plan followed with hysteresis and a bounded rate, measured
+// speeds scaling the profiles, and the moves it hands to the policy and the role
+// controller. Expected plans are computed with the planner library directly on the
+// same inputs, so a test checks the wiring (which lengths, which counts, which
+// bandwidth), not the planner's arithmetic a second time.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "prfaas/planner/planner.hpp"
+#include "scheduler/replanner.hpp"
+#include "scheduler/role_controller.hpp"
+#include "scheduler/threshold_controller.hpp"
+
+using namespace prfaas::serving;
+using namespace std::chrono_literals;
+namespace pl = prfaas::planner;
+
+namespace {
+
+prfaas::engine::profile load(const std::string& name) {
+  auto p = prfaas::engine::load_profile(std::string(PRFAAS_SOURCE_DIR) + "/configs/profiles/" +
+                                        name + ".yaml");
+  REQUIRE(p);
+  return p.value();
+}
+
+replanner::profiles kimi() {
+  return {load("kimi-linear-1t-h200"), load("kimi-linear-1t-h20")};
+}
+
+/// The case study's shape: 4 PrfaaS prefill workers, 3 PD prefill, 5 decode, a
+/// 100 Gbit/s link, no pace measured yet (profiles as they are).
+cluster_view case_study() {
+  cluster_view v;
+  for (int i = 0; i < 4; ++i)
+    v.prefill.push_back({.addr = {"prfaas", "pf" + std::to_string(i)}, .prfaas = true});
+  for (int i = 0; i < 3; ++i)
+    v.prefill.push_back({.addr = {"pdp" + std::to_string(i), "pf"}, .cluster = "pd"});
+  for (int i = 0; i < 5; ++i)
+    v.decode.push_back({.addr = {"dec" + std::to_string(i), "dec"}, .cluster = "pd"});
+  v.link_capacity_bps = 100e9;
+  return v;
+}
+
+const replanner::pd_instances fixed_split{
+    .prefill = 3, .decode = 5, .min_prefill = 3, .max_prefill = 3};
+
+/// Log-normal lengths (seeded): the paper's law, or a shorter one.
+std::vector<uint64_t> lengths(size_t n, double mu, uint64_t seed) {
+  std::mt19937_64 rng{seed};
+  std::lognormal_distribution<double> d{mu, 1.0};
+  std::vector<uint64_t> out;
+  while (out.size() < n) {
+    const double l = d(rng);
+    if (l >= 128 && l <= 131072)
+      out.push_back(static_cast<uint64_t>(l));
+  }
+  return out;
+}
+
+/// Re-plans every 10 s over the last 10 s: each re-plan sees exactly the batch fed
+/// before it (a window holding several copies of one batch is the same law, but its
+/// sums would differ in the last bits, and so could the argmax of a flat optimum).
+replanner::settings fast() {
+  replanner::settings s;
+  s.interval = 10s;
+  s.window = 10s;
+  s.min_samples = 32;
+  return s;
+}
+
+const replanner::time_point t0{std::chrono::seconds(1000)};
+
+/// Feeds `ls` spread over the 10 s before `at`, routed by `t` (l > t offloaded).
+void feed(replanner& r, const std::vector<uint64_t>& ls, replanner::time_point at, uint64_t t,
+          uint32_t output = 1024) {
+  const auto gap = std::chrono::nanoseconds{10s} / static_cast<int64_t>(ls.size());
+  for (size_t i = 0; i < ls.size(); ++i)
+    r.observe(at - 10s + gap * static_cast<int64_t>(i), ls[i], ls[i] > t, output);
+}
+
+/// What the planner says for these lengths on the case study at a fixed split.
+pl::operating_point expected(const std::vector<uint64_t>& ls, double link_gbps = 100,
+                             double pd_slowdown = 1) {
+  auto p = kimi();
+  for (auto& pt : p.pd.points)
+    pt.prefill_s *= pd_slowdown;
+  pl::case_inputs in;
+  in.prfaas = {p.prfaas, 4};
+  in.pd = {p.pd, 8};
+  in.link_gbps = link_gbps;
+  in.lengths = pl::length_distribution::empirical(ls);
+  in.output_tokens = 1024;
+  in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
+  in.threshold_points = 128;
+  in.refine_rounds = 2;
+  return pl::best_threshold(pl::throughput_model{in}, 4, 3, 5);
+}
+
+} // namespace
+
+TEST_CASE("replanner: the plan is the planner's optimum on the window, and t walks there in "
+          "bounded steps") {
+  const auto ls = lengths(2000, 9.9, 1);
+  const auto want = expected(ls);
+  const auto plan_t = static_cast<uint64_t>(std::llround(want.threshold));
+  REQUIRE(plan_t > 5000); // the paper's law offloads the long tail only
+  replanner r{fast(), kimi(), 100};
+  auto v = case_study();
+  CHECK_FALSE(r.tick(t0, v, fixed_split)); // the first interval only gathers
+  uint64_t t = 100;
+  int moves = 0;
+  for (int i = 1; i <= 8; ++i) {
+    const auto now = t0 + 10s * i;
+    feed(r, ls, now, t);
+    auto d = r.tick(now, v, fixed_split);
+    REQUIRE(d);
+    CHECK(d->t_plan == plan_t);
+    CHECK(d->lambda_plan == Approx(want.lambda));
+    CHECK(d->binding == pl::to_string(want.binding));
+    CHECK(d->t_before == t);
+    // Bounded: never more than a factor 4 per re-plan, never past the plan.
+    CHECK(static_cast<double>(d->t_after) <= 4.0 * static_cast<double>(t) + 1);
+    CHECK(d->t_after <= plan_t);
+    if (d->t_after != t)
+      ++moves;
+    t = d->t_after;
+    CHECK(r.planned() == t);
+  }
+  CHECK(t == plan_t); // arrived, exactly
+  // 100 -> plan in factors of 4: ceil(log4(plan/100)) moves, then held.
+  CHECK(moves ==
+        static_cast<int>(std::ceil(std::log(static_cast<double>(plan_t) / 100.0) / std::log(4.0))));
+}
+
+TEST_CASE("replanner: hysteresis holds a planned t near the plan, a far one moves") {
+  const auto ls = lengths(2000, 9.9, 2);
+  const auto plan_t = static_cast<uint64_t>(std::llround(expected(ls).threshold));
+  auto v = case_study();
+  for (double off : {0.95, 1.08}) { // within 10%: held
+    replanner r{fast(), kimi(), static_cast<uint64_t>(static_cast<double>(plan_t) * off)};
+    r.tick(t0, v, fixed_split);
+    feed(r, ls, t0 + 10s, plan_t);
+    auto d = r.tick(t0 + 10s, v, fixed_split);
+    REQUIRE(d);
+    CHECK(std::string(d->reason) == "held");
+    CHECK(d->t_after == d->t_before);
+  }
+  replanner r{fast(), kimi(), plan_t * 2}; // 100% off: moves, straight onto the plan
+  r.tick(t0, v, fixed_split);
+  feed(r, ls, t0 + 10s, plan_t);
+  auto d = r.tick(t0 + 10s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(std::string(d->reason) == "moved");
+  CHECK(d->t_after == plan_t);
+}
+
+TEST_CASE("replanner: holds without enough samples, with the link down, without workers") {
+  auto v = case_study();
+  replanner r{fast(), kimi(), 4096};
+  r.tick(t0, v, fixed_split);
+  feed(r, lengths(10, 9.9, 3), t0 + 10s, 4096);
+  auto d = r.tick(t0 + 10s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(std::string(d->reason) == "few_samples");
+  CHECK(d->t_after == 4096);
+
+  feed(r, lengths(500, 9.9, 4), t0 + 20s, 4096);
+  v.link_up = false;
+  d = r.tick(t0 + 20s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(std::string(d->reason) == "no_link");
+  CHECK(r.planned() == 4096);
+
+  v = case_study();
+  for (auto& w : v.prefill)
+    if (w.prfaas)
+      w.up = false;
+  feed(r, lengths(500, 9.9, 5), t0 + 30s, 4096);
+  d = r.tick(t0 + 30s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(std::string(d->reason) == "no_workers");
+  CHECK(r.planned() == 4096);
+}
+
+TEST_CASE("replanner: a PD cluster slower than its profile scales the PD times and lowers t") {
+  const auto ls = lengths(2000, 9.9, 6);
+  auto v = case_study();
+  // The PD workers report half the pace their profile gives for the lengths they ran.
+  const auto p = kimi();
+  const uint64_t t_route = 20000;
+  double tokens = 0, seconds = 0;
+  for (auto l : ls)
+    if (l <= t_route) {
+      tokens += static_cast<double>(l);
+      seconds += p.pd.prefill_seconds(l);
+    }
+  for (auto& w : v.prefill)
+    if (!w.prfaas)
+      w.tokens_per_s = tokens / seconds / 2;
+  replanner r{fast(), kimi(), t_route};
+  r.tick(t0, v, fixed_split);
+  feed(r, ls, t0 + 10s, t_route);
+  CHECK(r.scale(false, tokens / seconds / 2) == Approx(2.0));
+  CHECK(r.scale(true, 0) == 1.0); // no pace measured: the profile as it is
+  auto d = r.tick(t0 + 10s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(d->pd_scale == Approx(2.0));
+  const auto slow = expected(ls, 100, 2.0);
+  CHECK(d->t_plan == static_cast<uint64_t>(std::llround(slow.threshold)));
+  CHECK(d->t_plan < static_cast<uint64_t>(std::llround(expected(ls).threshold)));
+}
+
+TEST_CASE("replanner: a backed-up link plans with what it delivers, not its rate") {
+  const auto ls = lengths(2000, 9.9, 7);
+  auto v = case_study();
+  v.link_throughput_bps = 5e9;
+  v.link_queue_seconds = 3; // backed up: 5 Gbit/s is what it delivers
+  replanner r{fast(), kimi(), 20000};
+  r.tick(t0, v, fixed_split);
+  feed(r, ls, t0 + 10s, 20000);
+  auto d = r.tick(t0 + 10s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(d->usable_gbps == Approx(5.0));
+  const auto want = expected(ls, 5.0);
+  CHECK(d->t_plan == static_cast<uint64_t>(std::llround(want.threshold)));
+  CHECK(d->t_plan > static_cast<uint64_t>(std::llround(expected(ls).threshold)));
+}
+
+TEST_CASE("replanner: with convertible nodes the split follows the plan when it gains enough") {
+  // Short prompts: the PrfaaS cluster has little to do and decode binds, so the plan
+  // wants fewer PD prefill instances than the 3 it has.
+  const auto ls = lengths(2000, 7.5, 8);
+  auto v = case_study();
+  const replanner::pd_instances convertible{
+      .prefill = 3, .decode = 5, .min_prefill = 1, .max_prefill = 5};
+  auto p = kimi();
+  pl::case_inputs in;
+  in.prfaas = {p.prfaas, 4};
+  in.pd = {p.pd, 8};
+  in.link_gbps = 100;
+  in.lengths = pl::length_distribution::empirical(ls);
+  in.output_tokens = 1024;
+  in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
+  in.threshold_points = 128;
+  in.refine_rounds = 2;
+  const pl::throughput_model m{in};
+  const auto best = pl::best_split(m, 4, 8, 1, 5);
+  const auto here = pl::best_threshold(m, 4, 3, 5);
+  REQUIRE(best.n_p != 3);
+  REQUIRE(best.lambda > here.lambda * 1.05);
+
+  replanner r{fast(), kimi(), 4096};
+  CHECK_FALSE(r.target_prefill());
+  r.tick(t0, v, convertible);
+  feed(r, ls, t0 + 10s, 4096);
+  auto d = r.tick(t0 + 10s, v, convertible);
+  REQUIRE(d);
+  CHECK(d->prefill_before == 3);
+  CHECK(d->prefill_after == best.n_p);
+  CHECK(r.target_prefill() == best.n_p);
+  CHECK(d->lambda_plan == Approx(best.lambda));
+
+  // The same plan with a gain bar it cannot clear: the split stays.
+  auto s = fast();
+  s.split_gain = best.lambda / here.lambda;
+  replanner strict{s, kimi(), 4096};
+  strict.tick(t0, v, convertible);
+  feed(strict, ls, t0 + 10s, 4096);
+  d = strict.tick(t0 + 10s, v, convertible);
+  REQUIRE(d);
+  CHECK(d->prefill_after == 3);
+}
+
+TEST_CASE("replanner: after the lengths shift, t is within 20% of the new plan in 5 re-plans") {
+  const auto long_ls = lengths(1000, 9.9, 9);
+  const auto short_ls = lengths(1000, 7.0, 10);
+  const auto plan_long = static_cast<uint64_t>(std::llround(expected(long_ls).threshold));
+  const auto plan_short = static_cast<uint64_t>(std::llround(expected(short_ls).threshold));
+  REQUIRE(std::abs(std::log(static_cast<double>(plan_long) / static_cast<double>(plan_short))) >
+          std::log(1.5));
+  auto s = fast();
+  s.window = 30s; // the default: two re-plans still see some of the old lengths
+  auto v = case_study();
+  replanner r{s, kimi(), plan_long};
+  r.tick(t0, v, fixed_split);
+  feed(r, long_ls, t0 + 10s, plan_long);
+  REQUIRE(r.tick(t0 + 10s, v, fixed_split));
+  CHECK(r.planned() == plan_long);
+  // From t0 + 10 s only short prompts arrive.
+  for (int i = 2; i <= 6; ++i) {
+    feed(r, short_ls, t0 + 10s * i, r.planned());
+    REQUIRE(r.tick(t0 + 10s * i, v, fixed_split));
+  }
+  INFO("planned " << r.planned() << ", plan for the short law " << plan_short);
+  CHECK(std::abs(std::log(static_cast<double>(r.planned()) / static_cast<double>(plan_short))) <=
+        std::log(1.2));
+}
+
+TEST_CASE("threshold controller: a re-plan moves the planned t and t by the same factor") {
+  threshold_controller::settings s;
+  s.planned = 1000;
+  s.max = 100000;
+  threshold_controller c{s, [](uint64_t l) { return static_cast<double>(l); }};
+  c.replan(t0, 4000);
+  CHECK(c.threshold() == 4000);
+  CHECK(c.config().planned == 4000);
+  CHECK(std::string(c.last_reason()) == "replan");
+  c.replan(t0 + 1s, 1000000); // beyond max: clamped
+  CHECK(c.threshold() == 100000);
+  CHECK(c.config().planned == 100000);
+}
+
+TEST_CASE("role controller: with a target split it converts toward it, loads aside") {
+  cluster_view v;
+  auto pd = [](const std::string& node, const std::string& actor, bool enabled) {
+    worker_view w{.addr = {node, actor}, .cluster = "pd"};
+    w.enabled = enabled;
+    w.capacity = 10;
+    return w;
+  };
+  v.prefill = {pd("a", "pf", true), pd("b", "pf", false), pd("c", "pf", false)};
+  v.decode = {pd("b", "dec", true), pd("c", "dec", true), pd("d", "dec", true)};
+  role_controller::settings s;
+  s.interval = 1s;
+  s.cooldown = 5s;
+  s.smoothing = 1;
+  role_controller rc{s, v};
+  CHECK(rc.prefill_range(v) == std::pair<uint32_t, uint32_t>{1, 3});
+  // Idle everywhere: the load rule would do nothing; the target asks for 2 prefill.
+  rc.set_target(2);
+  auto e = rc.tick(t0, v);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].to == "prefill");
+  CHECK(e[0].phase == "draining");
+  const auto& node = e[0].node;
+  for (auto& w : v.decode)
+    if (w.addr.node == node)
+      ++w.reports; // a fresh report: empty
+  e = rc.tick(t0 + 1s, v);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].phase == "converted");
+  CHECK(role_controller::pd_roles(v) == std::pair<uint32_t, uint32_t>{2, 2});
+  // At the target: nothing more, however long.
+  CHECK(rc.tick(t0 + 60s, v).empty());
+}
