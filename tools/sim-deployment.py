@@ -10,6 +10,7 @@ are made by this script; the header of each says with which arguments.
       --threshold 19400 > configs/sim/prfaas-pd.yaml
 """
 import argparse
+import shlex
 import sys
 
 
@@ -47,13 +48,24 @@ def main():
                     help="decode steps whose tokens go out in one message")
     ap.add_argument("--layers-per-push", type=int, default=1,
                     help="layers whose KV chunks a prefill worker sends in one data-plane message")
+    ap.add_argument("--convertible", type=int, default=0,
+                    help="more PD nodes, each with a prefill and a decode worker of which one is "
+                         "on standby: the nodes the long-term controller may convert")
+    ap.add_argument("--convertible-prefill", type=int, default=0,
+                    help="how many of the convertible nodes start serving prefill (the rest decode)")
+    ap.add_argument("--scheduler", default="",
+                    help="more scheduler parameters, as YAML flow pairs "
+                         "(e.g. 'replan_interval: 10s, convert_interval: 5s')")
     a = ap.parse_args()
-    if a.prfaas + a.pd_prefill == 0 or a.decode == 0:
+    if a.convertible_prefill > a.convertible:
+        sys.exit("sim-deployment: --convertible-prefill exceeds --convertible")
+    if a.prfaas + a.pd_prefill + a.convertible_prefill == 0 or \
+            a.decode + a.convertible - a.convertible_prefill == 0:
         sys.exit("sim-deployment: needs at least one prefill and one decode instance")
 
     out = []
     w = out.append
-    w(f"# Made by: tools/sim-deployment.py {' '.join(sys.argv[1:])}")
+    w(f"# Made by: tools/sim-deployment.py {shlex.join(sys.argv[1:])}")
     w(f"deployment: {a.name}")
     w(f"failure_detector: {{ interval: {a.heartbeat}, misses: 10, suspect_misses: 5 }}")
     w("transport: { retry_interval: 500ms, request_timeout: 10s }")
@@ -94,11 +106,15 @@ def main():
     monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
                "publish_interval: 1s%s }")
     offload = f"offload: {a.offload}, " if a.offload != "threshold" else ""
+    standby = [f"pdx{k}/dec" if k < a.convertible_prefill else f"pdx{k}/pf"
+               for k in range(a.convertible)]
+    extra = (f", standby: \"{','.join(standby)}\"" if standby else "") + \
+        (f", {a.scheduler}" if a.scheduler else "")
     for g in range(a.gateways):
         actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
                   f"max_output_tokens: 16384 }}",
                   f"{{ type: scheduler, name: sched, policy: {a.policy}, threshold: {a.threshold}, "
-                  f"{offload}load_interval: {a.load_interval}{directory('dir')} }}"]
+                  f"{offload}load_interval: {a.load_interval}{directory('dir')}{extra} }}"]
         if a.directory:
             actors.append("{ type: kv_directory, name: dir }")
         if a.link_monitors and a.prfaas:
@@ -129,6 +145,12 @@ def main():
              [f"{{ type: decode_worker, name: {name('dec', i)}, max_batch: {a.max_batch}, "
               f"max_queue: 1000000, event_steps: {a.event_steps} }}"
               for i in range(k, min(k + per, a.decode))])
+    for k in range(a.convertible):
+        node(f"pdx{k}", "pd",
+             [f"{{ type: prefill_worker, name: pf, max_queue: 1000000, "
+              f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')} }}",
+              f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
+              f"max_queue: 1000000, event_steps: {a.event_steps} }}"])
     print("\n".join(out))
 
 

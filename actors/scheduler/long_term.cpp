@@ -27,8 +27,10 @@ replanner::settings plan_settings(const actor_params& p) {
   replanner::settings s;
   s.interval = p.dur("replan_interval");
   s.window = p.dur("replan_window");
+  s.shift_z = p.number("replan_shift_z");
   s.hysteresis = p.number("replan_hysteresis");
   s.max_step = p.number("replan_max_step");
+  s.t_gain = p.number("replan_threshold_gain");
   s.split_gain = p.number("replan_split_gain");
   s.min_samples = static_cast<size_t>(p.integer("replan_min_samples"));
   s.min_t = static_cast<uint64_t>(p.integer("min_threshold"));
@@ -179,10 +181,10 @@ void long_term::report(const replanner::decision& d, metrics& m, spdlog::logger&
                                                                          : spdlog::level::info,
           "scheduler_replan reason={} t={}->{} plan_t={} pd_prefill={}->{} of {} "
           "lambda={:.3f}->{:.3f} binding={} link_gbps={:.2f} speed_scale_prfaas={:.2f} "
-          "speed_scale_pd={:.2f} samples={}",
+          "speed_scale_pd={:.2f} samples={} window_restarted={}",
           d.reason, d.t_before, d.t_after, d.t_plan, d.prefill_before, d.prefill_after, d.pd_total,
           d.lambda_now, d.lambda_plan, d.binding, d.usable_gbps, d.prfaas_scale, d.pd_scale,
-          d.samples);
+          d.samples, d.window_restarted);
   const double wall =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   m.recent().record("replan", nlohmann::json{{"time", wall},
@@ -219,15 +221,21 @@ std::vector<param_spec> long_term::params() {
       {"replan_interval", param_kind::duration, "0s",
        "online re-planning: how often the planner (Eq. 3-8) runs on the observed window and "
        "moves the planned t and the target P/D split (0 = off; needs profiles with timings)"},
-      {"replan_window", param_kind::duration, "30s",
+      {"replan_window", param_kind::duration, "120s",
        "online re-planning: the recent requests whose uncached lengths the plan uses"},
+      {"replan_shift_z", param_kind::number, "4",
+       "online re-planning: the last interval's mean log length this many standard errors "
+       "from the older samples' restarts the window (0 = never)"},
       {"replan_hysteresis", param_kind::number, "0.1",
        "online re-planning: the planned t stays while within this share of the plan's"},
       {"replan_max_step", param_kind::number, "4",
        "online re-planning: the planned t moves by at most this factor per re-plan"},
-      {"replan_split_gain", param_kind::number, "0.05",
+      {"replan_threshold_gain", param_kind::number, "0.02",
+       "online re-planning: the planned t moves only for a plan predicting this share more "
+       "prefill throughput (a flat optimum on a noisy window holds)"},
+      {"replan_split_gain", param_kind::number, "0.1",
        "online re-planning: a new P/D split must predict this share more throughput"},
-      {"replan_min_samples", param_kind::integer, "32",
+      {"replan_min_samples", param_kind::integer, "20",
        "online re-planning: fewer requests in the window and the plan holds"},
   };
 }
@@ -241,8 +249,12 @@ void long_term::check(const std::string& path, const actor_params& p) {
     throw config_error(path + ".replan_hysteresis", "must be in [0, 1)");
   if (auto s = p.number("replan_max_step"); !(s > 1 && s <= 1024))
     throw config_error(path + ".replan_max_step", "must be in (1, 1024]");
+  if (auto g = p.number("replan_threshold_gain"); !(g >= 0 && g < 10))
+    throw config_error(path + ".replan_threshold_gain", "must be in [0, 10)");
   if (auto g = p.number("replan_split_gain"); !(g >= 0 && g < 10))
     throw config_error(path + ".replan_split_gain", "must be in [0, 10)");
+  if (p.number("replan_shift_z") < 0)
+    throw config_error(path + ".replan_shift_z", "must not be negative");
   if (p.integer("replan_min_samples") < 1)
     throw config_error(path + ".replan_min_samples", "must be at least 1");
 }

@@ -67,6 +67,32 @@ double replanner::scale(bool prfaas_side, double measured_per_instance) const {
   return tokens / seconds / measured_per_instance;
 }
 
+bool replanner::restart_on_shift(time_point now) {
+  if (s_.shift_z <= 0)
+    return false;
+  double n[2] = {0, 0}, sum[2] = {0, 0}, sq[2] = {0, 0}; // [older, last interval]
+  for (auto& x : samples_) {
+    const int k = now - x.at <= s_.interval ? 1 : 0;
+    const double l = std::log(static_cast<double>(x.uncached));
+    n[k] += 1;
+    sum[k] += l;
+    sq[k] += l * l;
+  }
+  if (n[0] < 8 || n[1] < 8)
+    return false;
+  double mean[2], var[2];
+  for (int k = 0; k < 2; ++k) {
+    mean[k] = sum[k] / n[k];
+    var[k] = std::max(0.0, (sq[k] - n[k] * mean[k] * mean[k]) / (n[k] - 1));
+  }
+  const double se = std::sqrt(var[0] / n[0] + var[1] / n[1]);
+  if (!(se > 0) || std::abs(mean[1] - mean[0]) <= s_.shift_z * se)
+    return false;
+  while (!samples_.empty() && now - samples_.front().at > s_.interval)
+    samples_.pop_front();
+  return true;
+}
+
 std::optional<replanner::decision> replanner::tick(time_point now, const cluster_view& v,
                                                    const pd_instances& pd) {
   if (!started_) { // the first interval gathers samples
@@ -79,6 +105,7 @@ std::optional<replanner::decision> replanner::tick(time_point now, const cluster
   last_ = now;
   expire(now);
   decision d;
+  d.window_restarted = restart_on_shift(now);
   d.t_before = d.t_after = d.t_plan = planned_;
   d.prefill_before = d.prefill_after = target_prefill_.value_or(pd.prefill);
   d.pd_total = pd.prefill + pd.decode;
@@ -158,7 +185,10 @@ void replanner::move(const planner::throughput_model& m, const pd_instances& pd,
   d.t_plan = t_plan;
   const double from = static_cast<double>(std::max<uint64_t>(planned_, 1));
   const double ratio = static_cast<double>(std::max<uint64_t>(t_plan, 1)) / from;
-  if (std::abs(std::log(ratio)) > std::log1p(s_.hysteresis)) {
+  const auto here = m.evaluate(from, n_prfaas, target.n_p, total - target.n_p);
+  const bool worth =
+      planner::prefill_capacity(target) > planner::prefill_capacity(here) * (1 + s_.t_gain);
+  if (worth && std::abs(std::log(ratio)) > std::log1p(s_.hysteresis)) {
     const double step = std::clamp(ratio, 1 / s_.max_step, s_.max_step);
     planned_ =
         std::clamp<uint64_t>(static_cast<uint64_t>(std::llround(from * step)), s_.min_t, s_.max_t);

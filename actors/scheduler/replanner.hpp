@@ -20,7 +20,9 @@
 //
 // Moves, with hysteresis and a bounded rate:
 //   * t: when the plan's t differs from the planned one by more than `hysteresis`
-//     (a share), the planned t moves toward it by at most a factor `max_step`;
+//     (a share) and its prefill capacity (Eq. 6 before decode caps it: what the t
+//     search maximises) beats the planned t's by more than `t_gain`, the planned t
+//     moves toward it by at most a factor `max_step`;
 //   * split: when the plan's PD prefill count differs and its predicted Λ beats the
 //     best Λ at the current split by more than `split_gain` (a conversion costs a
 //     drain), the target split changes; the role controller converts one node at a
@@ -51,11 +53,19 @@ public:
 
   struct settings {
     duration interval = std::chrono::seconds(10);
-    duration window = std::chrono::seconds(30);
-    double hysteresis = 0.1;  ///< the planned t holds while within this share of the plan's
-    double max_step = 4;      ///< t moves by at most this factor per re-plan
-    double split_gain = 0.05; ///< a new split must predict this much more Λ (a share)
-    size_t min_samples = 32;  ///< fewer routed requests in the window: no re-plan
+    duration window = std::chrono::seconds(120);
+    /// A shift of the lengths restarts the window: when the mean log length of the last
+    /// interval differs from the older samples' by more than this many standard errors
+    /// (Welch), the older samples are dropped (0 = never). A long window keeps the plan
+    /// steady; this keeps it quick after a real change.
+    double shift_z = 4;
+    double hysteresis = 0.1; ///< the planned t holds while within this share of the plan's
+    double max_step = 4;     ///< t moves by at most this factor per re-plan
+    /// ... and only when the plan's prefill capacity beats the planned t's by this share
+    /// (a flat optimum and a noisy window must not keep t moving)
+    double t_gain = 0.02;
+    double split_gain = 0.1; ///< a new split must predict this much more Λ (a share)
+    size_t min_samples = 20; ///< fewer routed requests in the window: no re-plan
     size_t max_samples = 8192;
     uint64_t min_t = 0, max_t = 1u << 20; ///< the planned t stays within these
     double link_rate_bps = 0;             ///< the configured link rate, until a monitor reports one
@@ -88,6 +98,7 @@ public:
     std::string binding;    ///< the plan's binding constraint (Eq. 6)
     double usable_gbps = 0, prfaas_scale = 1, pd_scale = 1;
     size_t samples = 0;
+    bool window_restarted = false; ///< a shift of the lengths dropped the older samples
   };
 
   replanner(settings s, profiles p, uint64_t planned_t);
@@ -116,6 +127,8 @@ private:
     uint32_t output;
   };
   void expire(time_point now);
+  /// Drops the samples before the last interval when the lengths shifted; whether it did.
+  bool restart_on_shift(time_point now);
   std::optional<decision> measure(const cluster_view& v, const pd_instances& pd,
                                   planner::case_inputs& in, decision& d);
   void move(const planner::throughput_model& m, const pd_instances& pd, decision& d);

@@ -23,6 +23,20 @@ using json = nlohmann::json;
 namespace sv = prfaas::serving;
 namespace lg = prfaas::loadgen;
 
+/// "T:MU" → from T seconds on, input lengths log-normal with that mu (the rest as `base`).
+lg::input_phase parse_phase(const std::string& text, lg::lognormal_params base) {
+  auto colon = text.find(':');
+  try {
+    if (colon != std::string::npos) {
+      base.mu = std::stod(text.substr(colon + 1));
+      return {std::stod(text.substr(0, colon)), base};
+    }
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--input-phase: expected SECONDS:MU (e.g. 300:8.5), got \"" + text +
+                              "\"");
+}
+
 std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt19937_64& rng) {
   lg::stop_config stop{.max_requests = o.requests, .duration_s = o.duration_s};
   if (o.requests == 0 && o.duration_s <= 0)
@@ -43,6 +57,8 @@ std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt199
   lg::synthetic_config c;
   c.input = {lg::length_dist::lognormal, 0, {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
   c.output = {lg::length_dist::fixed, o.output_tokens, {}};
+  for (auto& text : o.input_phases)
+    c.input_phases.push_back(parse_phase(text, c.input.params));
   c.arrivals.kind = lg::parse_arrival_kind(o.arrivals);
   c.arrivals.rate = o.rate;
   c.arrivals.burst_on_s = o.burst_on_s;
@@ -85,7 +101,7 @@ struct worker_gauges {
 
 struct series {
   std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue, pdp_active,
-      decode_active, decode_waiting, threshold, scarce;
+      decode_active, decode_waiting, threshold, scarce, planned, pd_prefill, planned_pd_prefill;
   std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps,
       link_backlog_mb;
 };
@@ -123,6 +139,9 @@ public:
         if (a.type == "scheduler" && !threshold_) {
           threshold_ = &m.gauge("prfaas_scheduler_threshold_tokens", "", {});
           scarce_ = &m.gauge("prfaas_scheduler_bandwidth_scarce", "", {});
+          planned_ = &m.gauge("prfaas_scheduler_planned_threshold_tokens", "", {});
+          pd_prefill_ = &m.gauge("prfaas_scheduler_pd_workers", "", {{"role", "prefill"}});
+          planned_pd_ = &m.gauge("prfaas_scheduler_planned_pd_workers", "", {{"role", "prefill"}});
         }
     }
     for (auto& l : w_.deployment().link_list) {
@@ -292,6 +311,9 @@ private:
     s_.decode_active.push_back(act[2]);
     s_.threshold.push_back(threshold_ ? threshold_->Value() : 0);
     s_.scarce.push_back(scarce_ ? scarce_->Value() : 0);
+    s_.planned.push_back(planned_ ? planned_->Value() : 0);
+    s_.pd_prefill.push_back(pd_prefill_ ? pd_prefill_->Value() : 0);
+    s_.planned_pd_prefill.push_back(planned_pd_ ? planned_pd_->Value() : 0);
     for (auto& [a, b] : cross_links_) {
       auto key = a + "->" + b;
       auto t = w_.fabric().totals(a, b);
@@ -352,6 +374,9 @@ private:
             {"completed", s_.completed},
             {"threshold_tokens", s_.threshold},
             {"bandwidth_scarce", s_.scarce},
+            {"planned_threshold_tokens", s_.planned},
+            {"pd_prefill_workers", s_.pd_prefill},
+            {"planned_pd_prefill_workers", s_.planned_pd_prefill},
             {"prfaas_queue", s_.prfaas_queue},
             {"prfaas_active", s_.prfaas_active},
             {"pd_prefill_queue", s_.pdp_queue},
@@ -368,6 +393,9 @@ private:
   std::vector<worker_gauges> workers_;
   prometheus::Gauge* threshold_ = nullptr;
   prometheus::Gauge* scarce_ = nullptr;
+  prometheus::Gauge* planned_ = nullptr;
+  prometheus::Gauge* pd_prefill_ = nullptr; ///< PD prefill workers taking work (conversion)
+  prometheus::Gauge* planned_pd_ = nullptr; ///< ... the re-planner's target
   std::vector<std::pair<std::string, std::string>> cross_links_;
   std::map<std::string, double> last_bytes_;
   sim_world::time_point t0_{}, last_sample_{};
@@ -402,6 +430,9 @@ void add_run_options(CLI::App& cmd, run_options& o) {
       ->capture_default_str();
   cmd.add_option("--input-min", o.input_min, "lognormal: shortest input")->capture_default_str();
   cmd.add_option("--input-max", o.input_max, "lognormal: longest input")->capture_default_str();
+  cmd.add_option("--input-phase", o.input_phases,
+                 "SECONDS:MU: lognormal input lengths with this mu from then on (repeatable; a "
+                 "workload whose lengths shift)");
   cmd.add_option("--bandwidth-step", o.bandwidth_steps,
                  "SECONDS:GBPS: every cross-cluster link's capacity from then on (repeatable)");
   cmd.add_option("--sample-interval", o.sample_interval_s, "virtual seconds between samples");
@@ -447,6 +478,8 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
         {"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min}, {"max", o.input_max}};
   out["seed"] = o.seed;
   out["bandwidth_steps"] = o.bandwidth_steps;
+  if (!o.input_phases.empty())
+    out["input_phases"] = o.input_phases;
   if (ttft_by_arrival)
     for (auto& r : st.results())
       ttft_by_arrival->push_back(r.ttft_s.value_or(r.e2e_s));

@@ -31,6 +31,8 @@ struct run_options {
   uint32_t output_tokens = 1024; ///< fixed output length (0 = the trace's)
   /// Input lengths of the lognormal workload: the paper's truncated log-normal by default.
   double input_mu = 9.90, input_sigma = 1.00, input_min = 128, input_max = 128 * 1024;
+  /// "T:MU" — from T seconds on, lognormal input lengths with this mu.
+  std::vector<std::string> input_phases;
   /// "T:GBPS" — every cross-cluster link's capacity becomes GBPS at T seconds.
   std::vector<std::string> bandwidth_steps;
   double sample_interval_s = 5;

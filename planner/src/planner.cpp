@@ -7,15 +7,6 @@ namespace prfaas::planner {
 
 namespace {
 
-/// What the threshold search maximises: the prefill side of Eq. 6 (Eq. 7 balances its
-/// two terms). Decode does not depend on t, so capping afterwards loses nothing and keeps
-/// the chosen t at the Eq. 7 balance even when decode binds.
-double prefill_side(const operating_point& op) {
-  const double a = op.p > 0 ? op.theta_prfaas / op.p : HUGE_VAL;
-  const double b = op.p < 1 ? op.theta_pd_p / (1 - op.p) : HUGE_VAL;
-  return std::min(a, b);
-}
-
 plan finish(const throughput_model& m, std::string kind, const operating_point& op) {
   plan out;
   out.kind = std::move(kind);
@@ -27,6 +18,12 @@ plan finish(const throughput_model& m, std::string kind, const operating_point& 
 }
 
 } // namespace
+
+double prefill_capacity(const operating_point& op) {
+  const double a = op.p > 0 ? op.theta_prfaas / op.p : HUGE_VAL;
+  const double b = op.p < 1 ? op.theta_pd_p / (1 - op.p) : HUGE_VAL;
+  return std::min(a, b);
+}
 
 operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uint32_t n_p,
                                uint32_t n_d) {
@@ -44,7 +41,7 @@ operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uin
     for (uint32_t i = 0; i <= k; ++i) {
       const double u = a + (b - a) * i / k;
       const auto op = at(u);
-      if (prefill_side(op) > prefill_side(best))
+      if (prefill_capacity(op) > prefill_capacity(best))
         best = op, best_u = u;
     }
   };
@@ -65,7 +62,7 @@ operating_point best_split(const throughput_model& m, uint32_t n_prfaas, uint32_
   for (uint32_t n_p = np_min; n_p <= np_max && n_p < pd_instances; ++n_p) {
     const auto op = best_threshold(m, n_prfaas, n_p, pd_instances - n_p);
     const bool better = !have || op.lambda > best.lambda ||
-                        (op.lambda == best.lambda && prefill_side(op) > prefill_side(best));
+                        (op.lambda == best.lambda && prefill_capacity(op) > prefill_capacity(best));
     if (better)
       best = op, have = true;
   }

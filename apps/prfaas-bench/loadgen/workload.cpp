@@ -22,6 +22,17 @@ void synthetic_config::validate() const {
   };
   check(input, "input");
   check(output, "output");
+  double last = 0;
+  for (auto& ph : input_phases) {
+    if (input.kind != length_dist::lognormal)
+      throw std::invalid_argument("--input-phase: needs lognormal input lengths");
+    if (!(ph.from_s > last))
+      throw std::invalid_argument("--input-phase: phases must start after 0 s, in increasing "
+                                  "order (" +
+                                  std::to_string(ph.from_s) + " s)");
+    truncated_lognormal probe{ph.params};
+    last = ph.from_s;
+  }
   arrivals.validate();
   if (stop.max_requests == 0 && !(stop.duration_s > 0))
     throw std::invalid_argument("give --requests or --duration");
@@ -35,6 +46,8 @@ synthetic_workload::synthetic_workload(synthetic_config c, std::mt19937_64& rng)
     input_ln_.emplace(c_.input.params);
   if (c_.output.kind == length_dist::lognormal)
     output_ln_.emplace(c_.output.params);
+  for (auto& ph : c_.input_phases)
+    phase_ln_.emplace_back(ph.params);
 }
 
 uint32_t synthetic_workload::draw(const length_dist& d,
@@ -54,7 +67,11 @@ std::optional<request_spec> synthetic_workload::next() {
       return std::nullopt;
     }
   }
-  r.input_tokens = draw(c_.input, input_ln_);
+  size_t phase = 0; // how many phases have begun by this arrival
+  while (phase < c_.input_phases.size() && c_.input_phases[phase].from_s <= r.arrival_s)
+    ++phase;
+  r.input_tokens = phase == 0 ? draw(c_.input, input_ln_)
+                              : std::max<uint32_t>(1, phase_ln_[phase - 1].tokens(lengths_rng_));
   r.output_tokens = draw(c_.output, output_ln_);
   r.prompt_seed = prompts_rng_();
   ++issued_;

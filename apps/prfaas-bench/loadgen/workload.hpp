@@ -57,8 +57,18 @@ struct stop_config {
   double duration_s = 0;
 };
 
+/// From `from_s` seconds on, input lengths follow `params` (a workload whose length
+/// distribution shifts mid-run; lognormal input only).
+struct input_phase {
+  double from_s = 0;
+  lognormal_params params;
+};
+
 struct synthetic_config {
   length_dist input{length_dist::lognormal, 0, {}}; ///< the paper's by default
+  /// Later laws of the input lengths, by arrival time (ascending from_s); before the
+  /// first, `input`.
+  std::vector<input_phase> input_phases;
   length_dist output{length_dist::fixed, 1024, {}};
   arrival_config arrivals;
   stop_config stop;
@@ -80,6 +90,7 @@ private:
 
   synthetic_config c_;
   std::optional<truncated_lognormal> input_ln_, output_ln_;
+  std::vector<truncated_lognormal> phase_ln_; ///< one per input phase
   std::unique_ptr<arrival_process> arrivals_;
   std::mt19937_64 lengths_rng_, arrivals_rng_, prompts_rng_;
   uint64_t issued_ = 0;

@@ -252,7 +252,7 @@ TEST_CASE("replanner: with convertible nodes the split follows the plan when it 
   const auto best = pl::best_split(m, 4, 8, 1, 5);
   const auto here = pl::best_threshold(m, 4, 3, 5);
   REQUIRE(best.n_p != 3);
-  REQUIRE(best.lambda > here.lambda * 1.05);
+  REQUIRE(best.lambda > here.lambda * 1.1); // above the default split_gain
 
   replanner r{fast(), kimi(), 4096};
   CHECK_FALSE(r.target_prefill());
@@ -347,4 +347,39 @@ TEST_CASE("role controller: with a target split it converts toward it, loads asi
   CHECK(role_controller::pd_roles(v) == std::pair<uint32_t, uint32_t>{2, 2});
   // At the target: nothing more, however long.
   CHECK(rc.tick(t0 + 60s, v).empty());
+}
+
+TEST_CASE("replanner: a shift of the lengths restarts the window, steady lengths do not") {
+  auto s = fast();
+  s.window = 120s;
+  auto v = case_study();
+  replanner r{s, kimi(), 19400};
+  r.tick(t0, v, fixed_split);
+  // 60 s of the paper's law, re-planned every 10 s: one law, no restart.
+  for (int i = 1; i <= 6; ++i) {
+    feed(r, lengths(25, 9.9, 100 + i), t0 + 10s * i, r.planned());
+    auto d = r.tick(t0 + 10s * i, v, fixed_split);
+    REQUIRE(d);
+    CHECK_FALSE(d->window_restarted);
+    CHECK(d->samples == 25u * static_cast<size_t>(i));
+  }
+  // Then 10 s of prompts e^2 times shorter: the older 150 samples go.
+  feed(r, lengths(25, 7.9, 200), t0 + 70s, r.planned());
+  auto d = r.tick(t0 + 70s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(d->window_restarted);
+  CHECK(d->samples == 25);
+  // Off: the same shift keeps the whole window.
+  s.shift_z = 0;
+  replanner off{s, kimi(), 19400};
+  off.tick(t0, v, fixed_split);
+  for (int i = 1; i <= 6; ++i) {
+    feed(off, lengths(25, 9.9, 100 + i), t0 + 10s * i, off.planned());
+    off.tick(t0 + 10s * i, v, fixed_split);
+  }
+  feed(off, lengths(25, 7.9, 200), t0 + 70s, off.planned());
+  d = off.tick(t0 + 70s, v, fixed_split);
+  REQUIRE(d);
+  CHECK_FALSE(d->window_restarted);
+  CHECK(d->samples == 175);
 }

@@ -28,6 +28,9 @@ struct plan_report {
 /// fewer prefill instances. N_p = 0 (everything offloaded, t below every length) is a
 /// candidate, so the result is never worse than the naive plan.
 plan optimise_prfaas_pd(const throughput_model& m);
+/// What the threshold search maximises at an operating point: the prefill side of Eq. 6,
+/// min(Θ_prfaas/p, Θ_pd-p/(1−p)) (Eq. 7 balances its two terms), before decode caps it.
+double prefill_capacity(const operating_point& op);
 /// Best Λ of the same model at a fixed split (the threshold search alone).
 operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uint32_t n_p,
                                uint32_t n_d);
