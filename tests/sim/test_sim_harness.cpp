@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -103,4 +104,37 @@ TEST_CASE("a run ends every request and routes by the threshold") {
   }
   CHECK(sampled <= bytes * 1.000001);
   CHECK(sampled >= bytes * 0.5);
+}
+
+TEST_CASE("online re-planning follows the lengths: down to the short law's t, up after a shift") {
+  // The committed deployment of docs/simulation.md's shifting workload, shortened: 100 s
+  // of mu = 8.0 (the planner: t = 1,015, 1 prefill / 7 decode), then 100 s of mu = 9.9
+  // (t = 19,400, 3 / 5). It starts at the second plan.
+  prfaas::sim::run_options o;
+  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/replan-shift.yaml";
+  o.seed = 1;
+  o.rate = 2.5;
+  o.duration_s = 200;
+  o.input_mu = 8.0;
+  o.input_phases = {"100:9.9"};
+  o.output_tokens = 256;
+  auto r = prfaas::sim::simulate(o);
+  CHECK(r["summary"]["requests"]["ok"] == r["summary"]["issued"]);
+  const auto& ts = r["timeseries"];
+  double short_max = 0, long_min = 1e18;
+  uint32_t prefill_target_end = 0;
+  for (size_t i = 0; i < ts["t_s"].size(); ++i) {
+    const double t = ts["t_s"][i], planned = ts["planned_threshold_tokens"][i];
+    if (t >= 60 && t < 100)
+      short_max = std::max(short_max, planned);
+    if (t >= 170 && t <= 200) {
+      long_min = std::min(long_min, planned);
+      prefill_target_end = ts["planned_pd_prefill_workers"][i];
+    }
+  }
+  INFO("planned t: at most " << short_max << " late in the short phase, at least " << long_min
+                             << " late in the long one");
+  CHECK(short_max < 19400.0 / 4); // moved well down from where it started
+  CHECK(long_min > 19400.0 * 0.6);
+  CHECK(prefill_target_end >= 2);
 }
