@@ -74,6 +74,22 @@ std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt199
   return std::make_unique<lg::synthetic_workload>(c, rng);
 }
 
+/// "T:SECONDS" → (start, duration) of a link outage.
+std::pair<double, double> parse_outage(const std::string& text) {
+  auto colon = text.find(':');
+  try {
+    if (colon != std::string::npos) {
+      double t = std::stod(text.substr(0, colon));
+      double d = std::stod(text.substr(colon + 1));
+      if (t >= 0 && d > 0)
+        return {t, d};
+    }
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--link-down: expected START:SECONDS (e.g. 200:60), got \"" + text +
+                              "\"");
+}
+
 /// "T:GBPS" → (seconds, bit/s).
 std::pair<double, double> parse_step(const std::string& text) {
   auto colon = text.find(':');
@@ -150,12 +166,35 @@ public:
     }
   }
 
-  void schedule_bandwidth() {
+  /// Bandwidth steps and link outages, in workload time (after start()).
+  void schedule_link_events() {
     for (auto& text : o_.bandwidth_steps) {
       auto [t, bps] = parse_step(text);
       for (auto& l : w_.deployment().link_list)
         w_.fabric().schedule_link_rate(l.a, l.b, t0_ + to_ns(t), bps);
     }
+    for (auto& text : o_.link_downs) {
+      auto [from, seconds] = parse_outage(text);
+      w_.timer().at(t0_ + to_ns(from), [this] { cut_links(true); });
+      w_.timer().at(t0_ + to_ns(from + seconds), [this] { cut_links(false); });
+    }
+  }
+
+  /// Every node pair across a declared link stops (or resumes) talking, both ways:
+  /// control, heartbeats and KV alike (a cross-datacenter link that is down).
+  void cut_links(bool down) {
+    for (auto& l : w_.deployment().link_list)
+      for (auto& a : w_.deployment().nodes)
+        for (auto& b : w_.deployment().nodes)
+          if (a.cluster == l.a && b.cluster == l.b) {
+            if (down) {
+              w_.net().block(a.name, b.name);
+              w_.net().block(b.name, a.name);
+            } else {
+              w_.net().unblock(a.name, b.name);
+              w_.net().unblock(b.name, a.name);
+            }
+          }
   }
 
   void start(std::unique_ptr<lg::request_source> src) {
@@ -435,6 +474,9 @@ void add_run_options(CLI::App& cmd, run_options& o) {
                  "workload whose lengths shift)");
   cmd.add_option("--bandwidth-step", o.bandwidth_steps,
                  "SECONDS:GBPS: every cross-cluster link's capacity from then on (repeatable)");
+  cmd.add_option("--link-down", o.link_downs,
+                 "START:SECONDS: every cross-cluster link is cut both ways for that long "
+                 "(repeatable)");
   cmd.add_option("--sample-interval", o.sample_interval_s, "virtual seconds between samples");
   cmd.add_option("--drain", o.drain_s, "virtual seconds after the last arrival at most");
   cmd.add_option("--tpot-slo-ms", o.tpot_slo_ms, "decode SLO (25 ms = 40 tokens/s)");
@@ -458,8 +500,8 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   run_state st{o, w};
   st.find_gateway();
   st.find_gauges();
-  st.schedule_bandwidth();
   st.start(std::move(src));
+  st.schedule_link_events();
   // On a terminal, a progress line (quiet when stderr is piped).
   progress_line progress{o.rate > 0 ? "prfaas-sim at " + json(o.rate).dump() + " req/s"
                                     : "prfaas-sim " + o.workload};
@@ -478,6 +520,8 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
         {"mu", o.input_mu}, {"sigma", o.input_sigma}, {"min", o.input_min}, {"max", o.input_max}};
   out["seed"] = o.seed;
   out["bandwidth_steps"] = o.bandwidth_steps;
+  if (!o.link_downs.empty())
+    out["link_downs"] = o.link_downs;
   if (!o.input_phases.empty())
     out["input_phases"] = o.input_phases;
   if (ttft_by_arrival)
