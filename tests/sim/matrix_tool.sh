@@ -33,12 +33,12 @@ for (p, w), c in cells.items():
     assert c["seeds"] == 2
     want = statistics.median(x["ttft_ms"]["mean"] / 1e3 for x in runs)
     assert abs(c["mean_s"] - want) < 1e-9, (p, w, c["mean_s"], want)
-    assert c["total"] == 12, c
+    assert c["failed"] == max(x["requests"]["total"] - x["requests"]["ok"] for x in runs), c
 # Splits: as given, and the planner's homogeneous split on 3 PD nodes (1 or 2 prefill).
 assert cells[("fixed", "short")]["split"] == "1/2" and cells[("naive", "short")]["split"] == "0/3"
 assert cells[("homogeneous", "short")]["split"] in ("1/2", "2/1")
 # Naive loses requests while the link is cut; it must not be the best baseline there.
-assert cells[("naive", "cut")]["ok"] < 12, cells[("naive", "cut")]
+assert cells[("naive", "cut")]["failed"] > 0, cells[("naive", "cut")]
 table = open(os.path.join(r, "matrix.md")).read()
 row = [l for l in table.splitlines() if l.startswith("| cut |")][0]
 ratio = row.split("|")[-2].strip()
