@@ -117,7 +117,8 @@ struct worker_gauges {
 
 struct series {
   std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue, pdp_active,
-      decode_active, decode_waiting, threshold, scarce, planned, pd_prefill, planned_pd_prefill;
+      decode_active, decode_waiting, threshold, scarce, planned, pd_prefill, planned_pd_prefill,
+      link_up;
   std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps,
       link_backlog_mb;
 };
@@ -156,6 +157,7 @@ public:
           threshold_ = &m.gauge("prfaas_scheduler_threshold_tokens", "", {});
           scarce_ = &m.gauge("prfaas_scheduler_bandwidth_scarce", "", {});
           planned_ = &m.gauge("prfaas_scheduler_planned_threshold_tokens", "", {});
+          link_up_ = &m.gauge("prfaas_scheduler_link_up", "", {});
           pd_prefill_ = &m.gauge("prfaas_scheduler_pd_workers", "", {{"role", "prefill"}});
           planned_pd_ = &m.gauge("prfaas_scheduler_planned_pd_workers", "", {{"role", "prefill"}});
         }
@@ -351,6 +353,7 @@ private:
     s_.threshold.push_back(threshold_ ? threshold_->Value() : 0);
     s_.scarce.push_back(scarce_ ? scarce_->Value() : 0);
     s_.planned.push_back(planned_ ? planned_->Value() : 0);
+    s_.link_up.push_back(link_up_ ? link_up_->Value() : 1);
     s_.pd_prefill.push_back(pd_prefill_ ? pd_prefill_->Value() : 0);
     s_.planned_pd_prefill.push_back(planned_pd_ ? planned_pd_->Value() : 0);
     for (auto& [a, b] : cross_links_) {
@@ -414,6 +417,7 @@ private:
             {"threshold_tokens", s_.threshold},
             {"bandwidth_scarce", s_.scarce},
             {"planned_threshold_tokens", s_.planned},
+            {"scheduler_link_up", s_.link_up},
             {"pd_prefill_workers", s_.pd_prefill},
             {"planned_pd_prefill_workers", s_.planned_pd_prefill},
             {"prfaas_queue", s_.prfaas_queue},
@@ -433,6 +437,7 @@ private:
   prometheus::Gauge* threshold_ = nullptr;
   prometheus::Gauge* scarce_ = nullptr;
   prometheus::Gauge* planned_ = nullptr;
+  prometheus::Gauge* link_up_ = nullptr;    ///< the scheduler's view: no monitor reports it down
   prometheus::Gauge* pd_prefill_ = nullptr; ///< PD prefill workers taking work (conversion)
   prometheus::Gauge* planned_pd_ = nullptr; ///< ... the re-planner's target
   std::vector<std::pair<std::string, std::string>> cross_links_;
