@@ -171,9 +171,15 @@ void replanner::move(const planner::throughput_model& m, const pd_instances& pd,
   auto target = planner::best_threshold(m, n_prfaas, pd.prefill, pd.decode);
   if (pd.max_prefill > pd.min_prefill) {
     const uint32_t hi = std::min(pd.max_prefill, total - 1);
-    const auto best = planner::best_split(m, n_prfaas, total, std::min(pd.min_prefill, hi), hi);
+    const uint32_t lo = std::min(pd.min_prefill, hi);
+    // The split already committed to (conversions may still be under way toward it) is
+    // what a new one must beat, not the split of the moment: else a re-plan during a
+    // drain would call it back.
+    const uint32_t committed = std::clamp(target_prefill_.value_or(pd.prefill), lo, hi);
+    target = planner::best_threshold(m, n_prfaas, committed, total - committed);
+    const auto best = planner::best_split(m, n_prfaas, total, lo, hi);
     // A conversion drains a node: worth it only for a clearly better plan.
-    if (best.n_p != pd.prefill && best.lambda > target.lambda * (1 + s_.split_gain))
+    if (best.n_p != committed && best.lambda > target.lambda * (1 + s_.split_gain))
       target = best;
     target_prefill_ = target.n_p;
     d.prefill_after = target.n_p;

@@ -383,3 +383,44 @@ TEST_CASE("replanner: a shift of the lengths restarts the window, steady lengths
   CHECK_FALSE(d->window_restarted);
   CHECK(d->samples == 175);
 }
+
+TEST_CASE("replanner: a conversion under way is not called back by the next re-plan") {
+  // Short prompts: the plan wants 1 PD prefill instance (see the split test above).
+  const auto ls = lengths(2000, 7.5, 8);
+  auto v = case_study();
+  auto s = fast();
+  s.split_gain = 0.25; // 3 -> 1 predicts 33% more (the split test above): still worth it
+  replanner r{s, kimi(), 4096};
+  r.tick(t0, v, {.prefill = 3, .decode = 5, .min_prefill = 1, .max_prefill = 5});
+  feed(r, ls, t0 + 10s, 4096);
+  REQUIRE(r.tick(t0 + 10s, v, {.prefill = 3, .decode = 5, .min_prefill = 1, .max_prefill = 5}));
+  const auto target = r.target_prefill();
+  REQUIRE(target);
+  REQUIRE(*target < 3);
+  // A node is draining (neither role takes work): 2 prefill, 5 decode for the moment.
+  // Against that split the committed one gains less than split_gain: judged from the
+  // split of the moment, the re-plan would call the conversion back.
+  {
+    auto p = kimi();
+    pl::case_inputs in;
+    in.prfaas = {p.prfaas, 4};
+    in.pd = {p.pd, 7};
+    in.link_gbps = 100;
+    in.lengths = pl::length_distribution::empirical(ls);
+    in.output_tokens = 1024;
+    in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
+    in.threshold_points = 128;
+    in.refine_rounds = 2;
+    const pl::throughput_model m{in};
+    const auto now = pl::best_threshold(m, 4, 2, 5);
+    const auto committed = pl::best_threshold(m, 4, *target, 7 - *target);
+    INFO("lambda at 2/5 " << now.lambda << ", at the committed split " << committed.lambda);
+    REQUIRE(committed.lambda <= now.lambda * 1.25);
+  }
+  feed(r, ls, t0 + 20s, r.planned());
+  auto d = r.tick(t0 + 20s, v, {.prefill = 2, .decode = 5, .min_prefill = 1, .max_prefill = 4});
+  REQUIRE(d);
+  CHECK(d->prefill_before == *target);
+  CHECK(d->prefill_after == *target);
+  CHECK(r.target_prefill() == target);
+}
