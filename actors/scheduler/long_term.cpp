@@ -69,41 +69,52 @@ prometheus::Gauge& planned_pd(metrics& m, const char* role) {
                  "PD-cluster workers per role the re-planner's split wants", {{"role", role}});
 }
 
+/// The two sides' profiles for re-planning; config_error (naming replan_interval) when
+/// either is missing, does not load, or lacks what the planner needs.
+replanner::profiles replan_profiles(const actor_params& p, const deployment_config& dep,
+                                    const cluster_view& v) {
+  const std::string key = p.path() + ".replan_interval";
+  replanner::profiles profs;
+  for (bool prfaas : {true, false}) {
+    const auto path = side_profile(dep, v, prfaas);
+    const char* side = prfaas ? "PrfaaS" : "PD";
+    if (path.empty())
+      throw config_error(key, std::string("online re-planning needs the ") + side +
+                                  " prefill workers' profile (model.profile or the "
+                                  "workers' profile): none is declared");
+    auto loaded = engine::load_profile(path);
+    if (!loaded)
+      throw config_error(key, std::string("the ") + side + " profile: " + loaded.message());
+    (prfaas ? profs.prfaas : profs.pd) = std::move(loaded.value());
+  }
+  if (auto why = unusable(profs); !why.empty())
+    throw config_error(key, "online re-planning cannot use the profiles: " + why);
+  return profs;
+}
+
 } // namespace
+
+long_term::long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
+                     spdlog::logger&) {
+  if (p.dur("convert_interval") > std::chrono::nanoseconds{0})
+    roles_.emplace(role_settings(p), v);
+  if (p.dur("replan_interval") <= std::chrono::nanoseconds{0})
+    return;
+  auto s = plan_settings(p);
+  for (auto& l : dep.link_list)
+    s.link_rate_bps = std::max(s.link_rate_bps, static_cast<double>(l.rate_bps));
+  plan_.emplace(s, replan_profiles(p, dep, v), static_cast<uint64_t>(p.integer("threshold")));
+}
 
 prometheus::Gauge& planned_threshold_gauge(metrics& m) {
   return m.gauge("prfaas_scheduler_planned_threshold_tokens",
                  "The planned offload threshold: configured, then moved by online re-planning");
 }
 
-long_term::long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
-                     spdlog::logger& log) {
-  if (p.dur("convert_interval") > std::chrono::nanoseconds{0})
-    roles_.emplace(role_settings(p), v);
-  if (p.dur("replan_interval") <= std::chrono::nanoseconds{0})
-    return;
-  const auto pf = side_profile(dep, v, true), pd = side_profile(dep, v, false);
-  if (pf.empty() || pd.empty()) {
-    log.warn("scheduler_replan_off reason=\"no profile for the {} side (model.profile or the "
-             "workers' profile)\"",
-             pf.empty() ? "PrfaaS" : "PD");
-    return;
-  }
-  replanner::profiles profs;
-  for (auto [path, out] : {std::pair{pf, &profs.prfaas}, std::pair{pd, &profs.pd}}) {
-    auto loaded = engine::load_profile(path);
-    if (!loaded)
-      throw config_error(p.path() + ".replan_interval", loaded.message());
-    *out = std::move(loaded.value());
-  }
-  if (auto why = unusable(profs); !why.empty()) {
-    log.warn("scheduler_replan_off reason=\"{}\"", why);
-    return;
-  }
-  auto s = plan_settings(p);
-  for (auto& l : dep.link_list)
-    s.link_rate_bps = std::max(s.link_rate_bps, static_cast<double>(l.rate_bps));
-  plan_.emplace(s, std::move(profs), static_cast<uint64_t>(p.integer("threshold")));
+void long_term::check_deployment(const actor_params& p, const deployment_config& dep,
+                                 const cluster_view& v) {
+  if (p.dur("replan_interval") > std::chrono::nanoseconds{0})
+    replan_profiles(p, dep, v);
 }
 
 void long_term::observe(time_point now, const route_choice& c, const cluster_view& v,

@@ -30,11 +30,14 @@ public:
   using time_point = std::chrono::steady_clock::time_point;
 
   /// From the scheduler's parameters. Re-planning needs prefill timings for both sides
-  /// (the PrfaaS workers' profile and the PD cluster's) and a decode model; without
-  /// them it stays off and `log` says why. Throws config_error on a profile that does
-  /// not load.
+  /// (the PrfaaS workers' profile and the PD cluster's) and a decode model on the PD
+  /// one; check_deployment refuses a deployment without them.
   long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
             spdlog::logger& log);
+  /// With replan_interval set: both sides' profiles are declared, load, and have what
+  /// the planner needs. Throws config_error naming replan_interval.
+  static void check_deployment(const actor_params& p, const deployment_config& dep,
+                               const cluster_view& v);
 
   /// A routed request (for the re-planner's window).
   void observe(time_point now, const route_choice& c, const cluster_view& v,

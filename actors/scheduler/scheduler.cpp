@@ -513,6 +513,7 @@ void register_types(actor_registry& r) {
                auto v = workers_of(dep, split_names(p.str("prefill_types")),
                                    split_names(p.str("decode_types")));
                apply_standby(v, split_names(p.str("standby")), path);
+               long_term::check_deployment(p, dep, v);
              }});
 }
 

@@ -10,7 +10,11 @@
 #include <cmath>
 #include <random>
 
+#include <yaml-cpp/yaml.h>
+
 #include "prfaas/planner/planner.hpp"
+#include "prfaas/runtime/actor_registry.hpp"
+#include "prfaas/runtime/config.hpp"
 #include "scheduler/replanner.hpp"
 #include "scheduler/role_controller.hpp"
 #include "scheduler/threshold_controller.hpp"
@@ -423,4 +427,24 @@ TEST_CASE("replanner: a conversion under way is not called back by the next re-p
   CHECK(d->prefill_before == *target);
   CHECK(d->prefill_after == *target);
   CHECK(r.target_prefill() == target);
+}
+
+TEST_CASE("replan_interval without profile timings is a configuration error naming it") {
+  const auto r = prfaas::actor_registry::with_builtins();
+  const std::string base = std::string(PRFAAS_SOURCE_DIR) + "/configs/sim/replan-shift.yaml";
+  CHECK_NOTHROW(r.validate(prfaas::load_deployment(base)));
+  // The same deployment on the reference engine: no profile says how fast anything is.
+  auto dep = prfaas::load_deployment(base);
+  dep.model = YAML::Load("{ engine: reference, block_tokens: 16, max_context: 4096 }");
+  for (auto& n : dep.nodes)
+    for (auto& a : n.actors)
+      if (a.params["profile"])
+        a.params.remove("profile");
+  try {
+    r.validate(dep);
+    FAIL("accepted");
+  } catch (const prfaas::config_error& e) {
+    CHECK(e.path() == "nodes[0].actors[1].replan_interval");
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("needs the PrfaaS prefill workers' profile"));
+  }
 }
