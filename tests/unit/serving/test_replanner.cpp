@@ -87,22 +87,30 @@ void feed(replanner& r, const std::vector<uint64_t>& ls, replanner::time_point a
     r.observe(at - 10s + gap * static_cast<int64_t>(i), ls[i], ls[i] > t, output);
 }
 
-/// What the planner says for these lengths on the case study at a fixed split.
-pl::operating_point expected(const std::vector<uint64_t>& ls, double link_gbps = 100,
-                             double pd_slowdown = 1) {
+/// The model the replanner builds from these lengths: the case study's 4 PrfaaS
+/// instances, `pd` PD instances, a link of `link_gbps`, PD prefill `pd_slowdown` times
+/// slower than profiled, 1,024 output tokens, the replanner's search grid.
+pl::throughput_model model_of(const std::vector<uint64_t>& ls, uint32_t pd = 8,
+                              double link_gbps = 100, double pd_slowdown = 1) {
   auto p = kimi();
   for (auto& pt : p.pd.points)
     pt.prefill_s *= pd_slowdown;
   pl::case_inputs in;
   in.prfaas = {p.prfaas, 4};
-  in.pd = {p.pd, 8};
+  in.pd = {p.pd, pd};
   in.link_gbps = link_gbps;
   in.lengths = pl::length_distribution::empirical(ls);
   in.output_tokens = 1024;
   in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
   in.threshold_points = 128;
   in.refine_rounds = 2;
-  return pl::best_threshold(pl::throughput_model{in}, 4, 3, 5);
+  return pl::throughput_model{in};
+}
+
+/// What the planner says for these lengths on the case study at a fixed split.
+pl::operating_point expected(const std::vector<uint64_t>& ls, double link_gbps = 100,
+                             double pd_slowdown = 1) {
+  return pl::best_threshold(model_of(ls, 8, link_gbps, pd_slowdown), 4, 3, 5);
 }
 
 } // namespace
@@ -242,17 +250,7 @@ TEST_CASE("replanner: with convertible nodes the split follows the plan when it 
   auto v = case_study();
   const replanner::pd_instances convertible{
       .prefill = 3, .decode = 5, .min_prefill = 1, .max_prefill = 5};
-  auto p = kimi();
-  pl::case_inputs in;
-  in.prfaas = {p.prfaas, 4};
-  in.pd = {p.pd, 8};
-  in.link_gbps = 100;
-  in.lengths = pl::length_distribution::empirical(ls);
-  in.output_tokens = 1024;
-  in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
-  in.threshold_points = 128;
-  in.refine_rounds = 2;
-  const pl::throughput_model m{in};
+  const auto m = model_of(ls);
   const auto best = pl::best_split(m, 4, 8, 1, 5);
   const auto here = pl::best_threshold(m, 4, 3, 5);
   REQUIRE(best.n_p != 3);
@@ -405,17 +403,7 @@ TEST_CASE("replanner: a conversion under way is not called back by the next re-p
   // Against that split the committed one gains less than split_gain: judged from the
   // split of the moment, the re-plan would call the conversion back.
   {
-    auto p = kimi();
-    pl::case_inputs in;
-    in.prfaas = {p.prfaas, 4};
-    in.pd = {p.pd, 7};
-    in.link_gbps = 100;
-    in.lengths = pl::length_distribution::empirical(ls);
-    in.output_tokens = 1024;
-    in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
-    in.threshold_points = 128;
-    in.refine_rounds = 2;
-    const pl::throughput_model m{in};
+    const auto m = model_of(ls, 7);
     const auto now = pl::best_threshold(m, 4, 2, 5);
     const auto committed = pl::best_threshold(m, 4, *target, 7 - *target);
     INFO("lambda at 2/5 " << now.lambda << ", at the committed split " << committed.lambda);
