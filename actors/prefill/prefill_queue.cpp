@@ -62,9 +62,10 @@ void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanosecon
     return;
   auto& e = it->second;
   settle_work(e);
-  if (ok && computed >= 64 && engine_time.count() > 0) { // the engine's pace (smoothed)
+  if (ok && computed >= pace_min_tokens && engine_time.count() > 0) {
     const double rate = computed / std::chrono::duration<double>(engine_time).count();
-    tokens_per_s_ = tokens_per_s_ > 0 ? 0.8 * tokens_per_s_ + 0.2 * rate : rate;
+    tokens_per_s_ =
+        tokens_per_s_ > 0 ? (1 - pace_smoothing) * tokens_per_s_ + pace_smoothing * rate : rate;
   }
   if (e.transfer_open)
     e.ph = phase::sent;

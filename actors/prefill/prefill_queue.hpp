@@ -87,8 +87,12 @@ public:
   size_t transferring() const;
   /// Work admitted and not done: pulling, queued and running orders.
   uint64_t queued_tokens() const { return queued_tokens_; }
-  /// The engine's prefill pace (smoothed; 0 until a prefill of 64+ tokens finished).
+  /// The engine's prefill pace: the rate of each prefill of at least `pace_min_tokens`,
+  /// smoothed by `pace_smoothing` per prefill (0 until one finished). The re-planner
+  /// estimates a profile's pace the same way.
   double tokens_per_s() const { return tokens_per_s_; }
+  static constexpr uint32_t pace_min_tokens = 64;
+  static constexpr double pace_smoothing = 0.2;
   size_t max_queue() const { return max_queue_; }
   size_t size() const { return orders_.size(); }
 

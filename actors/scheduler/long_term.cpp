@@ -20,6 +20,7 @@ role_controller::settings role_settings(const actor_params& p) {
   r.high = p.number("convert_high");
   r.low = p.number("convert_low");
   r.prefill_full_tokens = static_cast<double>(p.integer("prefill_full_tokens"));
+  r.parallel = static_cast<uint32_t>(p.integer("convert_parallel"));
   return r;
 }
 
@@ -32,6 +33,7 @@ replanner::settings plan_settings(const actor_params& p) {
   s.max_step = p.number("replan_max_step");
   s.t_gain = p.number("replan_threshold_gain");
   s.split_gain = p.number("replan_split_gain");
+  s.split_patience = static_cast<uint32_t>(p.integer("replan_split_patience"));
   s.min_samples = static_cast<size_t>(p.integer("replan_min_samples"));
   s.min_t = static_cast<uint64_t>(p.integer("min_threshold"));
   if (p.integer("max_threshold") > 0)
@@ -222,6 +224,9 @@ std::vector<param_spec> long_term::params() {
        "long-term controller: least time between two conversions"},
       {"convert_drain_timeout", param_kind::duration, "120s",
        "long-term controller: a drain not done by then is undone"},
+      {"convert_parallel", param_kind::integer, "1",
+       "long-term controller: nodes draining at once toward the re-planned split (the "
+       "load rule converts one at a time)"},
       {"convert_high", param_kind::number, "0.8",
        "long-term controller: a stage this loaded (0..1) wants a node..."},
       {"convert_low", param_kind::number, "0.4",
@@ -245,7 +250,10 @@ std::vector<param_spec> long_term::params() {
        "online re-planning: the planned t moves only for a plan predicting this share more "
        "prefill throughput (a flat optimum on a noisy window holds)"},
       {"replan_split_gain", param_kind::number, "0.1",
-       "online re-planning: a new P/D split must predict this share more throughput"},
+       "online re-planning: a new P/D split must predict this share more throughput..."},
+      {"replan_split_patience", param_kind::integer, "3",
+       "online re-planning: ... or more than replan_threshold_gain on this many re-plans in "
+       "a row that want that same split (0 = only replan_split_gain)"},
       {"replan_min_samples", param_kind::integer, "20",
        "online re-planning: fewer requests in the window and the plan holds"},
   };
@@ -264,6 +272,10 @@ void long_term::check(const std::string& path, const actor_params& p) {
     throw config_error(path + ".replan_threshold_gain", "must be in [0, 10)");
   if (auto g = p.number("replan_split_gain"); !(g >= 0 && g < 10))
     throw config_error(path + ".replan_split_gain", "must be in [0, 10)");
+  if (auto k = p.integer("convert_parallel"); k < 1 || k > 64)
+    throw config_error(path + ".convert_parallel", "must be in [1, 64]");
+  if (auto k = p.integer("replan_split_patience"); k < 0 || k > 1000)
+    throw config_error(path + ".replan_split_patience", "must be in [0, 1000]");
   if (p.number("replan_shift_z") < 0)
     throw config_error(path + ".replan_shift_z", "must not be negative");
   if (p.integer("replan_min_samples") < 1)

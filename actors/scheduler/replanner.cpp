@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
+#include "prefill/prefill_queue.hpp"
 #include "prfaas/planner/planner.hpp"
 
 namespace prfaas::serving {
@@ -17,8 +19,9 @@ engine::profile slowed(engine::profile p, double k) {
   return p;
 }
 
-/// Mean measured pace of one side's routable prefill workers that have one (0: none).
-double pace_per_instance(const cluster_view& v, bool prfaas_side) {
+/// Mean measured pace of one side's routable prefill workers that have one (0: none),
+/// and how many have one.
+std::pair<double, size_t> pace_per_instance(const cluster_view& v, bool prfaas_side) {
   double sum = 0;
   size_t n = 0;
   for (auto& w : v.prefill)
@@ -26,7 +29,7 @@ double pace_per_instance(const cluster_view& v, bool prfaas_side) {
       sum += w.tokens_per_s;
       ++n;
     }
-  return n ? sum / static_cast<double>(n) : 0;
+  return {n ? sum / static_cast<double>(n) : 0, n};
 }
 
 uint32_t routable_prfaas(const cluster_view& v) {
@@ -52,19 +55,27 @@ void replanner::expire(time_point now) {
     samples_.pop_front();
 }
 
-double replanner::scale(bool prfaas_side, double measured_per_instance) const {
+double replanner::scale(bool prfaas_side, double measured_per_instance, size_t workers) const {
   if (measured_per_instance <= 0)
     return 1;
   const auto& prof = prfaas_side ? p_.prfaas : p_.pd;
-  double tokens = 0, seconds = 0;
+  // The profiled pace estimated the way the workers measure theirs (prefill_queue):
+  // each smooths the rate of its own prefills, so their mean covers the side's last few. A ratio of
+  // all tokens over all seconds in the window would not do: a prefill has a fixed cost, so short
+  // prompts run at a lower rate, and after t fell a worker running exactly at its profile would
+  // look several times slower than the window's older, longer prompts.
+  const double alpha =
+      prefill_queue::pace_smoothing / static_cast<double>(std::max<size_t>(workers, 1));
+  double pace = 0;
   for (auto& x : samples_)
-    if (x.offloaded == prfaas_side) {
-      tokens += static_cast<double>(x.uncached);
-      seconds += prof.prefill_seconds(x.uncached);
+    if (x.offloaded == prfaas_side && x.uncached >= prefill_queue::pace_min_tokens) {
+      const double s = prof.prefill_seconds(x.uncached);
+      const double rate = s > 0 ? static_cast<double>(x.uncached) / s : 0;
+      pace = pace > 0 ? (1 - alpha) * pace + alpha * rate : rate;
     }
-  if (tokens <= 0 || seconds <= 0)
+  if (pace <= 0)
     return 1;
-  return tokens / seconds / measured_per_instance;
+  return pace / measured_per_instance;
 }
 
 bool replanner::restart_on_shift(time_point now) {
@@ -143,8 +154,10 @@ std::optional<replanner::decision> replanner::measure(const cluster_view& v, con
     return d;
   }
   d.usable_gbps = usable / 1e9;
-  d.prfaas_scale = scale(true, pace_per_instance(v, true));
-  d.pd_scale = scale(false, pace_per_instance(v, false));
+  const auto [prfaas_pace, prfaas_paced] = pace_per_instance(v, true);
+  const auto [pd_pace, pd_paced] = pace_per_instance(v, false);
+  d.prfaas_scale = scale(true, prfaas_pace, prfaas_paced);
+  d.pd_scale = scale(false, pd_pace, pd_paced);
   std::vector<uint64_t> lengths;
   double output = 0;
   for (auto& x : samples_) {
@@ -164,6 +177,22 @@ std::optional<replanner::decision> replanner::measure(const cluster_view& v, con
   return std::nullopt;
 }
 
+bool replanner::wants_split(const planner::operating_point& best, double committed_lambda,
+                            uint32_t committed) {
+  const bool better = best.n_p != committed && best.lambda > committed_lambda * (1 + s_.t_gain);
+  streak_ = better ? (best.n_p == streak_prefill_ ? streak_ + 1 : 1) : 0;
+  streak_prefill_ = better ? best.n_p : 0;
+  // A conversion drains a node: worth it for a clearly better plan at once, or for a
+  // smaller gain that re-plan after re-plan points to the same split (else a split chosen
+  // on a noisy window, or a flat optimum's neighbour, would hold for good).
+  const bool go =
+      best.n_p != committed && (best.lambda > committed_lambda * (1 + s_.split_gain) ||
+                                (better && s_.split_patience > 0 && streak_ >= s_.split_patience));
+  if (go)
+    streak_ = 0;
+  return go;
+}
+
 void replanner::move(const planner::throughput_model& m, const pd_instances& pd, decision& d) {
   const uint32_t n_prfaas = m.inputs().prfaas.instances;
   const uint32_t total = pd.prefill + pd.decode;
@@ -178,8 +207,7 @@ void replanner::move(const planner::throughput_model& m, const pd_instances& pd,
     const uint32_t committed = std::clamp(target_prefill_.value_or(pd.prefill), lo, hi);
     target = planner::best_threshold(m, n_prfaas, committed, total - committed);
     const auto best = planner::best_split(m, n_prfaas, total, lo, hi);
-    // A conversion drains a node: worth it only for a clearly better plan.
-    if (best.n_p != committed && best.lambda > target.lambda * (1 + s_.split_gain))
+    if (wants_split(best, target.lambda, committed))
       target = best;
     target_prefill_ = target.n_p;
     d.prefill_after = target.n_p;

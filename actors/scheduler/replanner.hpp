@@ -9,8 +9,9 @@
 //     what a prefill computes), as an empirical distribution;
 //   * prefill speed per side: each side's profile (the deployment's, Table 5 style),
 //     its times scaled by measured / profiled pace — measured: the routable workers'
-//     reported tokens/s; profiled: the same side's routed lengths over their profile
-//     times, so a slower-than-profiled H20 makes every PD time longer;
+//     reported tokens/s (each smooths its recent prefills' rates); profiled: the rates
+//     of the same side's recent routed lengths under the profile, smoothed the same
+//     way, so a slower-than-profiled H20 makes every PD time longer;
 //   * link: the usable bandwidth (measured throughput while the link is backed up,
 //     else its configured rate), which Eq. 3's Θ_link turns into the hard bound of
 //     Eq. 2 on offloaded KV;
@@ -24,9 +25,10 @@
 //     search maximises) beats the planned t's by more than `t_gain`, the planned t
 //     moves toward it by at most a factor `max_step`;
 //   * split: when the plan's PD prefill count differs and its predicted Λ beats the
-//     best Λ at the current split by more than `split_gain` (a conversion costs a
-//     drain), the target split changes; the role controller converts one node at a
-//     time toward it.
+//     best Λ at the committed split by more than `split_gain` (a conversion costs a
+//     drain), the target split changes at once; for a smaller gain, above `t_gain`, it
+//     changes when `split_patience` re-plans in a row want that same split. The role
+//     controller converts toward the target.
 // Each re-plan returns what it decided and why, with the predicted Λ at the current
 // operating point and at the plan's, for logs and metrics.
 //
@@ -64,7 +66,10 @@ public:
     /// ... and only when the plan's prefill capacity beats the planned t's by this share
     /// (a flat optimum and a noisy window must not keep t moving)
     double t_gain = 0.02;
-    double split_gain = 0.1; ///< a new split must predict this much more Λ (a share)
+    double split_gain = 0.1; ///< a new split must predict this much more Λ (a share)...
+    /// ... or more than t_gain on this many re-plans in a row wanting that same split
+    /// (0 = only split_gain counts)
+    uint32_t split_patience = 3;
     size_t min_samples = 20; ///< fewer routed requests in the window: no re-plan
     size_t max_samples = 8192;
     uint64_t min_t = 0, max_t = 1u << 20; ///< the planned t stays within these
@@ -115,9 +120,10 @@ public:
   std::optional<uint32_t> target_prefill() const { return target_prefill_; }
   const settings& config() const { return s_; }
 
-  /// The side's time multiplier: profiled pace of its routed lengths over the measured
-  /// pace per instance (1 when either is unknown). Exposed for tests.
-  double scale(bool prfaas_side, double measured_per_instance) const;
+  /// The side's time multiplier: profiled pace of its routed lengths, smoothed as
+  /// `workers` workers smooth theirs (prefill_queue::tokens_per_s), over
+  /// the measured pace per instance (1 when either is unknown). Exposed for tests.
+  double scale(bool prfaas_side, double measured_per_instance, size_t workers = 1) const;
 
 private:
   struct sample {
@@ -132,12 +138,17 @@ private:
   std::optional<decision> measure(const cluster_view& v, const pd_instances& pd,
                                   planner::case_inputs& in, decision& d);
   void move(const planner::throughput_model& m, const pd_instances& pd, decision& d);
+  /// Whether the best split replaces the committed one (keeps the streak).
+  bool wants_split(const planner::operating_point& best, double committed_lambda,
+                   uint32_t committed);
 
   settings s_;
   profiles p_;
   std::deque<sample> samples_;
   uint64_t planned_;
   std::optional<uint32_t> target_prefill_;
+  /// The split the last re-plans preferred to the committed one, and how many in a row.
+  uint32_t streak_prefill_ = 0, streak_ = 0;
   time_point last_{};
   bool started_ = false;
 };

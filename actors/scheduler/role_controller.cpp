@@ -67,24 +67,47 @@ std::vector<role_controller::event> role_controller::tick(time_point now, cluste
     return out;
   last_tick_ = now;
   measure(v);
-  if (active_) {
-    if (auto e = progress(now, v))
+  for (auto it = active_.begin(); it != active_.end();)
+    if (auto e = progress(now, v, *it)) {
       out.push_back(*e);
+      it = active_.erase(it);
+    } else {
+      ++it;
+    }
+  if (!out.empty() || (conversions_ > 0 && now - last_change_ < s_.cooldown))
     return out;
-  }
-  if (conversions_ > 0 && now - last_change_ < s_.cooldown)
-    return out;
-  auto [np, nd] = pd_roles(v);
-  std::optional<event> e;
-  const bool want_prefill = target_ ? np < *target_ : load_p_ >= s_.high && load_d_ <= s_.low;
-  const bool want_decode = target_ ? np > *target_ : load_d_ >= s_.high && load_p_ <= s_.low;
-  if (want_prefill && nd > s_.min_decode)
-    e = start(now, v, true);
-  else if (want_decode && np > s_.min_prefill)
-    e = start(now, v, false);
-  if (e)
-    out.push_back(*e);
+  begin(now, v, out);
   return out;
+}
+
+void role_controller::begin(time_point now, cluster_view& v, std::vector<event>& out) {
+  if (!target_) { // the load rule: one conversion at a time
+    if (!active_.empty())
+      return;
+    auto [np, nd] = pd_roles(v);
+    std::optional<event> e;
+    if (load_p_ >= s_.high && load_d_ <= s_.low && nd > s_.min_decode)
+      e = start(now, v, true);
+    else if (load_d_ >= s_.high && load_p_ <= s_.low && np > s_.min_prefill)
+      e = start(now, v, false);
+    if (e)
+      out.push_back(*e);
+    return;
+  }
+  // Toward the target: the prefill count once the drains under way are done.
+  while (active_.size() < std::max<uint32_t>(s_.parallel, 1)) {
+    auto [np, nd] = pd_roles(v);
+    for (auto& c : active_)
+      (c.to_prefill ? np : nd) += 1;
+    std::optional<event> e;
+    if (np < *target_ && nd > s_.min_decode)
+      e = start(now, v, true);
+    else if (np > *target_ && np > s_.min_prefill)
+      e = start(now, v, false);
+    if (!e)
+      return;
+    out.push_back(*e);
+  }
 }
 
 std::optional<role_controller::event> role_controller::start(time_point now, cluster_view& v,
@@ -109,12 +132,12 @@ std::optional<role_controller::event> role_controller::start(time_point now, clu
   auto& n = nodes_[*pick];
   auto& from = to_prefill ? v.decode[n.decode] : v.prefill[n.prefill];
   from.enabled = false;
-  active_ = conversion{*pick, to_prefill, from.reports, now};
+  active_.push_back(conversion{*pick, to_prefill, from.reports, now});
   return event{n.node, to_prefill ? "prefill" : "decode", "draining"};
 }
 
-std::optional<role_controller::event> role_controller::progress(time_point now, cluster_view& v) {
-  auto& c = *active_;
+std::optional<role_controller::event> role_controller::progress(time_point now, cluster_view& v,
+                                                                const conversion& c) {
   auto& n = nodes_[c.node];
   auto& from = c.to_prefill ? v.decode[n.decode] : v.prefill[n.prefill];
   auto& to = c.to_prefill ? v.prefill[n.prefill] : v.decode[n.decode];
@@ -122,14 +145,12 @@ std::optional<role_controller::event> role_controller::progress(time_point now, 
   // Drained: a report taken after it stopped getting work shows nothing left.
   if (from.reports > c.reports_at && from.queue + from.active + from.assigned == 0) {
     to.enabled = true;
-    active_.reset();
     last_change_ = now;
     ++conversions_;
     return event{n.node, target, "converted"};
   }
   if (now - c.since >= s_.drain_timeout || !from.up) {
     from.enabled = true; // give it back rather than lose a node to a stuck drain
-    active_.reset();
     last_change_ = now;
     return event{n.node, target, "aborted"};
   }

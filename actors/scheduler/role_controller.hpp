@@ -16,8 +16,10 @@
 // The workers never move; only which of the node's two roles is routed to changes.
 //
 // With online re-planning (replanner.hpp) the plan sets a target count of PD prefill
-// instances; while one is set, conversions move toward it (same drain, one at a time,
-// same cooldown) and the load thresholds are not consulted.
+// instances; while one is set, conversions move toward it and the load thresholds are
+// not consulted. Toward a target up to `parallel` nodes drain at once (a plan several
+// nodes away would otherwise wait one drain and one cooldown per node; the cooldown is
+// still kept before starting more once conversions completed).
 
 #include <chrono>
 #include <cstdint>
@@ -44,6 +46,7 @@ public:
     double smoothing = 0.5;   ///< EWMA weight of the newest load sample
     uint32_t min_prefill = 1; ///< PD prefill nodes never fewer than this
     uint32_t min_decode = 1;
+    uint32_t parallel = 1; ///< conversions draining at once toward a target (load rule: 1)
   };
 
   /// What changed in one tick (for logs and metrics).
@@ -89,11 +92,14 @@ private:
 
   void measure(const cluster_view& v);
   std::optional<event> start(time_point now, cluster_view& v, bool to_prefill);
-  std::optional<event> progress(time_point now, cluster_view& v);
+  /// Whether conversion `c` finished (converted or aborted): the event, else nullopt.
+  std::optional<event> progress(time_point now, cluster_view& v, const conversion& c);
+  /// Starts the conversions the target or the loads ask for.
+  void begin(time_point now, cluster_view& v, std::vector<event>& out);
 
   settings s_;
   std::vector<dual> nodes_;
-  std::optional<conversion> active_;
+  std::vector<conversion> active_;
   std::optional<uint32_t> target_;
   time_point last_tick_{};
   time_point last_change_{};

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -203,21 +204,21 @@ TEST_CASE("replanner: a PD cluster slower than its profile scales the PD times a
   const auto ls = lengths(2000, 9.9, 6);
   auto v = case_study();
   // The PD workers report half the pace their profile gives for the lengths they ran.
-  const auto p = kimi();
   const uint64_t t_route = 20000;
-  double tokens = 0, seconds = 0;
-  for (auto l : ls)
-    if (l <= t_route) {
-      tokens += static_cast<double>(l);
-      seconds += p.pd.prefill_seconds(l);
-    }
-  for (auto& w : v.prefill)
-    if (!w.prfaas)
-      w.tokens_per_s = tokens / seconds / 2;
   replanner r{fast(), kimi(), t_route};
   r.tick(t0, v, fixed_split);
   feed(r, ls, t0 + 10s, t_route);
-  CHECK(r.scale(false, tokens / seconds / 2) == Approx(2.0));
+  size_t pd_workers = 0;
+  for (auto& w : v.prefill)
+    pd_workers += w.prfaas ? 0 : 1;
+  // The pace the profile gives for these lengths: the one whose scale is 1.
+  const double pace = r.scale(false, 1.0, pd_workers);
+  REQUIRE(pace > 0);
+  for (auto& w : v.prefill)
+    if (!w.prfaas)
+      w.tokens_per_s = pace / 2;
+  CHECK(r.scale(false, pace, pd_workers) == Approx(1.0));
+  CHECK(r.scale(false, pace / 2, pd_workers) == Approx(2.0));
   CHECK(r.scale(true, 0) == 1.0); // no pace measured: the profile as it is
   auto d = r.tick(t0 + 10s, v, fixed_split);
   REQUIRE(d);
@@ -225,6 +226,25 @@ TEST_CASE("replanner: a PD cluster slower than its profile scales the PD times a
   const auto slow = expected(ls, 100, 2.0);
   CHECK(d->t_plan == static_cast<uint64_t>(std::llround(slow.threshold)));
   CHECK(d->t_plan < static_cast<uint64_t>(std::llround(expected(ls).threshold)));
+}
+
+TEST_CASE("replanner: workers at their profile's pace on short prompts are not called slow") {
+  // The window still holds older, long prompts; the workers' pace reflects their last
+  // prefills, short ones, whose fixed cost makes them run at a far lower rate.
+  const auto p = kimi();
+  const double long_rate = 20000 / p.pd.prefill_seconds(20000);
+  const double short_rate = 300 / p.pd.prefill_seconds(300);
+  REQUIRE(long_rate > short_rate * 3);
+  for (size_t workers : {size_t{1}, size_t{4}}) {
+    INFO(workers << " PD prefill workers");
+    replanner r{fast(), kimi(), 1u << 20}; // every prompt stays on the PD side
+    feed(r, std::vector<uint64_t>(100, 20000), t0, 1u << 20);
+    feed(r, std::vector<uint64_t>(200, 300), t0 + 10s, 1u << 20);
+    // Running exactly at the profile, each reports the rate of its 300-token prefills.
+    CHECK(r.scale(false, short_rate, workers) == Approx(1.0).epsilon(0.01));
+    // Twice as slow as the profile.
+    CHECK(r.scale(false, short_rate / 2, workers) == Approx(2.0).epsilon(0.01));
+  }
 }
 
 TEST_CASE("replanner: a backed-up link plans with what it delivers, not its rate") {
@@ -276,6 +296,38 @@ TEST_CASE("replanner: with convertible nodes the split follows the plan when it 
   d = strict.tick(t0 + 10s, v, convertible);
   REQUIRE(d);
   CHECK(d->prefill_after == 3);
+}
+
+TEST_CASE("replanner: a smaller split gain wanted by consecutive re-plans moves the split") {
+  const auto ls = lengths(2000, 7.5, 8);
+  auto v = case_study();
+  const replanner::pd_instances convertible{
+      .prefill = 3, .decode = 5, .min_prefill = 1, .max_prefill = 5};
+  const auto m = model_of(ls);
+  const auto best = pl::best_split(m, 4, 8, 1, 5);
+  const auto here = pl::best_threshold(m, 4, 3, 5);
+  REQUIRE(best.n_p != 3);
+  // A bar the gain cannot clear at once; the gain is still well above t_gain.
+  auto s = fast();
+  s.split_gain = best.lambda / here.lambda;
+  REQUIRE(best.lambda > here.lambda * (1 + s.t_gain));
+  for (uint32_t patience : {0u, 3u}) {
+    INFO("patience " << patience);
+    s.split_patience = patience;
+    replanner r{s, kimi(), 4096};
+    r.tick(t0, v, convertible);
+    std::vector<uint32_t> targets;
+    for (int i = 1; i <= 5; ++i) {
+      feed(r, ls, t0 + 10s * i, r.planned());
+      auto d = r.tick(t0 + 10s * i, v, convertible);
+      REQUIRE(d);
+      targets.push_back(d->prefill_after);
+    }
+    if (patience == 0)
+      CHECK(targets == std::vector<uint32_t>(5, 3));
+    else
+      CHECK(targets == std::vector<uint32_t>{3, 3, best.n_p, best.n_p, best.n_p});
+  }
 }
 
 TEST_CASE("replanner: after the lengths shift, t is within 20% of the new plan in 5 re-plans") {

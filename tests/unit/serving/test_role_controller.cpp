@@ -138,3 +138,45 @@ TEST_CASE("role controller: balanced stages leave the roles alone, and a stuck d
   CHECK(v.decode[draining].enabled);
   CHECK(rc.conversions() == 0);
 }
+
+TEST_CASE("role controller: toward a target several nodes away, `parallel` nodes drain at once") {
+  // Node a: prefill only. Nodes b, c, d: convertible, serving decode. Node e: decode only.
+  cluster_view v;
+  v.prefill = {pd_worker("a", "pdp", true), pd_worker("b", "pdp", false),
+               pd_worker("c", "pdp", false), pd_worker("d", "pdp", false)};
+  v.decode = {pd_worker("b", "dec", true), pd_worker("c", "dec", true), pd_worker("d", "dec", true),
+              pd_worker("e", "dec", true)};
+  for (uint32_t parallel : {1u, 2u}) {
+    INFO("parallel " << parallel);
+    auto w = v;
+    auto s = fast();
+    s.parallel = parallel;
+    role_controller rc{s, w};
+    rc.set_target(4); // three nodes to convert; e must stay decode (min_decode 1)
+    auto e = rc.tick(t0, w);
+    CHECK(e.size() == parallel);
+    for (auto& x : e)
+      CHECK((x.to == "prefill" && x.phase == "draining"));
+    // The drains finish (a fresh, empty report from each).
+    for (auto& d : w.decode)
+      if (!d.enabled)
+        report(d, 0, 0, 0);
+    e = rc.tick(t0 + 1s, w);
+    CHECK(e.size() == parallel);
+    CHECK(role_controller::pd_roles(w) ==
+          std::pair<uint32_t, uint32_t>{1 + parallel, 4 - parallel});
+    // The cooldown holds the rest back; after it, the next round: one node either way
+    // (parallel 2: the last of three; parallel 1: one at a time).
+    CHECK(rc.tick(t0 + 5s, w).empty());
+    e = rc.tick(t0 + 12s, w);
+    CHECK(e.size() == 1);
+    for (auto& d : w.decode)
+      if (!d.enabled && d.addr.node != "e")
+        report(d, 0, 0, 0);
+    rc.tick(t0 + 13s, w);
+    if (parallel == 2) // three conversions in two rounds: a, b, c, d prefill, e decode
+      CHECK(role_controller::pd_roles(w) == std::pair<uint32_t, uint32_t>{4, 1});
+    else // one at a time: three rounds
+      CHECK(role_controller::pd_roles(w) == std::pair<uint32_t, uint32_t>{3, 2});
+  }
+}
