@@ -12,6 +12,7 @@ packages=(
   libcaf-dev libprotobuf-dev protobuf-compiler libzmq3-dev cppzmq-dev
   libspdlog-dev catch2 libyaml-cpp-dev libcpp-httplib-dev prometheus-cpp-dev
   libxxhash-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev libjemalloc-dev
+  libglpk-dev
   # tests and tools: real HTTP clients, namespaces, link emulation, blackholes, plots
   curl iproute2 nftables procps gnuplot-nox python3 iperf3
   # the operator's view, tested for real: a Prometheus server and promtool, a headless

@@ -20,6 +20,16 @@ CLI::App* add_plan_command(CLI::App& app, plan_options& opts) {
 
 int run_plan(const plan_options& opts) {
   try {
+    if (planner::is_multi_config(opts.config)) {
+      const auto cfg = planner::load_multi_config(opts.config);
+      const planner::multi_model model(cfg.inputs);
+      const auto plan = planner::optimise_multi(model);
+      if (opts.json)
+        std::cout << planner::to_json(model, plan, cfg).dump(2) << "\n";
+      else
+        std::cout << planner::render_table(model, plan, cfg);
+      return 0;
+    }
     const auto cfg = planner::load_config(opts.config);
     const planner::throughput_model model(cfg.inputs);
     const auto report = planner::plan_all(model);

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -168,10 +169,34 @@ reference_figures reference_from(const node& r, std::string& source) {
   return out;
 }
 
-} // namespace
+/// workload, model and search: the keys both config shapes share. `T` has the fields
+/// of case_inputs of the same names (case_inputs, multi_inputs).
+template <class T> void workload_from(const node& top, const std::filesystem::path& base, T& in) {
+  const node work = top.map("workload");
+  work.only({"input_lengths", "output_tokens", "decode_slo_tokens_per_s"});
+  in.lengths = lengths_from(work.map("input_lengths"), base);
+  in.output_tokens = work.count("output_tokens", 1);
+  in.slo_tokens_per_s = work.positive("decode_slo_tokens_per_s");
+  if (top.has("model")) {
+    const node model = top.map("model");
+    model.only({"prefill_time"});
+    const auto form = model.get_or<std::string>("prefill_time", "mean_length");
+    if (form == "mean_length")
+      in.form = prefill_time_form::mean_length;
+    else if (form == "expected_time")
+      in.form = prefill_time_form::expected_time;
+    else
+      model.fail("prefill_time", "must be 'mean_length' or 'expected_time'");
+  }
+  if (top.has("search")) {
+    const node s = top.map("search");
+    s.only({"threshold_points", "refine_rounds"});
+    in.threshold_points = s.has("threshold_points") ? s.count("threshold_points", 8) : 256;
+    in.refine_rounds = s.has("refine_rounds") ? s.count("refine_rounds", 0) : 3;
+  }
+}
 
-planner_config parse_config(const std::string& text, const std::string& source,
-                            const std::filesystem::path& base_dir) {
+YAML::Node load_root(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -180,6 +205,23 @@ planner_config parse_config(const std::string& text, const std::string& source,
   }
   if (!root.IsMap())
     throw config_error(source + ": the top level must be a mapping");
+  return root;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f)
+    throw config_error(path + ": cannot open file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+planner_config parse_config(const std::string& text, const std::string& source,
+                            const std::filesystem::path& base_dir) {
+  const YAML::Node root = load_root(text, source);
   const node top(root, "", source);
   top.only({"name", "clusters", "baselines", "link", "workload", "model", "search", "reference"});
 
@@ -206,41 +248,96 @@ planner_config parse_config(const std::string& text, const std::string& source,
   link.only({"bandwidth_gbps"});
   in.link_gbps = link.positive("bandwidth_gbps");
 
-  const node work = top.map("workload");
-  work.only({"input_lengths", "output_tokens", "decode_slo_tokens_per_s"});
-  in.lengths = lengths_from(work.map("input_lengths"), base_dir);
-  in.output_tokens = work.count("output_tokens", 1);
-  in.slo_tokens_per_s = work.positive("decode_slo_tokens_per_s");
-
-  if (top.has("model")) {
-    const node model = top.map("model");
-    model.only({"prefill_time"});
-    const auto form = model.get_or<std::string>("prefill_time", "mean_length");
-    if (form == "mean_length")
-      in.form = prefill_time_form::mean_length;
-    else if (form == "expected_time")
-      in.form = prefill_time_form::expected_time;
-    else
-      model.fail("prefill_time", "must be 'mean_length' or 'expected_time'");
-  }
-  if (top.has("search")) {
-    const node s = top.map("search");
-    s.only({"threshold_points", "refine_rounds"});
-    in.threshold_points = s.has("threshold_points") ? s.count("threshold_points", 8) : 256;
-    in.refine_rounds = s.has("refine_rounds") ? s.count("refine_rounds", 0) : 3;
-  }
+  workload_from(top, base_dir, in);
   if (top.has("reference"))
     cfg.reference = reference_from(top.map("reference"), cfg.reference_source);
   return cfg;
 }
 
 planner_config load_config(const std::string& path) {
-  std::ifstream f(path);
-  if (!f)
-    throw config_error(path + ": cannot open file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_config(ss.str(), path, std::filesystem::path(path).parent_path());
+  return parse_config(read_file(path), path, std::filesystem::path(path).parent_path());
+}
+
+namespace {
+
+/// A list of mappings under `key`, each a node named `key[i]`.
+std::vector<node> list_of(const node& top, const std::string& key, const std::string& source) {
+  const YAML::Node v = top.raw()[key];
+  if (!v.IsDefined() || !v.IsSequence() || v.size() == 0)
+    top.fail(key, "must be a non-empty list");
+  std::vector<node> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    if (!v[i].IsMap())
+      top.fail(at, "must be a mapping");
+    out.emplace_back(v[i], at, source);
+  }
+  return out;
+}
+
+} // namespace
+
+multi_config parse_multi_config(const std::string& text, const std::string& source,
+                                const std::filesystem::path& base_dir) {
+  const YAML::Node root = load_root(text, source);
+  const node top(root, "", source);
+  // No `search`: the M × N planner bisects on Λ (multi.hpp), it has no t grid to size.
+  top.only({"name", "prfaas_clusters", "pd_clusters", "links", "workload", "model"});
+  multi_config cfg;
+  cfg.path = source;
+  auto& in = cfg.inputs;
+  in.name = top.get_or<std::string>("name", "");
+  std::map<std::string, size_t> prfaas, pd;
+  for (auto& c : list_of(top, "prfaas_clusters", source)) {
+    c.only({"name", "profile", "instances"});
+    const auto name = c.get<std::string>("name");
+    if (!prfaas.emplace(name, in.prfaas.size()).second)
+      c.fail("name", "repeats '" + name + "'");
+    in.prfaas.push_back({name, {profile_at(c, base_dir), c.count("instances", 1)}});
+  }
+  for (auto& c : list_of(top, "pd_clusters", source)) {
+    c.only({"name", "profile", "instances", "share"});
+    const auto name = c.get<std::string>("name");
+    if (prfaas.count(name) || !pd.emplace(name, in.pd.size()).second)
+      c.fail("name", "repeats '" + name + "'");
+    multi_inputs::pd_cluster x{name, {profile_at(c, base_dir), c.count("instances", 2)}, 0};
+    if (!x.spec.profile.decode)
+      c.fail("profile", "has no 'decode' model (PD-D throughput needs one)");
+    x.share = c.has("share") ? c.positive("share") : 0;
+    in.pd.push_back(std::move(x));
+  }
+  size_t shared = 0;
+  for (auto& c : in.pd)
+    shared += c.share > 0 ? 1 : 0;
+  if (shared != 0 && shared != in.pd.size())
+    top.fail("pd_clusters", "give every cluster a 'share' or none (then: by instances)");
+  for (auto& l : list_of(top, "links", source)) {
+    l.only({"between", "bandwidth_gbps"});
+    const YAML::Node b = l.raw()["between"];
+    if (!b.IsSequence() || b.size() != 2 || !b[0].IsScalar() || !b[1].IsScalar())
+      l.fail("between", "must be [PRFAAS_CLUSTER, PD_CLUSTER]");
+    const auto a = b[0].as<std::string>(), d = b[1].as<std::string>();
+    if (!prfaas.count(a))
+      l.fail("between", "names '" + a + "', not a declared PrfaaS cluster");
+    if (!pd.count(d))
+      l.fail("between", "names '" + d + "', not a declared PD cluster");
+    in.links.push_back({prfaas[a], pd[d], l.positive("bandwidth_gbps")});
+  }
+  workload_from(top, base_dir, in);
+  return cfg;
+}
+
+multi_config load_multi_config(const std::string& path) {
+  return parse_multi_config(read_file(path), path, std::filesystem::path(path).parent_path());
+}
+
+bool is_multi_config(const std::string& path) {
+  try {
+    const auto root = YAML::Load(read_file(path));
+    return root.IsMap() && root["prfaas_clusters"].IsDefined();
+  } catch (const YAML::Exception&) {
+    return false; // load_config reports the YAML error
+  }
 }
 
 } // namespace prfaas::planner

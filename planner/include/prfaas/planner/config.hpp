@@ -1,6 +1,7 @@
 #pragma once
 
 #include "prfaas/planner/model.hpp"
+#include "prfaas/planner/multi.hpp"
 
 #include <filesystem>
 #include <map>
@@ -34,5 +35,19 @@ planner_config parse_config(const std::string& yaml_text, const std::string& sou
                             const std::filesystem::path& base_dir);
 /// Reads and parses a config file (base_dir = its folder).
 planner_config load_config(const std::string& path);
+
+/// A planner config for M PrfaaS and N PD clusters (schema: configs/planner/
+/// two-by-three.yaml): `prfaas_clusters` and `pd_clusters` lists (name, profile,
+/// instances; a PD cluster's `share` of the offered requests, all or none), `links`
+/// ({between: [PRFAAS, PD], bandwidth_gbps}), and workload / model / search as above.
+struct multi_config {
+  std::string path;
+  multi_inputs inputs;
+};
+multi_config parse_multi_config(const std::string& yaml_text, const std::string& source,
+                                const std::filesystem::path& base_dir);
+multi_config load_multi_config(const std::string& path);
+/// Whether the file has the M × N shape (a `prfaas_clusters` key).
+bool is_multi_config(const std::string& path);
 
 } // namespace prfaas::planner

@@ -20,4 +20,12 @@ nlohmann::json to_json(const throughput_model& m, const plan_report& r, const pl
 std::string render_table(const throughput_model& m, const plan_report& r,
                          const planner_config& cfg);
 
+/// The M × N plan as one JSON object: Λ, the prefill side, the surplus and the bisection
+/// steps; per PD cluster
+/// its share, t, split, p, rate and binding terms; per link its capacity, the requests/s
+/// and Gbit/s of KV it carries and whether it binds; per PrfaaS cluster its busy share.
+nlohmann::json to_json(const multi_model& m, const multi_plan& p, const multi_config& cfg);
+/// The same as tables.
+std::string render_table(const multi_model& m, const multi_plan& p, const multi_config& cfg);
+
 } // namespace prfaas::planner
