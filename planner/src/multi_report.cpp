@@ -55,7 +55,8 @@ std::string render_table(const multi_model& m, const multi_plan& p, const multi_
   std::ostringstream o;
   char line[256];
   o << "M x N plan: " << (in.name.empty() ? cfg.path : in.name) << " (" << in.prfaas.size()
-    << " PrfaaS, " << in.pd.size() << " PD clusters; Lambda bisected in " << p.rounds << " steps)\n";
+    << " PrfaaS, " << in.pd.size() << " PD clusters; Lambda bisected in " << p.rounds
+    << " steps)\n";
   std::snprintf(line, sizeof line,
                 "Lambda %.3f req/s at the offered mix (prefill side %.3f); with every cluster at "
                 "its share or more, %.3f req/s\n\n",
