@@ -32,6 +32,7 @@
 namespace httplib {
 class Server;
 struct Request;
+struct Response;
 } // namespace httplib
 
 namespace prfaas::serving {
@@ -81,8 +82,29 @@ public:
   void install_routes(httplib::Server& srv);
 
 private:
+  using time_point = std::chrono::steady_clock::time_point;
+
   /// The 401 for a /v1/* request without a configured key; nullopt lets it through.
   std::optional<api_error> refuse_unauthenticated(const httplib::Request& req) const;
+  /// Authentication, body size, the OpenAI error shape for httplib's own errors, 405s.
+  void install_guards(httplib::Server& srv);
+  /// /health, /metrics, /v1/models.
+  void install_info(httplib::Server& srv);
+  /// POST /v1/completions (chat: /v1/chat/completions), start to end.
+  void serve_completion(const httplib::Request& hreq, httplib::Response& res, bool chat);
+  /// Parses, takes the key's slot and an in-flight place, hands the request to the
+  /// gateway; nullptr after answering with the error.
+  std::shared_ptr<accepted_request> admit(const httplib::Request& hreq, httplib::Response& res,
+                                          bool chat, api_slot& slot);
+  /// The first update (output, result or error); nullopt after answering with the error.
+  std::optional<stream_update> await_first(stream_channel& ch, time_point deadline,
+                                           httplib::Response& res);
+  /// A non-streaming request: the whole completion in one JSON body.
+  void reply_whole(httplib::Response& res, const accepted_request& a, stream_update first,
+                   time_point deadline);
+  /// A streaming request: server-sent events until the result, an error or the deadline.
+  void reply_stream(httplib::Response& res, const accepted_request& a, stream_update first,
+                    time_point deadline, api_slot slot);
 
   http_settings s_;
   api_limits limits_;
