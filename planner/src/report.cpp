@@ -91,19 +91,50 @@ nlohmann::json to_json(const throughput_model& m, const plan_report& r, const pl
   return out;
 }
 
+namespace {
+
+/// The config's reference figure `key` of plan `p`, if it has one.
+std::optional<double> reference(const planner_config& cfg, const plan& p, const char* key) {
+  const auto it = cfg.reference.find(p.kind);
+  if (it == cfg.reference.end())
+    return std::nullopt;
+  const auto f = it->second.find(key);
+  return f == it->second.end() ? std::nullopt : std::optional<double>(f->second);
+}
+
+/// Below the table: the Λ ratios (beside the reference's) and the workload line.
+void table_footer(std::ostream& o, const throughput_model& m, const plan_report& r,
+                  const planner_config& cfg) {
+  const auto& in = m.inputs();
+  const bool with_ref = !cfg.reference.empty();
+  auto ratio = [&](const char* label, double ours, const plan& other) {
+    o << label << fmt("%.2fx", ours);
+    if (with_ref)
+      if (auto a = reference(cfg, r.prfaas_pd, "lambda_max"),
+          b = reference(cfg, other, "lambda_max");
+          a && b)
+        o << " (paper " << fmt("%.2fx", *a / *b) << ")";
+    o << "\n";
+  };
+  ratio("Lambda ratio PrfaaS-PD / homogeneous PD: ", r.ratio_vs_homogeneous(), r.homogeneous);
+  ratio("Lambda ratio PrfaaS-PD / naive heterogeneous: ", r.ratio_vs_naive(), r.naive);
+  o << "\nworkload: " << in.lengths.description() << ", mean " << fmt("%.0f", in.lengths.mean())
+    << " tokens; L_out " << in.output_tokens << "; SLO " << fmt("%.0f", in.slo_tokens_per_s)
+    << " tok/s (BS_max " << m.bs_max() << ", step " << fmt("%.1f", m.decode_step_s() * 1e3)
+    << " ms); link " << fmt("%.0f", in.link_gbps) << " Gbps; prefill time form "
+    << form_name(in.form) << "\n";
+  if (with_ref && !cfg.reference_source.empty())
+    o << "paper columns: " << cfg.reference_source << "\n";
+}
+
+} // namespace
+
 std::string render_table(const throughput_model& m, const plan_report& r,
                          const planner_config& cfg) {
-  const auto& in = m.inputs();
   const plan* plans[] = {&r.prfaas_pd, &r.homogeneous, &r.naive};
   const char* titles[] = {"PrfaaS-PD", "homogeneous PD", "naive hetero"};
   const bool with_ref = !cfg.reference.empty();
-  auto ref = [&](const plan& p, const char* key) -> std::optional<double> {
-    const auto it = cfg.reference.find(p.kind);
-    if (it == cfg.reference.end())
-      return std::nullopt;
-    const auto f = it->second.find(key);
-    return f == it->second.end() ? std::nullopt : std::optional<double>(f->second);
-  };
+  auto ref = [&](const plan& p, const char* key) { return reference(cfg, p, key); };
   std::ostringstream o;
   char line[256];
   std::snprintf(line, sizeof line, "%-28s", "");
@@ -165,21 +196,7 @@ std::string render_table(const throughput_model& m, const plan_report& r,
     o << line;
   }
   o << "\n\n";
-  o << "Lambda ratio PrfaaS-PD / homogeneous PD: " << fmt("%.2fx", r.ratio_vs_homogeneous());
-  if (with_ref)
-    if (auto a = ref(r.prfaas_pd, "lambda_max"), b = ref(r.homogeneous, "lambda_max"); a && b)
-      o << " (paper " << fmt("%.2fx", *a / *b) << ")";
-  o << "\nLambda ratio PrfaaS-PD / naive heterogeneous: " << fmt("%.2fx", r.ratio_vs_naive());
-  if (with_ref)
-    if (auto a = ref(r.prfaas_pd, "lambda_max"), b = ref(r.naive, "lambda_max"); a && b)
-      o << " (paper " << fmt("%.2fx", *a / *b) << ")";
-  o << "\n\nworkload: " << in.lengths.description() << ", mean " << fmt("%.0f", in.lengths.mean())
-    << " tokens; L_out " << in.output_tokens << "; SLO " << fmt("%.0f", in.slo_tokens_per_s)
-    << " tok/s (BS_max " << m.bs_max() << ", step " << fmt("%.1f", m.decode_step_s() * 1e3)
-    << " ms); link " << fmt("%.0f", in.link_gbps) << " Gbps; prefill time form "
-    << form_name(in.form) << "\n";
-  if (with_ref && !cfg.reference_source.empty())
-    o << "paper columns: " << cfg.reference_source << "\n";
+  table_footer(o, m, r, cfg);
   return o.str();
 }
 
