@@ -18,25 +18,30 @@ CLI::App* add_plan_command(CLI::App& app, plan_options& opts) {
   return plan;
 }
 
+namespace {
+
+/// One JSON object or the table, for either config shape.
+template <class Model, class Plan, class Config>
+void print(const plan_options& opts, const Model& model, const Plan& plan, const Config& cfg) {
+  if (opts.json)
+    std::cout << planner::to_json(model, plan, cfg).dump(2) << "\n";
+  else
+    std::cout << planner::render_table(model, plan, cfg);
+}
+
+} // namespace
+
 int run_plan(const plan_options& opts) {
   try {
     if (planner::is_multi_config(opts.config)) {
       const auto cfg = planner::load_multi_config(opts.config);
       const planner::multi_model model(cfg.inputs);
-      const auto plan = planner::optimise_multi(model);
-      if (opts.json)
-        std::cout << planner::to_json(model, plan, cfg).dump(2) << "\n";
-      else
-        std::cout << planner::render_table(model, plan, cfg);
+      print(opts, model, planner::optimise_multi(model), cfg);
       return 0;
     }
     const auto cfg = planner::load_config(opts.config);
     const planner::throughput_model model(cfg.inputs);
-    const auto report = planner::plan_all(model);
-    if (opts.json)
-      std::cout << planner::to_json(model, report, cfg).dump(2) << "\n";
-    else
-      std::cout << planner::render_table(model, report, cfg);
+    print(opts, model, planner::plan_all(model), cfg);
     return 0;
   } catch (const planner::config_error& e) {
     std::cerr << "prfaas-sim plan: " << e.what() << "\n";

@@ -169,9 +169,8 @@ reference_figures reference_from(const node& r, std::string& source) {
   return out;
 }
 
-/// workload, model and search: the keys both config shapes share. `T` has the fields
-/// of case_inputs of the same names (case_inputs, multi_inputs).
-template <class T> void workload_from(const node& top, const std::filesystem::path& base, T& in) {
+/// workload, model and search: the keys both config shapes share.
+void workload_from(const node& top, const std::filesystem::path& base, workload_inputs& in) {
   const node work = top.map("workload");
   work.only({"input_lengths", "output_tokens", "decode_slo_tokens_per_s"});
   in.lengths = lengths_from(work.map("input_lengths"), base);

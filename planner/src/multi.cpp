@@ -86,16 +86,11 @@ multi_model::multi_model(multi_inputs in) : in_(std::move(in)) {
   for (size_t j = 0; j < in_.pd.size(); ++j)
     for (size_t i = 0; i < in_.prfaas.size(); ++i) {
       case_inputs c;
+      static_cast<workload_inputs&>(c) = in_;
       c.name = in_.prfaas[i].name + "->" + in_.pd[j].name;
       c.prfaas = in_.prfaas[i].spec;
       c.pd = in_.pd[j].spec;
       c.link_gbps = gbps[j * in_.prfaas.size() + i];
-      c.lengths = in_.lengths;
-      c.output_tokens = in_.output_tokens;
-      c.slo_tokens_per_s = in_.slo_tokens_per_s;
-      c.form = in_.form;
-      c.threshold_points = in_.threshold_points;
-      c.refine_rounds = in_.refine_rounds;
       pairs_.emplace_back(std::move(c));
     }
 }

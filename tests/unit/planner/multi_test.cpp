@@ -21,6 +21,7 @@ namespace {
 multi_inputs case_study_grid(size_t m, size_t n, uint32_t instances = 4, double gbps = 100) {
   const auto& c = paper().cfg.inputs;
   multi_inputs in;
+  static_cast<workload_inputs&>(in) = c;
   for (size_t i = 0; i < m; ++i)
     in.prfaas.push_back({"p" + std::to_string(i), {c.prfaas.profile, instances}});
   for (size_t j = 0; j < n; ++j) {
@@ -28,10 +29,6 @@ multi_inputs case_study_grid(size_t m, size_t n, uint32_t instances = 4, double 
     for (size_t i = 0; i < m; ++i)
       in.links.push_back({i, j, gbps});
   }
-  in.lengths = c.lengths;
-  in.output_tokens = c.output_tokens;
-  in.slo_tokens_per_s = c.slo_tokens_per_s;
-  in.form = c.form;
   return in;
 }
 

@@ -24,19 +24,24 @@ struct cluster_spec {
   uint32_t instances = 0;
 };
 
+/// The workload a plan is made for, and how the model prices and searches it: what the
+/// one-cluster inputs and the M × N inputs (multi.hpp) share.
+struct workload_inputs {
+  length_distribution lengths; ///< uncached input lengths
+  uint64_t output_tokens = 0;  ///< L_out
+  double slo_tokens_per_s = 0; ///< decode SLO; the step time must stay ≤ 1/SLO
+  prefill_time_form form = prefill_time_form::mean_length;
+  uint32_t threshold_points = 256; ///< log-spaced t grid before refinement
+  uint32_t refine_rounds = 3;      ///< rounds of 64-point refinement around the best t
+};
+
 /// Everything the throughput model needs (one config file's worth).
-struct case_inputs {
+struct case_inputs : workload_inputs {
   std::string name;
   cluster_spec prfaas;                ///< compute-dense prefill-only cluster (H200)
   cluster_spec pd;                    ///< local PD cluster (H20): N_p + N_d = instances
   uint32_t homogeneous_instances = 0; ///< baseline homogeneous PD cluster, pd's hardware
   double link_gbps = 0;               ///< PrfaaS → PD egress, Gbit/s (1e9 bit/s)
-  length_distribution lengths;        ///< uncached input lengths
-  uint64_t output_tokens = 0;         ///< L_out
-  double slo_tokens_per_s = 0;        ///< decode SLO; the step time must stay ≤ 1/SLO
-  prefill_time_form form = prefill_time_form::mean_length;
-  uint32_t threshold_points = 256; ///< log-spaced t grid before refinement
-  uint32_t refine_rounds = 3;      ///< rounds of 64-point refinement around the best t
 };
 
 /// Which term of Eq. 6 (or Eq. 3's inner min) sets Λ at an operating point.

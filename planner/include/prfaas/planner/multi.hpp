@@ -43,7 +43,7 @@
 
 namespace prfaas::planner {
 
-struct multi_inputs {
+struct multi_inputs : workload_inputs { ///< one length law for every PD cluster
   struct prfaas_cluster {
     std::string name;
     cluster_spec spec;
@@ -61,12 +61,6 @@ struct multi_inputs {
   std::vector<prfaas_cluster> prfaas;
   std::vector<pd_cluster> pd;
   std::vector<link> links;
-  length_distribution lengths; ///< uncached input lengths, the same law at every PD cluster
-  uint64_t output_tokens = 0;
-  double slo_tokens_per_s = 0;
-  prefill_time_form form = prefill_time_form::mean_length;
-  uint32_t threshold_points = 256;
-  uint32_t refine_rounds = 3;
 };
 
 /// One PD cluster's choice.
