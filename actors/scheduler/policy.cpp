@@ -31,12 +31,59 @@ std::vector<std::string> policy_registry::names() const {
   return out;
 }
 
+bool cluster_view::offload_open(const worker_view& w) const {
+  const link_view* l = link_of(w);
+  if (l == nullptr)
+    return true;
+  if (!l->up)
+    return false;
+  if (!l->over_budget(link_budget_horizon))
+    return true;
+  for (auto& o : links)
+    if (o.up && !o.over_budget(link_budget_horizon))
+      return false;
+  return true;
+}
+
+void cluster_view::aggregate_links() {
+  if (links.size() == 1) {
+    auto& l = links.front();
+    link_up = l.up;
+    link_utilisation = l.utilisation;
+    link_capacity_bps = l.capacity_bps;
+    link_throughput_bps = l.throughput_bps;
+    link_backlog_bytes = l.backlog_bytes;
+    link_queue_seconds = l.queue_seconds;
+    return;
+  }
+  if (links.empty())
+    return;
+  // The up links together: summed rates and backlog, utilisation weighted by rate, and
+  // the drain time of the best link (where new work would go).
+  link_up = false;
+  link_capacity_bps = link_throughput_bps = 0;
+  link_backlog_bytes = 0;
+  double carried = 0, queue = 0;
+  for (auto& l : links) {
+    if (!l.up)
+      continue;
+    queue = link_up ? std::min(queue, l.queue_seconds) : l.queue_seconds;
+    link_up = true;
+    link_capacity_bps += l.capacity_bps;
+    link_throughput_bps += l.throughput_bps;
+    link_backlog_bytes += l.backlog_bytes;
+    carried += l.utilisation * l.capacity_bps;
+  }
+  link_utilisation = link_capacity_bps > 0 ? carried / link_capacity_bps : 0;
+  link_queue_seconds = queue;
+}
+
 int least_loaded_prefill(const cluster_view& v, bool prfaas_side,
                          const std::vector<std::string>& exclude) {
   int best = -1;
   for (size_t i = 0; i < v.prefill.size(); ++i) {
     auto& w = v.prefill[i];
-    if (!w.routable() || w.prfaas != prfaas_side)
+    if (!w.routable() || w.prfaas != prfaas_side || !v.offload_open(w))
       continue;
     if (std::find(exclude.begin(), exclude.end(), w.addr.node) != exclude.end())
       continue;

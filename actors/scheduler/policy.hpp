@@ -83,9 +83,35 @@ struct worker_view {
   uint32_t occupancy() const { return queue + active + assigned; }
 };
 
+/// One cross-cluster link from the scheduler's PD cluster to one PrfaaS cluster, as its
+/// link monitors report it (the PrfaaS side measures the egress).
+struct link_view {
+  std::string cluster;       ///< the PrfaaS cluster at its far end
+  bool up = true;            ///< no monitor of this pair reports it down
+  double utilisation = 0;    ///< PrfaaS egress over it, 0..1
+  double capacity_bps = 0;   ///< its rate (0 = not measured yet)
+  double throughput_bps = 0; ///< measured egress
+  uint64_t backlog_bytes = 0;
+  double queue_seconds = 0; ///< backlog drain time, as seen in two reports in a row
+
+  /// Eq. 2 per link: its egress pressure (utilisation plus the backlog's drain time as a
+  /// share of `horizon`) is above 1: it carries more than its budget.
+  bool over_budget(std::chrono::nanoseconds horizon) const {
+    const double h = std::chrono::duration<double>(horizon).count();
+    return utilisation + (h > 0 ? queue_seconds / h : 0.0) > 1.0;
+  }
+};
+
 struct cluster_view {
   std::vector<worker_view> prefill;
   std::vector<worker_view> decode;
+  /// One entry per PrfaaS cluster this PD cluster has a link to. With two or more, each
+  /// PrfaaS worker is reachable only over its cluster's link (`offload_open`), and the
+  /// `link_*` fields below are their aggregate (summed rates, the best link's drain
+  /// time); with one (or none: views built by hand) the `link_*` fields are the link.
+  std::vector<link_view> links;
+  /// Over-budget horizon for `offload_open` (the policy's backlog horizon).
+  std::chrono::nanoseconds link_budget_horizon = std::chrono::seconds(1);
   bool link_up = true;             ///< no link monitor reports the cross-cluster link down
   double link_utilisation = 0;     ///< PrfaaS egress over the link, 0..1 (link monitors)
   double link_capacity_bps = 0;    ///< configured link rate (0 = unknown)
@@ -157,14 +183,35 @@ struct cluster_view {
     return known == 0 ? 0 : rate * static_cast<double>(n) / static_cast<double>(known);
   }
 
-  /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since).
-  uint64_t prfaas_pending_tokens() const {
+  /// Prefill work waiting in the PrfaaS cluster, in tokens (reports + routed since);
+  /// with `cluster` non-empty, in that PrfaaS cluster only.
+  uint64_t prfaas_pending_tokens(const std::string& cluster = {}) const {
     uint64_t sum = 0;
     for (auto& w : prefill)
-      if (w.prfaas && w.routable())
+      if (w.prfaas && w.routable() && (cluster.empty() || w.cluster == cluster))
         sum += w.pending_tokens();
     return sum;
   }
+
+  /// The link a PrfaaS worker is reached over when there is a choice of links; nullptr
+  /// with one link or none (then the `link_*` fields are the link) or for a PD worker.
+  const link_view* link_of(const worker_view& w) const {
+    if (!w.prfaas || links.size() < 2)
+      return nullptr;
+    for (auto& l : links)
+      if (l.cluster == w.cluster)
+        return &l;
+    return nullptr;
+  }
+
+  /// A worker new work may be placed on as far as the links go: every PD worker; a
+  /// PrfaaS worker unless, with several links, its link is down, or over budget while
+  /// another up link is not (Eq. 2 per link: an over-budget link takes nothing while
+  /// there is room elsewhere; when all are over, the threshold answers, as with one).
+  bool offload_open(const worker_view& w) const;
+
+  /// Fills the `link_*` aggregate from `links` (see `links`).
+  void aggregate_links();
 };
 
 struct route_input {

@@ -14,18 +14,24 @@ bool excluded(const route_input& in, const std::string& node) {
          in.exclude_nodes.end();
 }
 
+/// May take this request's prefill: routable, not failed it, its link (if a PrfaaS
+/// worker among several links) open.
+bool eligible(const cluster_view& v, const route_input& in, const worker_view& w) {
+  return w.routable() && !excluded(in, w.addr.node) && v.offload_open(w);
+}
+
 /// The longest cached prefix on an eligible worker of one side.
 uint32_t best_cache(const cluster_view& v, const route_input& in, bool prfaas_side) {
   uint32_t best = 0;
   for (auto& w : v.prefill)
-    if (w.routable() && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+    if (w.prfaas == prfaas_side && eligible(v, in, w))
       best = std::max(best, cached_on(in, w));
   return best;
 }
 
 bool has_side(const cluster_view& v, const route_input& in, bool prfaas_side) {
   for (auto& w : v.prefill)
-    if (w.routable() && w.prfaas == prfaas_side && !excluded(in, w.addr.node))
+    if (w.prfaas == prfaas_side && eligible(v, in, w))
       return true;
   return false;
 }
@@ -71,27 +77,32 @@ double expected_ready_seconds(const cluster_view& v, const route_input& in, size
   const double computed = start + static_cast<double>(in.prompt_tokens - cached_on(in, w)) / pace;
   if (!w.prfaas)
     return computed;
-  const double bw = v.link_capacity_bps > 0
-                        ? v.link_capacity_bps * std::max(0.1, 1.0 - v.link_utilisation)
-                        : v.link_throughput_bps;
+  // Its link: its own among several, else the one link (the view's fields).
+  const link_view* l = v.link_of(w);
+  const double capacity = l ? l->capacity_bps : v.link_capacity_bps;
+  const double utilisation = l ? l->utilisation : v.link_utilisation;
+  const double queue_s = l ? l->queue_seconds : v.link_queue_seconds;
+  const double bw = capacity > 0 ? capacity * std::max(0.1, 1.0 - utilisation)
+                                 : (l ? l->throughput_bps : v.link_throughput_bps);
   if (!v.kv_bytes || bw <= 0)
-    return computed + v.link_queue_seconds;
+    return computed + queue_s;
   // The KV streams out layer by layer while the prefill runs, once the link has carried
   // what is ahead of it: the bytes already on the wire, and the KV of every prefill
-  // queued on the PrfaaS side (it crosses the same link, first). Ready when both the
-  // compute and the transfer are done.
-  const uint64_t queued = v.prfaas_pending_tokens();
-  const double ahead = v.link_queue_seconds + (queued > 0 ? v.kv_bytes(queued) * 8.0 / bw : 0.0);
+  // queued on the PrfaaS side behind this link (it crosses the same link, first). Ready
+  // when both the compute and the transfer are done.
+  const uint64_t queued = l ? v.prfaas_pending_tokens(w.cluster) : v.prfaas_pending_tokens();
+  const double ahead = queue_s + (queued > 0 ? v.kv_bytes(queued) * 8.0 / bw : 0.0);
   const double shipped = std::max(start, ahead) + v.kv_bytes(in.prompt_tokens) * 8.0 / bw;
   return std::max(computed, shipped);
 }
 
-int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas) {
+int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas,
+                    bool only_prfaas) {
   int best = -1;
   double best_eta = 0;
   for (size_t i = 0; i < v.prefill.size(); ++i) {
     auto& w = v.prefill[i];
-    if (!w.routable() || (w.prfaas && !allow_prfaas) || excluded(in, w.addr.node))
+    if ((w.prfaas && !allow_prfaas) || (!w.prfaas && only_prfaas) || !eligible(v, in, w))
       continue;
     const double eta = expected_ready_seconds(v, in, i);
     if (eta < 0)
@@ -102,6 +113,13 @@ int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prf
     }
   }
   return best;
+}
+
+int offload_prefill(const cluster_view& v, const route_input& in, double load_weight) {
+  if (v.links.size() >= 2)
+    if (int i = fastest_prefill(v, in, true, true); i >= 0)
+      return i;
+  return best_prefill(v, in, true, load_weight);
 }
 
 namespace {
@@ -184,9 +202,10 @@ public:
       c.basis = "cost";
       c.move_cache = false; // a cache counts where it is
     } else {
-      c.prefill = best_prefill(v, in, offload, load_weight_);
+      c.prefill =
+          offload ? offload_prefill(v, in, load_weight_) : best_prefill(v, in, false, load_weight_);
       if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
-        c.prefill = best_prefill(v, in, true, load_weight_); // no PD prefill left at all
+        c.prefill = offload_prefill(v, in, load_weight_); // no PD prefill left at all
     }
     finish(c, in, v);
     if (c.prefill >= 0 && c.move_cache && !scarce)
@@ -206,7 +225,7 @@ private:
     uint32_t best = cached_on(in, v.prefill[c.prefill]);
     for (size_t i = 0; i < v.prefill.size(); ++i) {
       auto& w = v.prefill[i];
-      if (w.routable() && w.prfaas == other && cached_on(in, w) > best) {
+      if (w.routable() && w.prfaas == other && v.offload_open(w) && cached_on(in, w) > best) {
         best = cached_on(in, w);
         c.cache_source = static_cast<int>(i);
       }
@@ -440,7 +459,7 @@ int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
   double best_cost = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < v.prefill.size(); ++i) {
     auto& w = v.prefill[i];
-    if (!w.routable() || w.prfaas != prfaas_side || excluded(in, w.addr.node))
+    if (w.prfaas != prfaas_side || !eligible(v, in, w))
       continue;
     // Tokens this worker would compute, plus what already waits for it.
     double cost = static_cast<double>(in.prompt_tokens - cached_on(in, w)) +

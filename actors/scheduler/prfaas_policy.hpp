@@ -69,12 +69,21 @@ int best_prefill(const cluster_view& v, const route_input& in, bool prfaas_side,
 /// cluster's mean pace until it has its own); for a PrfaaS worker, the later of that and
 /// the end of its KV transfer, which starts when the prefill starts and the link has
 /// carried what is ahead (its backlog, and the KV of every prefill queued on the PrfaaS
-/// side), at the link's free share of its configured rate (or its measured throughput
-/// when no rate is configured). -1 when no pace is known.
+/// side behind that link; with several links, the worker's own), at the link's free share of its
+/// configured rate (or its measured throughput when no rate is configured). -1 when no pace is
+/// known.
 double expected_ready_seconds(const cluster_view& v, const route_input& in, size_t i);
 
-/// The eligible prefill worker (PD, and PrfaaS if `allow_prfaas`) with the smallest
-/// expected_ready_seconds; -1 if none, or if a candidate's cluster has no measured pace.
-int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas);
+/// The eligible prefill worker (PD, and PrfaaS if `allow_prfaas`; PrfaaS only if
+/// `only_prfaas`) with the smallest expected_ready_seconds; -1 if none, or if a
+/// candidate's cluster has no measured pace.
+int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas,
+                    bool only_prfaas = false);
+
+/// Where an offloaded prefill goes: with one link, `best_prefill` on the PrfaaS side;
+/// with several, the open PrfaaS worker whose KV would be ready soonest over its own
+/// link (so each link takes work in step with what it can carry), falling back to
+/// `best_prefill` while a PrfaaS cluster has no measured pace. -1 if none.
+int offload_prefill(const cluster_view& v, const route_input& in, double load_weight);
 
 } // namespace prfaas::serving

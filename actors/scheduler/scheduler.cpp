@@ -38,8 +38,9 @@
 #include "prfaas/wire/directory.pb.h"
 #include "prfaas/wire/link.pb.h"
 #include "prfaas/wire/serving.pb.h"
-#include "scheduler/policy.hpp"
+#include "scheduler/link_book.hpp"
 #include "scheduler/long_term.hpp"
+#include "scheduler/policy.hpp"
 
 namespace prfaas::serving {
 
@@ -49,9 +50,8 @@ struct scheduler_state {
   static inline const char* name = "scheduler";
   std::unique_ptr<routing_policy> policy;
   cluster_view view;
-  std::set<std::string> link_down;    ///< links ("cluster|peer") a monitor reports down
+  std::optional<link_book> links;     ///< which workers, and each link's state
   std::optional<long_term> control;   ///< re-planning and P/D conversion (both optional)
-  double last_queue_seconds = 0;      ///< the PrfaaS egress drain time of the last link report
   std::shared_ptr<actor_inbox> inbox; ///< the KV size model, once built off the actor's thread
   std::thread kv_builder;             ///< builds it (live); joined when the scheduler ends
 
@@ -157,6 +157,22 @@ void publish_threshold(metrics& m, spdlog::logger& log, const route_choice& c) {
       .Set(c.mode == "scarce" ? 1 : 0);
 }
 
+// With several links, each one's state as a gauge labelled by its two clusters.
+void publish_links(metrics& m, const cluster_view& v, const std::string& own) {
+  if (v.links.size() < 2)
+    return;
+  for (auto& l : v.links) {
+    const prometheus::Labels labels{{"pd_cluster", own}, {"prfaas_cluster", l.cluster}};
+    m.gauge("prfaas_scheduler_cluster_link_up", "1 while this PrfaaS cluster's link is up", labels)
+        .Set(l.up ? 1 : 0);
+    m.gauge("prfaas_scheduler_cluster_link_over_budget",
+            "1 while this link carries more than its budget (Eq. 2: utilisation plus backlog "
+            "drain time over the horizon above 1)",
+            labels)
+        .Set(l.over_budget(v.link_budget_horizon) ? 1 : 0);
+  }
+}
+
 // One routed request in the scheduler's counters.
 void count_route(metrics& m, const route_choice& c) {
   m.counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
@@ -174,6 +190,9 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   self->state.policy = policy_registry::instance().make(policy_name, params);
   self->state.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
                                 split_names(params.str("decode_types")));
+  self->state.links.emplace(ctx->deployment(), ctx->config().cluster, self->state.view);
+  if (params.has("backlog_horizon"))
+    self->state.view.link_budget_horizon = params.dur("backlog_horizon");
   apply_standby(self->state.view, split_names(params.str("standby")), self_name);
   self->state.control.emplace(params, ctx->deployment(), self->state.view, *ctx->log());
   const auto interval = params.dur("load_interval");
@@ -330,38 +349,16 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
         return dispatch<scheduler_role>(
             *ctx, msg,
             [&](link::LinkState& st) {
-              // Link down: no new offloads (the threshold is effectively infinite) until a
-              // monitor reports it back. Unknown (nothing measured yet) counts as up.
-              auto key = st.cluster() + "|" + st.peer_cluster();
-              auto& links = self->state.link_down;
-              bool was_up = links.empty();
-              if (st.state() == link::LINK_DOWN)
-                links.insert(key);
-              else
-                links.erase(key);
-              self->state.view.link_up = links.empty();
-              // PrfaaS egress is measured by the monitor on the prefill-only side.
-              if (auto c = ctx->deployment().clusters.find(st.cluster());
-                  c != ctx->deployment().clusters.end() && c->second.kind == "prefill-only") {
-                auto& v = self->state.view;
-                v.link_utilisation = st.utilisation();
-                v.link_capacity_bps = st.capacity_bps();
-                v.link_throughput_bps = st.throughput_bps();
-                v.link_backlog_bytes = st.backlog_bytes();
-                // Drain time at the measured rate (a link delivering nothing with a backlog
-                // is as backed up as it gets); the smaller of this report's and the last
-                // one's, so it takes two reports in a row.
-                const double q = st.backlog_bytes() == 0
-                                     ? 0.0
-                                     : static_cast<double>(st.backlog_bytes()) * 8.0 /
-                                           std::max(st.throughput_bps(), 1e3);
-                v.link_queue_seconds = std::min(q, self->state.last_queue_seconds);
-                self->state.last_queue_seconds = q;
-              }
-              link_up->Set(links.empty() ? 1 : 0);
-              if (was_up != links.empty())
+              // Link down: no new offloads across it (with one link, the threshold is
+              // effectively infinite) until a monitor reports it back. Unknown (nothing
+              // measured yet) counts as up.
+              auto& v = self->state.view;
+              const bool changed = self->state.links->apply(st, v);
+              link_up->Set(v.link_up ? 1 : 0);
+              publish_links(ctx->node_metrics(), v, ctx->config().cluster);
+              if (changed)
                 ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"",
-                                 links.empty() ? "up" : "down", st.cluster(), st.peer_cluster(),
+                                 v.link_up ? "up" : "down", st.cluster(), st.peer_cluster(),
                                  st.reason());
             },
             [&](RouteQuery& q) -> answer<RouteDecision> {

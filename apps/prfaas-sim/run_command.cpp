@@ -12,6 +12,7 @@
 #include "loadgen/trace.hpp"
 #include "loadgen/workload.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "run_inputs.hpp"
 #include "sim_request.hpp"
 #include "sim_world.hpp"
 
@@ -22,89 +23,6 @@ namespace {
 using json = nlohmann::json;
 namespace sv = prfaas::serving;
 namespace lg = prfaas::loadgen;
-
-/// "T:MU" → from T seconds on, input lengths log-normal with that mu (the rest as `base`).
-lg::input_phase parse_phase(const std::string& text, lg::lognormal_params base) {
-  auto colon = text.find(':');
-  try {
-    if (colon != std::string::npos) {
-      base.mu = std::stod(text.substr(colon + 1));
-      return {std::stod(text.substr(0, colon)), base};
-    }
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("--input-phase: expected SECONDS:MU (e.g. 300:8.5), got \"" + text +
-                              "\"");
-}
-
-std::unique_ptr<lg::request_source> make_source(const run_options& o, std::mt19937_64& rng) {
-  lg::stop_config stop{.max_requests = o.requests, .duration_s = o.duration_s};
-  if (o.requests == 0 && o.duration_s <= 0)
-    throw std::invalid_argument("--requests or --duration must be set");
-  if (o.workload == "trace") {
-    if (o.trace.empty())
-      throw std::invalid_argument("--workload trace needs --trace FILE");
-    lg::trace_options t;
-    t.time_scale = o.trace_time_scale;
-    t.input_scale = o.trace_input_scale;
-    t.output_len = o.output_tokens;
-    t.validate();
-    return std::make_unique<lg::trace_workload>(lg::load_trace(o.trace), t, stop);
-  }
-  if (o.workload != "lognormal")
-    throw std::invalid_argument("--workload: expected lognormal or trace, got \"" + o.workload +
-                                "\"");
-  lg::synthetic_config c;
-  c.input = {lg::length_dist::lognormal, 0, {o.input_mu, o.input_sigma, o.input_min, o.input_max}};
-  c.output = {lg::length_dist::fixed, o.output_tokens, {}};
-  for (auto& text : o.input_phases)
-    c.input_phases.push_back(parse_phase(text, c.input.params));
-  c.arrivals.kind = lg::parse_arrival_kind(o.arrivals);
-  c.arrivals.rate = o.rate;
-  c.arrivals.burst_on_s = o.burst_on_s;
-  c.arrivals.burst_off_s = o.burst_off_s;
-  if (o.mmpp_rates.size() != 2 || o.mmpp_dwell_s.size() != 2)
-    throw std::invalid_argument("--mmpp-rates and --mmpp-dwell take two values each");
-  for (int i = 0; i < 2; ++i) {
-    c.arrivals.mmpp_rate[i] = o.mmpp_rates[i];
-    c.arrivals.mmpp_dwell_s[i] = o.mmpp_dwell_s[i];
-  }
-  c.stop = stop;
-  c.validate();
-  return std::make_unique<lg::synthetic_workload>(c, rng);
-}
-
-/// "T:SECONDS" → (start, duration) of a link outage.
-std::pair<double, double> parse_outage(const std::string& text) {
-  auto colon = text.find(':');
-  try {
-    if (colon != std::string::npos) {
-      double t = std::stod(text.substr(0, colon));
-      double d = std::stod(text.substr(colon + 1));
-      if (t >= 0 && d > 0)
-        return {t, d};
-    }
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("--link-down: expected START:SECONDS (e.g. 200:60), got \"" + text +
-                              "\"");
-}
-
-/// "T:GBPS" → (seconds, bit/s).
-std::pair<double, double> parse_step(const std::string& text) {
-  auto colon = text.find(':');
-  try {
-    if (colon != std::string::npos) {
-      double t = std::stod(text.substr(0, colon));
-      double g = std::stod(text.substr(colon + 1));
-      if (t >= 0 && g > 0)
-        return {t, g * 1e9};
-    }
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument("--bandwidth-step: expected SECONDS:GBPS (e.g. 300:10), got \"" +
-                              text + "\"");
-}
 
 /// The gauges one sample reads, resolved once.
 struct worker_gauges {
@@ -127,16 +45,21 @@ class run_state {
 public:
   run_state(const run_options& o, sim_world& w) : o_(o), w_(w) {}
 
+  /// The gateway clients use; with `--gateway all`, every gateway in node order, the
+  /// requests handed to them in turn (one PD cluster's clients each).
   void find_gateway() {
     for (auto& n : w_.deployment().nodes)
       for (auto& a : n.actors)
-        if (a.type == "gateway" && (o_.gateway.empty() || o_.gateway == n.name + "/" + a.name)) {
-          gateway_ = w_.at(n.name).context().msgr().lookup(a.name);
-          return;
+        if (a.type == "gateway" &&
+            (o_.gateway.empty() || o_.gateway == "all" || o_.gateway == n.name + "/" + a.name)) {
+          gateways_.push_back({w_.at(n.name).context().msgr().lookup(a.name), n.cluster});
+          if (o_.gateway != "all")
+            return;
         }
-    throw std::invalid_argument(o_.gateway.empty()
-                                    ? "the deployment has no gateway"
-                                    : "--gateway " + o_.gateway + ": no such gateway");
+    if (gateways_.empty())
+      throw std::invalid_argument(o_.gateway.empty() || o_.gateway == "all"
+                                      ? "the deployment has no gateway"
+                                      : "--gateway " + o_.gateway + ": no such gateway");
   }
 
   void find_gauges() {
@@ -176,16 +99,24 @@ public:
         w_.fabric().schedule_link_rate(l.a, l.b, t0_ + to_ns(t), bps);
     }
     for (auto& text : o_.link_downs) {
-      auto [from, seconds] = parse_outage(text);
-      w_.timer().at(t0_ + to_ns(from), [this] { cut_links(true); });
-      w_.timer().at(t0_ + to_ns(from + seconds), [this] { cut_links(false); });
+      auto cut = parse_outage(text);
+      if (!cut.a.empty() && w_.deployment().find_link(cut.a, cut.b) == nullptr)
+        throw std::invalid_argument("--link-down " + text +
+                                    ": the deployment declares no link "
+                                    "between " +
+                                    cut.a + " and " + cut.b);
+      w_.timer().at(t0_ + to_ns(cut.start_s), [this, cut] { cut_links(true, cut); });
+      w_.timer().at(t0_ + to_ns(cut.start_s + cut.seconds), [this, cut] { cut_links(false, cut); });
     }
   }
 
-  /// Every node pair across a declared link stops (or resumes) talking, both ways:
-  /// control, heartbeats and KV alike (a cross-datacenter link that is down).
-  void cut_links(bool down) {
-    for (auto& l : w_.deployment().link_list)
+  /// Every node pair across the cut link (every declared link when it names none) stops
+  /// (or resumes) talking, both ways: control, heartbeats and KV alike (a
+  /// cross-datacenter link that is down).
+  void cut_links(bool down, const link_outage& cut) {
+    for (auto& l : w_.deployment().link_list) {
+      if (!cut.a.empty() && w_.deployment().find_link(cut.a, cut.b) != &l)
+        continue;
       for (auto& a : w_.deployment().nodes)
         for (auto& b : w_.deployment().nodes)
           if (a.cluster == l.a && b.cluster == l.b) {
@@ -197,6 +128,7 @@ public:
               w_.net().unblock(b.name, a.name);
             }
           }
+    }
   }
 
   void start(std::unique_ptr<lg::request_source> src) {
@@ -244,6 +176,8 @@ public:
       out["links"][a + "->" + b] = {{"bytes_delivered", t.bytes_delivered},
                                     {"mean_gbps", t.bytes_delivered * 8 / span / 1e9}};
     }
+    if (gateways_.size() > 1)
+      out["by_cluster"] = by_cluster();
     out["events"] = events;
     return out;
   }
@@ -271,6 +205,8 @@ private:
   void submit(lg::request_spec spec) {
     auto a = sim_request(spec, w_.now());
     const size_t slot = results_.size();
+    const auto& gw = gateways_[slot % gateways_.size()];
+    cluster_of_.push_back(gw.cluster);
     lg::request_result r;
     r.index = spec.index;
     r.input_tokens = spec.input_tokens;
@@ -289,7 +225,7 @@ private:
       if (auto c = ch.lock())
         ended(slot, *c);
     });
-    caf::anon_send(gateway_, sv::sim_submit{std::move(a)});
+    caf::anon_send(gw.actor, sv::sim_submit{std::move(a)});
   }
 
   void ended(size_t slot, sv::stream_channel& ch) {
@@ -404,6 +340,32 @@ private:
     return out;
   }
 
+  /// Per PD cluster (its gateway's clients): requests, failures, TTFT, the route split.
+  json by_cluster() const {
+    std::map<std::string, std::vector<double>> ttft;
+    std::map<std::string, std::map<std::string, size_t>> routes;
+    std::map<std::string, size_t> total, failed;
+    for (size_t i = 0; i < results_.size(); ++i) {
+      auto& r = results_[i];
+      auto& c = cluster_of_[i];
+      ++total[c];
+      if (!r.ok()) {
+        ++failed[c];
+        continue;
+      }
+      ++routes[c][r.prfaas.route];
+      if (r.ttft_s)
+        ttft[c].push_back(*r.ttft_s * 1e3);
+    }
+    json out;
+    for (auto& [c, n] : total)
+      out[c] = {{"requests", n},
+                {"failed", failed[c]},
+                {"routes", routes[c]},
+                {"ttft_ms", lg::to_json(lg::summarize(ttft[c]))}};
+    return out;
+  }
+
   json timeseries() const {
     json links;
     for (auto& [key, v] : s_.link_gbps)
@@ -431,7 +393,12 @@ private:
 
   const run_options& o_;
   sim_world& w_;
-  caf::actor gateway_;
+  struct gateway {
+    caf::actor actor;
+    std::string cluster;
+  };
+  std::vector<gateway> gateways_;
+  std::vector<std::string> cluster_of_; ///< per request: its gateway's cluster
   std::unique_ptr<lg::request_source> src_;
   std::vector<worker_gauges> workers_;
   prometheus::Gauge* threshold_ = nullptr;
@@ -480,12 +447,14 @@ void add_run_options(CLI::App& cmd, run_options& o) {
   cmd.add_option("--bandwidth-step", o.bandwidth_steps,
                  "SECONDS:GBPS: every cross-cluster link's capacity from then on (repeatable)");
   cmd.add_option("--link-down", o.link_downs,
-                 "START:SECONDS: every cross-cluster link is cut both ways for that long "
-                 "(repeatable)");
+                 "START:SECONDS[:A,B]: every cross-cluster link (or the one between clusters "
+                 "A and B) is cut both ways for that long (repeatable)");
   cmd.add_option("--sample-interval", o.sample_interval_s, "virtual seconds between samples");
   cmd.add_option("--drain", o.drain_s, "virtual seconds after the last arrival at most");
   cmd.add_option("--tpot-slo-ms", o.tpot_slo_ms, "decode SLO (25 ms = 40 tokens/s)");
-  cmd.add_option("--gateway", o.gateway, "node/actor of the gateway clients use");
+  cmd.add_option("--gateway", o.gateway,
+                 "node/actor of the gateway clients use, or all: every gateway in turn (one "
+                 "PD cluster's clients each; the JSON gains by_cluster)");
 }
 
 CLI::App* add_run_command(CLI::App& app, run_options& o) {

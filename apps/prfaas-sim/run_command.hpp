@@ -35,13 +35,14 @@ struct run_options {
   std::vector<std::string> input_phases;
   /// "T:GBPS" — every cross-cluster link's capacity becomes GBPS at T seconds.
   std::vector<std::string> bandwidth_steps;
-  /// "T:SECONDS" — every cross-cluster link is down from T for SECONDS.
+  /// "T:SECONDS[:A,B]" — every cross-cluster link (or the one between clusters A and B)
+  /// is down from T for SECONDS.
   std::vector<std::string> link_downs;
   double sample_interval_s = 5;
   double warmup_s = 2;      ///< before the first arrival (membership settles)
   double drain_s = 900;     ///< after the last arrival, at most
   double tpot_slo_ms = 25;  ///< 40 tokens/s
-  std::string gateway;      ///< node/actor; default: the first gateway
+  std::string gateway;      ///< node/actor or "all"; default: the first gateway
   std::string json_out;     ///< "-" or empty = stdout
   std::string requests_csv; ///< per-request results, optional
 };
