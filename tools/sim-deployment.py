@@ -14,6 +14,25 @@ import shlex
 import sys
 
 
+def link_rates(a, m, n):
+    """rates[j][i]: Gbit/s of PD cluster j's link to PrfaaS cluster i (0 = none)."""
+    if not a.links:
+        return [[a.link_gbit] * m for _ in range(n)]
+    rows = [r for r in a.links.split(";")]
+    if len(rows) != n:
+        sys.exit(f"sim-deployment: --links has {len(rows)} PD clusters, --pd-clusters says {n}")
+    rates = []
+    for j, r in enumerate(rows):
+        try:
+            row = [float(x) for x in r.split(",")]
+        except ValueError:
+            sys.exit(f"sim-deployment: --links: PD cluster {j}: not numbers: {r!r}")
+        if len(row) != m or any(x < 0 for x in row):
+            sys.exit(f"sim-deployment: --links: PD cluster {j} needs {m} rates >= 0, got {r!r}")
+        rates.append(row)
+    return rates
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--name", default="sim")
@@ -56,6 +75,15 @@ def main():
     ap.add_argument("--scheduler", default="",
                     help="more scheduler parameters, as YAML flow pairs "
                          "(e.g. 'replan_interval: 10s, convert_interval: 5s')")
+    ap.add_argument("--prfaas-clusters", type=int, default=1,
+                    help="PrfaaS clusters (prfaas0, prfaas1, ...), each with --prfaas instances")
+    ap.add_argument("--pd-clusters", type=int, default=1,
+                    help="PD clusters (pd0, pd1, ...), each with its own gateway and scheduler "
+                         "and --pd-prefill / --decode / --convertible instances")
+    ap.add_argument("--links", default="",
+                    help="with several clusters: each PD cluster's link rates to each PrfaaS "
+                         "cluster in Gbit/s, PD clusters separated by ';' (e.g. "
+                         "'100,20;20,5;5,100'; 0 = no link); default --link-gbit for every pair")
     a = ap.parse_args()
     if a.convertible_prefill > a.convertible:
         sys.exit("sim-deployment: --convertible-prefill exceeds --convertible")
@@ -78,13 +106,22 @@ def main():
         w(f"  kv_content: {a.kv_content}")
     w("  block_tokens: 512")
     w("  max_context: 140000")
+    multi = a.prfaas_clusters > 1 or a.pd_clusters > 1
+    prfaas_names = ([f"prfaas{i}" for i in range(a.prfaas_clusters)] if multi else ["prfaas"]) \
+        if a.prfaas else []
+    pd_names = [f"pd{j}" for j in range(a.pd_clusters)] if multi else ["pd"]
+    rates = link_rates(a, len(prfaas_names), len(pd_names))
     w("clusters:")
-    if a.prfaas:
-        w("  prfaas: { kind: prefill-only }")
-    w("  pd: { kind: pd }")
-    if a.prfaas:
+    for c in prfaas_names:
+        w(f"  {c}: {{ kind: prefill-only }}")
+    for c in pd_names:
+        w(f"  {c}: {{ kind: pd }}")
+    if any(r > 0 for row in rates for r in row):
         w("links:")
-        w(f"  - {{ between: [prfaas, pd], rate: {a.link_gbit:g}gbit, connections: 4 }}")
+        for j, pd in enumerate(pd_names):
+            for i, pf in enumerate(prfaas_names):
+                if rates[j][i] > 0:
+                    w(f"  - {{ between: [{pf}, {pd}], rate: {rates[j][i]:g}gbit, connections: 4 }}")
     w("nodes:")
     port = [7000]
 
@@ -103,54 +140,77 @@ def main():
 
     push = f", layers_per_push: {a.layers_per_push}" if a.layers_per_push != 1 else ""
 
-    monitor = ("{ type: link_monitor, name: lm, peer_cluster: %s, probe_interval: 500ms, "
+    monitor = ("{ type: link_monitor, name: %s, peer_cluster: %s, probe_interval: 500ms, "
                "publish_interval: 1s%s }")
     offload = f"offload: {a.offload}, " if a.offload != "threshold" else ""
-    standby = [f"pdx{k}/dec" if k < a.convertible_prefill else f"pdx{k}/pf"
-               for k in range(a.convertible)]
-    extra = (f", standby: \"{','.join(standby)}\"" if standby else "") + \
-        (f", {a.scheduler}" if a.scheduler else "")
-    for g in range(a.gateways):
-        actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
-                  f"max_output_tokens: 16384 }}",
-                  f"{{ type: scheduler, name: sched, policy: {a.policy}, threshold: {a.threshold}, "
-                  f"{offload}load_interval: {a.load_interval}{directory('dir')}{extra} }}"]
-        if a.directory:
-            actors.append("{ type: kv_directory, name: dir }")
-        if a.link_monitors and a.prfaas:
-            actors.append(monitor % ("prfaas", ""))
-        node(f"gw{g}", "pd", actors)
-    nodes = a.prfaas_nodes or a.prfaas
-    for k in range(nodes if a.prfaas else 0):
-        actors = []
-        for i in range(k, a.prfaas, nodes):
-            actors.append(f"{{ type: prefill_worker, name: pf{i}, max_queue: 1000000, "
-                          f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')}, "
-                          "profile: ../profiles/kimi-linear-1t-h200.yaml }")
-        if a.link_monitors and k == 0:
-            actors.append(monitor % ("pd", ", subscribers: gw0/sched"))
-        node(f"prfaas{k}", "prfaas", actors)
     per = max(1, a.per_node)
+    # Node names: as ever with one cluster of each kind; prefixed by the cluster with more.
+    pre = (lambda c: f"{c}-") if multi else (lambda c: "")
+    dir_node = f"{pre(pd_names[0])}gw0/dir"  # one directory for all clusters
 
     def name(kind, i):  # one instance per node keeps the plain name
         return kind if per == 1 else f"{kind}{i}"
 
-    for k in range(0, a.pd_prefill, per):
-        node(f"pdp{k // per}", "pd",
-             [f"{{ type: prefill_worker, name: {name('pf', i)}, max_queue: 1000000, "
-              f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')} }}"
-              for i in range(k, min(k + per, a.pd_prefill))])
-    for k in range(0, a.decode, per):
-        node(f"dec{k // per}", "pd",
-             [f"{{ type: decode_worker, name: {name('dec', i)}, max_batch: {a.max_batch}, "
-              f"max_queue: 1000000, event_steps: {a.event_steps} }}"
-              for i in range(k, min(k + per, a.decode))])
-    for k in range(a.convertible):
-        node(f"pdx{k}", "pd",
-             [f"{{ type: prefill_worker, name: pf, max_queue: 1000000, "
-              f"cache_blocks: {a.cache_blocks}{push}{directory('gw0/dir')} }}",
-              f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
-              f"max_queue: 1000000, event_steps: {a.event_steps} }}"])
+    def monitor_name(peer):
+        return f"lm-{peer}" if multi else "lm"
+
+    def emit_prfaas(i):
+        pf = prfaas_names[i]
+        p = pre(pf)
+        nodes = a.prfaas_nodes or a.prfaas
+        for k in range(nodes):
+            actors = []
+            for x in range(k, a.prfaas, nodes):
+                actors.append(f"{{ type: prefill_worker, name: pf{x}, max_queue: 1000000, "
+                              f"cache_blocks: {a.cache_blocks}{push}{directory(dir_node)}, "
+                              "profile: ../profiles/kimi-linear-1t-h200.yaml }")
+            if a.link_monitors and k == 0:
+                for j, pd in enumerate(pd_names):
+                    if rates[j][i] > 0:
+                        actors.append(monitor % (monitor_name(pd), pd,
+                                                 f", subscribers: {pre(pd)}gw0/sched"))
+            node(f"{p}prfaas{k}" if multi else f"prfaas{k}", pf, actors)
+    for j, pd in enumerate(pd_names):
+        p = pre(pd)
+        linked = [pf for i, pf in enumerate(prfaas_names) if rates[j][i] > 0]
+        standby = [f"{p}pdx{k}/dec" if k < a.convertible_prefill else f"{p}pdx{k}/pf"
+                   for k in range(a.convertible)]
+        extra = (f", standby: \"{','.join(standby)}\"" if standby else "") + \
+            (f", {a.scheduler}" if a.scheduler else "")
+        for g in range(a.gateways):
+            actors = [f"{{ type: gateway, name: gw, request_timeout: 3600s, max_inflight: 1000000, "
+                      f"max_output_tokens: 16384 }}",
+                      f"{{ type: scheduler, name: sched, policy: {a.policy}, "
+                      f"threshold: {a.threshold}, {offload}load_interval: {a.load_interval}"
+                      f"{directory(dir_node if multi else 'dir')}{extra} }}"]
+            if a.directory and j == 0:
+                actors.append("{ type: kv_directory, name: dir }")
+            if a.link_monitors:
+                for pf in linked:
+                    actors.append(monitor % (monitor_name(pf), pf, ""))
+            node(f"{p}gw{g}", pd, actors)
+        if not multi and prfaas_names:
+            emit_prfaas(0)  # the order one cluster of each kind always had
+        for k in range(0, a.pd_prefill, per):
+            node(f"{p}pdp{k // per}", pd,
+                 [f"{{ type: prefill_worker, name: {name('pf', i)}, max_queue: 1000000, "
+                  f"cache_blocks: {a.cache_blocks}{push}{directory(dir_node)} }}"
+                  for i in range(k, min(k + per, a.pd_prefill))])
+        for k in range(0, a.decode, per):
+            node(f"{p}dec{k // per}", pd,
+                 [f"{{ type: decode_worker, name: {name('dec', i)}, max_batch: {a.max_batch}, "
+                  f"max_queue: 1000000, event_steps: {a.event_steps} }}"
+                  for i in range(k, min(k + per, a.decode))])
+        for k in range(a.convertible):
+            node(f"{p}pdx{k}", pd,
+                 [f"{{ type: prefill_worker, name: pf, max_queue: 1000000, "
+                  f"cache_blocks: {a.cache_blocks}{push}{directory(dir_node)} }}",
+                  f"{{ type: decode_worker, name: dec, max_batch: {a.max_batch}, "
+                  f"max_queue: 1000000, event_steps: {a.event_steps} }}"])
+
+    if multi:
+        for i in range(len(prfaas_names)):
+            emit_prfaas(i)
     print("\n".join(out))
 
 

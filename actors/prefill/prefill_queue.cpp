@@ -10,10 +10,17 @@ std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(co
   // A queue it would wait in past its deadline is as full as a full one: refused now,
   // the gateway can try elsewhere or answer 429, rather than 504 later.
   if (tokens_per_s_ > 0 && o.budget.count() > 0) {
-    const double wait_s = static_cast<double>(queued_tokens_ + o.work) / tokens_per_s_;
+    // The work that runs before it: all admitted, less queued orders that fair queueing
+    // would run after it (none when every order has one origin).
+    uint64_t ahead = queued_tokens_;
+    const double tag = start_tag(o);
+    for (auto k : fifo_)
+      if (auto& e = orders_.at(k); e.start_tag > tag)
+        ahead -= std::min(ahead, e.o.work);
+    const double wait_s = static_cast<double>(ahead + o.work) / tokens_per_s_;
     const double budget_s = std::chrono::duration<double>(o.budget).count();
     if (wait_s > budget_s)
-      return refusal{std::to_string(queued_tokens_) + " tokens queued, ~" +
+      return refusal{std::to_string(ahead) + " tokens queued ahead, ~" +
                      std::to_string(static_cast<int>(wait_s)) +
                      " s of work, past the request's remaining " +
                      std::to_string(static_cast<int>(budget_s)) + " s"};
@@ -22,8 +29,24 @@ std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(co
   orders_.emplace(k, entry{o, o.pull_first ? phase::pulling : phase::queued});
   queued_tokens_ += o.work;
   if (!o.pull_first)
-    fifo_.push_back(k);
+    enqueue(k);
   return k;
+}
+
+double prefill_queue::start_tag(const order& o) const {
+  auto f = finish_.find(o.origin);
+  return std::max(virtual_time_, f == finish_.end() ? 0.0 : f->second);
+}
+
+void prefill_queue::enqueue(key k) {
+  auto& e = orders_.at(k);
+  e.start_tag = start_tag(e.o);
+  finish_[e.o.origin] =
+      e.start_tag + static_cast<double>(e.o.work) / std::max<uint32_t>(1, e.o.weight);
+  // After every order with a start tag at or below its own: arrival order among equals.
+  auto at = std::upper_bound(fifo_.begin(), fifo_.end(), e.start_tag,
+                             [this](double tag, key q) { return tag < orders_.at(q).start_tag; });
+  fifo_.insert(at, k);
 }
 
 void prefill_queue::pull_ended(key k) {
@@ -31,7 +54,7 @@ void prefill_queue::pull_ended(key k) {
   if (it == orders_.end() || it->second.ph != phase::pulling)
     return; // cancelled meanwhile, or not pulling
   it->second.ph = phase::queued;
-  fifo_.push_back(k);
+  enqueue(k);
 }
 
 prefill_queue::step prefill_queue::next(clock_type::time_point now) {
@@ -47,6 +70,7 @@ prefill_queue::step prefill_queue::next(clock_type::time_point now) {
     }
     e.ph = phase::running;
     e.transfer_open = true;
+    virtual_time_ = std::max(virtual_time_, e.start_tag);
     running_ = k;
     out.start = k;
   }

@@ -1,6 +1,6 @@
 #pragma once
 
-// The prefill worker's queue as a plain state machine: admission, FIFO order, deadlines,
+// The prefill worker's queue as a plain state machine: admission, order, deadlines,
 // the engine's pace, cancellation and the bookkeeping of the work ahead. No actor, no
 // engine, no clock of its own (the caller passes `now`): the prefill worker
 // (prefill_worker.cpp) feeds it events and carries out what it returns; unit tests drive
@@ -18,6 +18,16 @@
 // `next` also drops queued orders past their deadline (the caller answers them). An order
 // leaves the queue exactly once; the work it was admitted with counts towards
 // `queued_tokens` until it leaves the queue or the engine is done with it.
+//
+// Order: a PrfaaS worker may serve several PD clusters (an order's `origin`). Their
+// orders share it by start-time fair queueing over tokens, weighted by each origin's
+// `weight` (its cluster's `share`): an order's start tag is the later of the tag now in
+// service and the finish tag of its origin's previous order, its finish tag that plus
+// work / weight, and the smallest start tag runs next (ties: arrival). A PD cluster
+// with more work queued than its share waits behind the others' shares; none starves,
+// and a lone origin (every deployment with one PD cluster) is served first come first
+// served, exactly. Admission estimates an order's wait from the work that would run
+// before it under this order.
 
 #include <chrono>
 #include <cstdint>
@@ -42,6 +52,8 @@ public:
     clock_type::time_point deadline;
     std::chrono::nanoseconds budget{0}; ///< time left when it arrived; 0 = none
     bool pull_first = false;            ///< waits for a cache move before queueing
+    std::string origin;                 ///< the PD cluster it serves ("" = none named)
+    uint32_t weight = 1;                ///< its origin's share (≥ 1)
   };
 
   struct refusal {
@@ -67,7 +79,7 @@ public:
   /// Takes the order or says why not: the queue is full, or the work queued ahead of it
   /// cannot be done within its budget at the engine's measured pace.
   std::variant<key, refusal> admit(const order& o);
-  /// Its cache move ended (moved, or given up): the order joins the FIFO.
+  /// Its cache move ended (moved, or given up): the order joins the queue.
   void pull_ended(key k);
   /// The engine is free (and built): the next order to run, dropping expired ones.
   step next(clock_type::time_point now);
@@ -80,7 +92,7 @@ public:
   cancel_actions cancel(const std::string& request_id, uint64_t transfer_id);
 
   bool contains(key k) const { return orders_.count(k) != 0; }
-  /// Orders in the FIFO (not pulling, not running).
+  /// Orders in the queue (not pulling, not running).
   size_t queued() const { return fifo_.size(); }
   bool running() const { return running_.has_value(); }
   /// Orders whose transfer is open (running or sent).
@@ -102,15 +114,22 @@ private:
     order o;
     phase ph;
     bool transfer_open = false;
+    double start_tag = 0; ///< fair-queueing start tag (set when it joins the queue)
   };
   void remove(key k);
   void settle_work(entry& e);
+  /// The start tag an order of `o` would get now.
+  double start_tag(const order& o) const;
+  /// Puts `k` in the queue at its start tag's place and advances its origin's finish tag.
+  void enqueue(key k);
 
   size_t max_queue_;
   key next_key_ = 1;
   std::map<key, entry> orders_;
   std::deque<key> fifo_;
   std::optional<key> running_;
+  double virtual_time_ = 0;              ///< start tag of the order last started
+  std::map<std::string, double> finish_; ///< per origin: its last order's finish tag
   uint64_t queued_tokens_ = 0;
   double tokens_per_s_ = 0;
 };

@@ -32,6 +32,7 @@
 #include "common/sampling_wire.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
+#include "prefill/fair_share.hpp"
 #include "prefill/kv_messages.hpp"
 #include "prefill/prefill_state.hpp"
 #include "prfaas/engine/block_hash.hpp"
@@ -71,6 +72,21 @@ namespace {
 uint64_t work_of(const PrefillOrder& po) {
   const uint64_t n = static_cast<uint64_t>(po.prompt_size());
   return po.uncached_tokens() > 0 && po.uncached_tokens() <= n ? po.uncached_tokens() : n;
+}
+
+/// The queue's view of an order arriving `now`.
+prefill_queue::order queue_order(node_context* ctx, const PrefillOrder& po,
+                                 prefill_queue::clock_type::time_point now,
+                                 std::chrono::nanoseconds budget, bool pull_first) {
+  const auto origin = fair_share_of(ctx->deployment(), po.decode_node());
+  return {.request_id = po.request_id(),
+          .transfer_id = po.transfer_id(),
+          .work = work_of(po),
+          .deadline = now + budget,
+          .budget = std::chrono::nanoseconds(po.budget_ns()),
+          .pull_first = pull_first,
+          .origin = origin.cluster,
+          .weight = origin.weight};
 }
 
 void update_gauges(self_ptr self) {
@@ -432,12 +448,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                       std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
                   const bool pull_first =
                       s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-                  auto admitted = s.queue.admit({.request_id = po.request_id(),
-                                                 .transfer_id = po.transfer_id(),
-                                                 .work = work_of(po),
-                                                 .deadline = self->clock().now() + budget,
-                                                 .budget = std::chrono::nanoseconds(po.budget_ns()),
-                                                 .pull_first = pull_first});
+                  auto admitted =
+                      s.queue.admit(queue_order(ctx, po, self->clock().now(), budget, pull_first));
                   if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
                     s.stats->rejected.Increment();
                     return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);

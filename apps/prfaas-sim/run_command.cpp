@@ -12,6 +12,7 @@
 #include "loadgen/trace.hpp"
 #include "loadgen/workload.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "cluster_figures.hpp"
 #include "run_inputs.hpp"
 #include "sim_request.hpp"
 #include "sim_world.hpp"
@@ -176,8 +177,10 @@ public:
       out["links"][a + "->" + b] = {{"bytes_delivered", t.bytes_delivered},
                                     {"mean_gbps", t.bytes_delivered * 8 / span / 1e9}};
     }
-    if (gateways_.size() > 1)
-      out["by_cluster"] = by_cluster();
+    if (gateways_.size() > 1) {
+      out["by_cluster"] = by_cluster(results_, cluster_of_, w_.deployment());
+      out["link_outages"] = link_outages(results_, cluster_of_, w_.deployment(), o_.link_downs);
+    }
     out["events"] = events;
     return out;
   }
@@ -252,6 +255,7 @@ private:
     r.prfaas.present = true;
     r.prfaas.request_id = p.value("request_id", "");
     r.prfaas.route = p.value("route", "");
+    r.prfaas.prefill_node = p.value("prefill_node", "");
     r.prfaas.engine_prefill_ms = p.value("engine_prefill_ms", 0.0);
     r.prfaas.transfer_wire_ms = p.value("transfer_wire_ms", 0.0);
     r.prfaas.ttft_ms = p.value("ttft_ms", 0.0);
@@ -337,32 +341,6 @@ private:
     out["decode"] = {{"tokens_per_s", static_cast<double>(out_tokens) / span},
                      {"mean_batch_total", active / n},
                      {"mean_waiting_total", waiting / n}};
-    return out;
-  }
-
-  /// Per PD cluster (its gateway's clients): requests, failures, TTFT, the route split.
-  json by_cluster() const {
-    std::map<std::string, std::vector<double>> ttft;
-    std::map<std::string, std::map<std::string, size_t>> routes;
-    std::map<std::string, size_t> total, failed;
-    for (size_t i = 0; i < results_.size(); ++i) {
-      auto& r = results_[i];
-      auto& c = cluster_of_[i];
-      ++total[c];
-      if (!r.ok()) {
-        ++failed[c];
-        continue;
-      }
-      ++routes[c][r.prfaas.route];
-      if (r.ttft_s)
-        ttft[c].push_back(*r.ttft_s * 1e3);
-    }
-    json out;
-    for (auto& [c, n] : total)
-      out[c] = {{"requests", n},
-                {"failed", failed[c]},
-                {"routes", routes[c]},
-                {"ttft_ms", lg::to_json(lg::summarize(ttft[c]))}};
     return out;
   }
 

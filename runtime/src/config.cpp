@@ -321,9 +321,15 @@ void deployment_parser::parse_clusters(const YAML::Node& node, deployment_config
     cluster_config cluster;
     cluster.name = name(kv.first, path);
     expect_map(kv.second, path);
-    check_keys(kv.second, path, {"kind"});
+    check_keys(kv.second, path, {"kind", "share"});
     cluster.kind =
         choice(required(kv.second, "kind", path), join(path, "kind"), {"prefill-only", "pd"});
+    if (auto share = kv.second["share"]) {
+      if (cluster.kind != "pd")
+        fail(join(path, "share"), "a share weighs a PD cluster's prefill work on the PrfaaS "
+                                  "clusters it shares; a prefill-only cluster has none");
+      cluster.share = uint32(share, join(path, "share"), 1);
+    }
     cfg.clusters.emplace(cluster.name, std::move(cluster));
   }
 }

@@ -175,6 +175,7 @@ void response_reader::absorb(const json& j, double t, bool chunk) {
     prfaas_.present = true;
     prfaas_.request_id = string_at(*p, "request_id");
     prfaas_.route = string_at(*p, "route");
+    prfaas_.prefill_node = string_at(*p, "prefill_node");
     prfaas_.engine_prefill_ms = number_at(*p, "engine_prefill_ms");
     prfaas_.transfer_wire_ms = number_at(*p, "transfer_wire_ms");
     prfaas_.ttft_ms = number_at(*p, "ttft_ms");

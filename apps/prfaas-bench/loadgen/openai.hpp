@@ -51,6 +51,7 @@ struct prfaas_info {
   /// Time waiting for a prefill engine, when the gateway reports it: under load most
   /// of the overhead above is this queue.
   std::optional<double> prefill_queue_ms;
+  std::string prefill_node; ///< the node whose worker ran the prefill
 };
 
 /// `{"error": {"message", "type", "code", ...}}` as found in a body or an SSE event.

@@ -139,6 +139,9 @@ const std::vector<bad_config> bad_configs = {
      "invalid value \"always\" (expected one of: permanent, transient, temporary)"},
     {one_node + "clusters: { pd: { kind: decode-only } }\n", "clusters.pd.kind",
      "invalid value \"decode-only\" (expected one of: prefill-only, pd)"},
+    {one_node + "clusters: { pd: { kind: pd, share: 0 } }\n", "clusters.pd.share", "at least 1"},
+    {one_node + "clusters: { pf: { kind: prefill-only, share: 2 } }\n", "clusters.pf.share",
+     "a prefill-only cluster has none"},
     // -- names --
     {header + "nodes:\n  - { name: n0, control: 'tcp://h:1', data: 'tcp://h:2' }\n"
               "  - { name: n0, control: 'tcp://h:3', data: 'tcp://h:4' }\n",
@@ -208,7 +211,7 @@ const std::vector<bad_config> bad_configs = {
     // -- clusters and links --
     {header + "clusters: { pd: {} }\n", "clusters.pd.kind", "missing required key"},
     {header + "clusters: { pd: { kind: pd, size: 3 } }\n", "clusters.pd.size",
-     "unknown key (expected one of: kind)"},
+     "unknown key (expected one of: kind, share)"},
     {header + "clusters: { pd: { kind: pd } }\n"
               "nodes:\n  - { name: a, control: 'tcp://h:1', data: 'tcp://h:2' }\n",
      "nodes[0].cluster", "missing required key"},
@@ -291,6 +294,12 @@ TEST_CASE("the table rows differ from a valid config only in their fault", "[con
                                           "nodes:\n  - { name: a, cluster: pd, control: "
                                           "'tcp://h:1', data: 'tcp://h:2' }\n",
                                  "<string>"));
+  // A PD cluster's share, as the share rows would have it.
+  auto shared = parse_deployment(header + "clusters: { pd: { kind: pd, share: 3 } }\n"
+                                          "nodes:\n  - { name: a, cluster: pd, control: "
+                                          "'tcp://h:1', data: 'tcp://h:2' }\n",
+                                 "<string>");
+  CHECK(shared.clusters.at("pd").share == 3);
 }
 
 TEST_CASE("error messages name the source file", "[config]") {
@@ -340,6 +349,7 @@ TEST_CASE("the sample config parses and documents the defaults", "[config]") {
   REQUIRE(cfg.clusters.size() == 2);
   CHECK(cfg.clusters.at("prfaas").kind == "prefill-only");
   CHECK(cfg.clusters.at("pd").kind == "pd");
+  CHECK(cfg.clusters.at("pd").share == 0); // no shares: first come first served
   CHECK(cfg.model["block_tokens"].as<int>() == 512);
   REQUIRE(cfg.links.IsSequence());
   CHECK(cfg.links[0]["rate"].as<std::string>() == "1gbit");

@@ -293,3 +293,77 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
     REQUIRE(q.queued_tokens() == 0);
   }
 }
+
+namespace {
+
+prefill_queue::order from(const std::string& origin, const std::string& id, uint64_t work,
+                          uint32_t weight = 1, clock_type::duration budget = 3600s) {
+  auto o = order_of(id, work, budget);
+  o.origin = origin;
+  o.weight = weight;
+  return o;
+}
+
+/// Runs the queue to empty: the request ids in the order they started.
+std::vector<std::string> drain(prefill_queue& q, std::map<prefill_queue::key, std::string>& ids) {
+  std::vector<std::string> out;
+  while (auto k = q.next(t0).start) {
+    out.push_back(ids.at(*k));
+    q.engine_done(*k, 100, 10ms, true);
+    q.transfer_ended(*k);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("PD clusters sharing a prefill worker are served by their shares, none starves",
+          "[fair]") {
+  std::map<prefill_queue::key, std::string> ids;
+  auto add = [&](prefill_queue& q, const prefill_queue::order& o) {
+    ids[admit(q, o)] = o.request_id;
+  };
+  SECTION("equal shares: a backlog of one cluster does not hold the other's orders back") {
+    prefill_queue q{64};
+    for (int i = 0; i < 6; ++i)
+      add(q, from("pd0", "a" + std::to_string(i), 1000));
+    add(q, from("pd1", "b0", 1000));
+    add(q, from("pd1", "b1", 1000));
+    // FIFO would run b0 seventh; fair queueing runs the two clusters in turn.
+    CHECK(drain(q, ids) ==
+          std::vector<std::string>{"a0", "b0", "a1", "b1", "a2", "a3", "a4", "a5"});
+  }
+  SECTION("shares 2 : 1 give twice the tokens while both have work queued") {
+    prefill_queue q{64};
+    for (int i = 0; i < 6; ++i) {
+      add(q, from("pd0", "a" + std::to_string(i), 1000, 2));
+      add(q, from("pd1", "b" + std::to_string(i), 1000, 1));
+    }
+    auto order = drain(q, ids);
+    order.resize(9);
+    CHECK(std::count_if(order.begin(), order.end(), [](auto& id) { return id[0] == 'a'; }) == 6);
+  }
+  SECTION("one origin: first come first served, whatever the sizes") {
+    prefill_queue q{64};
+    add(q, from("pd0", "big", 50000));
+    add(q, from("pd0", "small", 10));
+    add(q, from("pd0", "mid", 3000));
+    CHECK(drain(q, ids) == std::vector<std::string>{"big", "small", "mid"});
+  }
+}
+
+TEST_CASE("admission counts only the work fair queueing runs first", "[fair]") {
+  prefill_queue q{64};
+  // 10 s of pd0's work queued at 1000 tokens/s.
+  auto warm = admit(q, order_of("warm", 1000));
+  q.next(t0);
+  q.engine_done(warm, 1000, 1s, true);
+  q.transfer_ended(warm);
+  REQUIRE(q.tokens_per_s() == Approx(1000));
+  for (int i = 0; i < 10; ++i)
+    admit(q, from("pd0", "a" + std::to_string(i), 1000));
+  // pd0's next order would wait 11 s: refused within a 5 s budget.
+  CHECK(std::holds_alternative<prefill_queue::refusal>(q.admit(from("pd0", "late", 1000, 1, 5s))));
+  // pd1's first order runs next (its start tag is the earliest): admitted.
+  CHECK(std::holds_alternative<prefill_queue::key>(q.admit(from("pd1", "b0", 1000, 1, 5s))));
+}

@@ -190,6 +190,11 @@ struct node_config {
 struct cluster_config {
   std::string name;
   std::string kind; ///< prefill-only | pd
+  /// A PD cluster's weight where PrfaaS workers it shares with other PD clusters are
+  /// busy (weighted fair queueing of prefill work, on as soon as any cluster sets one);
+  /// 0 = not set (first come first served; a cluster left unset weighs 1 once another
+  /// sets a share).
+  uint32_t share = 0;
 };
 
 struct deployment_config {
