@@ -173,10 +173,16 @@ void publish_links(metrics& m, const cluster_view& v, const std::string& own) {
   }
 }
 
-// One routed request in the scheduler's counters.
-void count_route(metrics& m, const route_choice& c) {
+// One routed request in the scheduler's counters (with several links, offloads also by
+// the PrfaaS cluster they went to).
+void count_route(metrics& m, const route_choice& c, const cluster_view& v) {
   m.counter("prfaas_scheduler_routes_total", "Requests routed, by route", {{"route", c.route}})
       .Increment();
+  if (v.links.size() >= 2 && v.prefill[c.prefill].prfaas)
+    m.counter("prfaas_scheduler_cluster_routes_total",
+              "Offloads routed, by the PrfaaS cluster (with several links)",
+              {{"prfaas_cluster", v.prefill[c.prefill].cluster}})
+        .Increment();
   if (!c.basis.empty())
     m.counter("prfaas_scheduler_placements_total",
               "prfaas policy: prefills placed, by what decided (threshold or cost) and route",
@@ -288,7 +294,7 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     const auto now = self->clock().now();
     p.book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
     d.book(now, 0);
-    count_route(ctx->node_metrics(), c);
+    count_route(ctx->node_metrics(), c, v);
     RouteDecision out;
     out.set_prefill_node(p.addr.node);
     out.set_prefill_actor(p.addr.actor);

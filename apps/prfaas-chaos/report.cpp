@@ -92,6 +92,15 @@ fault_outcome judge(const fault_spec& f, double applied_s, std::optional<double>
                     std::optional<link_usage> usage) {
   fault_outcome o{f, applied_s, undone_s, seen, rules, usage};
   o.collateral_ok = !rules || rules->collateral == 0;
+  o.across_ok = !seen.routed_across || *seen.routed_across == 0;
+  double offloads = 0;
+  for (auto& [c, r] : seen.routes_before)
+    offloads += r.first;
+  if (offloads >= 10)
+    for (auto& [a, ra] : seen.routes_before)
+      for (auto& [b, rb] : seen.routes_before)
+        if (ra.second > rb.second && ra.first < rb.first)
+          o.rates_ok = false;
   // A cut that never bound (the bucket never ran dry), or that the link used less
   // than half of on average, left nothing for the deployment to detect.
   if (f.kind == fault_kind::rate && usage && !seen.detected_s)
@@ -117,7 +126,7 @@ bool report::passed() const {
   if (tokens && !tokens->ok())
     return false;
   for (auto& f : faults)
-    if (!f.detect_ok || !f.recover_ok || !f.collateral_ok)
+    if (!f.detect_ok || !f.recover_ok || !f.collateral_ok || !f.across_ok || !f.rates_ok)
       return false;
   return true;
 }
@@ -138,6 +147,7 @@ json report::to_json() const {
               {"lost_by", requests.lost_by},
               {"lost_requests", requests.lost_requests}}},
             {"gateway", gateway},
+            {"prefills_by_cluster", prefills},
             {"unhealthy_at_end", unhealthy_at_end},
             {"unexpected_exits", unexpected_exits},
             {"held_at_quiescence", held}};
@@ -166,7 +176,9 @@ json report::to_json() const {
                 {"detect_ok", f.detect_ok},
                 {"recover_ok", f.recover_ok},
                 {"no_effect", f.no_effect},
-                {"collateral_ok", f.collateral_ok}};
+                {"collateral_ok", f.collateral_ok},
+                {"routed_across", opt(f.seen.routed_across)},
+                {"rates_ok", f.rates_ok}};
     if (f.rules)
       one["rules"] =
           json{{"dropped_packets", f.rules->dropped}, {"collateral_packets", f.rules->collateral}};
@@ -204,6 +216,15 @@ void fault_text(std::ostream& o, const fault_outcome& f) {
     o << "    rules dropped " << f.rules->dropped
       << " packets; between nodes it does not name: " << f.rules->collateral
       << (f.collateral_ok ? "" : "  COLLATERAL") << "\n";
+  if (!f.seen.routes_before.empty()) {
+    o << "    offloads before it, by PrfaaS cluster (link rate):";
+    for (auto& [c, r] : f.seen.routes_before)
+      o << " " << c << " " << r.first << " (" << bits(r.second) << ")";
+    o << (f.rates_ok ? "" : "  AGAINST THE RATES") << "\n";
+  }
+  if (f.seen.routed_across)
+    o << "    offloads routed across it from detection to its end: " << *f.seen.routed_across
+      << (f.across_ok ? "" : "  ROUTED ACROSS") << "\n";
   if (f.undone_s && f.fault.kind == fault_kind::fault_point)
     o << "    undone at " << secs(f.undone_s) << "\n";
   else if (f.undone_s && !f.seen.detected_s)
@@ -242,6 +263,12 @@ std::string report::text() const {
     o << "    " << requests.lost_requests[i].dump() << "\n";
   for (auto& f : faults)
     fault_text(o, f);
+  if (!prefills.empty()) {
+    o << "  prefills by cluster:";
+    for (auto& [k, v] : prefills)
+      o << " " << k << " " << v;
+    o << "\n";
+  }
   if (!gateway.empty()) {
     o << "  gateway:";
     for (auto& [k, v] : gateway)

@@ -54,6 +54,12 @@ struct fault_outcome {
   bool no_effect = false;
   /// False when the fault's rules dropped packets between nodes it does not name.
   bool collateral_ok = true;
+  /// False when a link_down of one of several links saw offloads routed across it
+  /// after it was detected.
+  bool across_ok = true;
+  /// False when, before that fault, a PrfaaS cluster behind a slower link had been
+  /// routed more offloads than one behind a faster link (judged from 10 offloads on).
+  bool rates_ok = true;
 };
 
 /// Judges `seen` against the fault's bounds, and the fault's own counters.
@@ -77,6 +83,8 @@ struct report {
   tally requests;
   std::vector<fault_outcome> faults;
   std::map<std::string, double> gateway; ///< counters read from the gateway at the end
+  /// Prefills each cluster's workers completed (prfaas_worker_orders_total, ok).
+  std::map<std::string, double> prefills;
   /// After the load: empty when every node is running and sees every peer up again,
   /// else what is wrong (a node that died or hung on its own fails the run).
   std::string unhealthy_at_end;

@@ -53,6 +53,23 @@ std::map<std::string, double> gateway_counters(const topology& t) {
   return out;
 }
 
+/// Prefills completed per cluster (every node's prefill workers, outcome ok).
+std::map<std::string, double> prefills_by_cluster(const topology& t) {
+  std::map<std::string, double> out;
+  for (auto& n : t.deployment().nodes)
+    if (auto m = get_metrics(t.place(n.name)))
+      if (double v = proc::metric(*m, "prfaas_worker_orders_total",
+                                  {"role=\"prefill\"", "outcome=\"ok\""}))
+        out[n.cluster.empty() ? n.name : n.cluster] += v;
+  return out;
+}
+
+/// The gateway's and every cluster's counters at the end, into the report.
+void read_counters(report& rep, const topology& t) {
+  rep.gateway = gateway_counters(t);
+  rep.prefills = prefills_by_cluster(t);
+}
+
 /// What each node still holds: live gateway requests, queued and active worker
 /// orders, data-plane bytes in flight or waiting. Keys "node metric"; zero values left out.
 std::map<std::string, double> held(const topology& t) {
@@ -225,7 +242,7 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   // by mistake.
   const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(s.load.deadline) + 5s;
   proc::eventually([&] { return (rep.held = held(topo)).empty(); }, quiet, 250ms);
-  rep.gateway = gateway_counters(topo);
+  read_counters(rep, topo);
   rep.tokens = check_tokens(topo.deployment(), records);
   return rep;
 }

@@ -44,11 +44,25 @@ watcher::watcher(const topology& t, const fault_spec& f) : topo_(t), f_(f) {
         watch(f.from, to);
     }
     break;
-  case fault_kind::link_down:
+  case fault_kind::link_down: {
     gauges_ = topo_.scheduler_nodes();
     metric_ = "prfaas_scheduler_link_up";
     faulty_value_ = 0, healthy_value_ = 1;
+    // A scheduler with links to several PrfaaS clusters keeps offloading over the others
+    // (its link_up stays 1): watch the downed link's own gauge.
+    for (auto& end : f.link)
+      if (auto c = topo_.deployment().clusters.find(end);
+          c != topo_.deployment().clusters.end() && c->second.kind == "prefill-only")
+        for (auto& n : gauges_)
+          if (auto m = get_metrics(topo_.place(n));
+              m && m->find("prfaas_scheduler_cluster_link_up") != std::string::npos) {
+            metric_ = "prfaas_scheduler_cluster_link_up";
+            labels_ = {"prfaas_cluster=\"" + end + "\""};
+            across_ = end;
+            result_.routes_before = routes_by_link(end == f.link[0] ? f.link[1] : f.link[0]);
+          }
     break;
+  }
   case fault_kind::rate:
     gauges_ = topo_.scheduler_nodes();
     metric_ = "prfaas_scheduler_bandwidth_scarce";
@@ -109,10 +123,38 @@ watcher::verdict watcher::poll_gauge(const std::string& node) const {
   auto m = get_metrics(topo_.place(node));
   if (!m || m->find(metric_) == std::string::npos)
     return verdict::unknown;
-  double v = proc::metric(*m, metric_);
+  double v = proc::metric(*m, metric_, labels_);
   return v == faulty_value_    ? verdict::faulty
          : v == healthy_value_ ? verdict::healthy
                                : verdict::unknown;
+}
+
+std::map<std::string, std::pair<double, double>>
+watcher::routes_by_link(const std::string& pd) const {
+  std::map<std::string, std::pair<double, double>> out;
+  const auto& dep = topo_.deployment();
+  for (auto& [name, c] : dep.clusters)
+    if (auto* l = dep.find_link(name, pd); l && c.kind == "prefill-only") {
+      double sum = 0;
+      for (auto& n : gauges_)
+        if (auto m = get_metrics(topo_.place(n)))
+          sum += proc::metric(*m, "prfaas_scheduler_cluster_routes_total",
+                              {"prfaas_cluster=\"" + name + "\""});
+      out[name] = {sum, static_cast<double>(l->rate_bps)};
+    }
+  return out;
+}
+
+std::optional<double> watcher::routes_across() const {
+  double sum = 0;
+  for (auto& n : gauges_) {
+    auto m = get_metrics(topo_.place(n));
+    if (!m)
+      return std::nullopt;
+    sum += proc::metric(*m, "prfaas_scheduler_cluster_routes_total",
+                        {"prfaas_cluster=\"" + across_ + "\""});
+  }
+  return sum;
 }
 
 void watcher::run() {
@@ -153,7 +195,13 @@ void watcher::run() {
         result_.detected_s = since(*applied, first_faulty->first);
         result_.detected_by = first_faulty->second;
         detected = true;
+        if (!across_.empty())
+          routes_at_detection_ = routes_across();
       }
+      // The fault is over: what went across it since it was detected.
+      if (undone && routes_at_detection_ && !result_.routed_across)
+        if (auto r = routes_across())
+          result_.routed_across = *r - *routes_at_detection_;
       // Recovered: the fault is over and every observer sees the deployment whole.
       if (undone && detected && !recovered && healthy == asked && asked > 0) {
         result_.recovered_s = since(*undone, now);

@@ -6,11 +6,15 @@
 //                    when every peer shows it up (after a kill: a new incarnation)
 //   blackhole        the first `to` node that sees `from` suspect or down (and, both
 //                    ways, `from` seeing a `to` node); back when all see each other up
-//   link_down        prfaas_scheduler_link_up 0 on a scheduler node; back at 1
+//   link_down        prfaas_scheduler_link_up 0 on a scheduler node; back at 1 (a
+//                    scheduler with links to several PrfaaS clusters: that link's own
+//                    prfaas_scheduler_cluster_link_up, and the offloads it routed to the
+//                    downed link's PrfaaS cluster from detection to the fault's end)
 //   rate             prfaas_scheduler_bandwidth_scarce 1; back at 0
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +32,12 @@ struct detection {
   std::optional<double> detected_s;  ///< after the fault was applied
   std::string detected_by;           ///< the observing node
   std::optional<double> recovered_s; ///< after the fault was undone
+  /// link_down of one of several links: offloads routed across it between detection
+  /// and the fault's end (none is the rule).
+  std::optional<double> routed_across;
+  /// The same: offloads each PrfaaS cluster linked to that PD cluster had been routed
+  /// when the fault was applied, with its link's rate (bit/s).
+  std::map<std::string, std::pair<double, double>> routes_before;
 };
 
 /// What a link carried while a `rate` fault held it (the busier direction), from tc.
@@ -69,6 +79,14 @@ private:
   std::vector<pair_watch> pairs_;   ///< kill, pause, blackhole
   std::vector<std::string> gauges_; ///< link_down, rate: scheduler nodes
   std::string metric_;
+  std::vector<std::string> labels_; ///< of metric_'s series (one link's, among several)
+  std::string across_;              ///< with labels_: the downed link's PrfaaS cluster
+  std::optional<double> routes_at_detection_;
+  /// The scheduler nodes' offloads to `across_` so far (prfaas_scheduler_cluster_routes_total).
+  std::optional<double> routes_across() const;
+  /// Per PrfaaS cluster linked to PD cluster `pd`: (offloads routed to it so far, its
+  /// link's rate).
+  std::map<std::string, std::pair<double, double>> routes_by_link(const std::string& pd) const;
   double faulty_value_ = 0, healthy_value_ = 1;
 
   mutable std::mutex mu_;

@@ -107,3 +107,41 @@ TEST_CASE("a run passes only without losses and within every bound") {
     CHECK(j["faults"][0]["detected_s"] == 1.5);
   }
 }
+
+TEST_CASE("one link of several down: nothing routed across it, and the faster link took more "
+          "before") {
+  fault_spec f;
+  f.kind = fault_kind::link_down;
+  f.link = {"east", "pd"};
+  f.lasts = seconds{8};
+  f.detect_within = seconds{9};
+  report r;
+  r.requests = classify({rec("ok")}, 10);
+  detection seen{2.0, "pd-gw", 3.0};
+  seen.routes_before = {{"east", {23, 400e6}}, {"west", {3, 100e6}}};
+  seen.routed_across = 0;
+  r.faults.push_back(judge(f, 10, 18, seen));
+  CHECK(r.passed());
+  CHECK(r.text().find("offloads routed across it from detection to its end: 0") !=
+        std::string::npos);
+
+  SECTION("an offload routed across the downed link fails the run") {
+    seen.routed_across = 2;
+    r.faults[0] = judge(f, 10, 18, seen);
+    CHECK_FALSE(r.faults[0].across_ok);
+    CHECK_FALSE(r.passed());
+    CHECK(r.text().find("ROUTED ACROSS") != std::string::npos);
+  }
+  SECTION("the slower link taking more fails the run") {
+    seen.routes_before = {{"east", {5, 400e6}}, {"west", {9, 100e6}}};
+    r.faults[0] = judge(f, 10, 18, seen);
+    CHECK_FALSE(r.faults[0].rates_ok);
+    CHECK_FALSE(r.passed());
+    CHECK(r.text().find("AGAINST THE RATES") != std::string::npos);
+  }
+  SECTION("too few offloads to judge the split") {
+    seen.routes_before = {{"east", {2, 400e6}}, {"west", {3, 100e6}}};
+    r.faults[0] = judge(f, 10, 18, seen);
+    CHECK(r.faults[0].rates_ok);
+  }
+}
