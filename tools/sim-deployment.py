@@ -186,8 +186,12 @@ def main():
             if a.directory and j == 0:
                 actors.append("{ type: kv_directory, name: dir }")
             if a.link_monitors:
+                # With several clusters the PD end reports to its scheduler too: a cut
+                # link's far end cannot (the one-cluster files keep their monitors as
+                # they were; there the failure detector tells a cut link).
+                subs = f", subscribers: {p}gw0/sched" if multi else ""
                 for pf in linked:
-                    actors.append(monitor % (monitor_name(pf), pf, ""))
+                    actors.append(monitor % (monitor_name(pf), pf, subs))
             node(f"{p}gw{g}", pd, actors)
         if not multi and prfaas_names:
             emit_prfaas(0)  # the order one cluster of each kind always had

@@ -55,8 +55,8 @@ json link_outages(const std::vector<lg::request_result>& results,
     auto cut = parse_outage(text);
     if (cut.a.empty())
       continue;
-    size_t arrived = 0, across = 0;
-    double last = -1;
+    size_t arrived = 0, across = 0, failed_over = 0;
+    double last = -1, last_failed_over = -1;
     for (size_t i = 0; i < results.size(); ++i) {
       auto& r = results[i];
       const double into = r.scheduled_s - cut.start_s;
@@ -64,6 +64,10 @@ json link_outages(const std::vector<lg::request_result>& results,
       if (into < 0 || into >= cut.seconds || (from != cut.a && from != cut.b))
         continue;
       ++arrived;
+      if (r.prfaas.attempts > 1) {
+        ++failed_over;
+        last_failed_over = into;
+      }
       const auto where = prefill_cluster(dep, r);
       if (r.ok() && where != from && (where == cut.a || where == cut.b)) {
         ++across;
@@ -75,7 +79,9 @@ json link_outages(const std::vector<lg::request_result>& results,
                    {"seconds", cut.seconds},
                    {"arrived", arrived},
                    {"prefilled_across", across},
-                   {"last_across_s", last}});
+                   {"last_across_s", last},
+                   {"failed_over", failed_over},
+                   {"last_failed_over_s", last_failed_over}});
   }
   return out;
 }

@@ -19,8 +19,9 @@ nlohmann::json by_cluster(const std::vector<loadgen::request_result>& results,
                           const std::vector<std::string>& cluster_of, const deployment_config& dep);
 
 /// Per `--link-down` naming one link: the requests that arrived at the PD cluster at its
-/// end while it was down, how many were prefilled across it anyway, and when the last
-/// of those arrived (seconds into the outage: how long routing took to learn of it).
+/// end while it was down, how many were prefilled across it anyway, how many failed over
+/// (routed across it before routing knew, then prefilled elsewhere), and when the last of
+/// each arrived (seconds into the outage: how long routing took to learn of it).
 nlohmann::json link_outages(const std::vector<loadgen::request_result>& results,
                             const std::vector<std::string>& cluster_of,
                             const deployment_config& dep,
