@@ -10,13 +10,7 @@ std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(co
   // A queue it would wait in past its deadline is as full as a full one: refused now,
   // the gateway can try elsewhere or answer 429, rather than 504 later.
   if (tokens_per_s_ > 0 && o.budget.count() > 0) {
-    // The work that runs before it: all admitted, less queued orders that fair queueing
-    // would run after it (none when every order has one origin).
-    uint64_t ahead = queued_tokens_;
-    const double tag = start_tag(o);
-    for (auto k : fifo_)
-      if (auto& e = orders_.at(k); e.start_tag > tag)
-        ahead -= std::min(ahead, e.o.work);
+    const uint64_t ahead = work_ahead(o);
     const double wait_s = static_cast<double>(ahead + o.work) / tokens_per_s_;
     const double budget_s = std::chrono::duration<double>(o.budget).count();
     if (wait_s > budget_s)
@@ -31,6 +25,15 @@ std::variant<prefill_queue::key, prefill_queue::refusal> prefill_queue::admit(co
   if (!o.pull_first)
     enqueue(k);
   return k;
+}
+
+uint64_t prefill_queue::work_ahead(const order& o) const {
+  uint64_t ahead = queued_tokens_;
+  const double tag = start_tag(o);
+  for (auto k : fifo_)
+    if (auto& e = orders_.at(k); e.start_tag > tag)
+      ahead -= std::min(ahead, e.o.work);
+  return ahead;
 }
 
 double prefill_queue::start_tag(const order& o) const {

@@ -99,6 +99,9 @@ public:
   size_t transferring() const;
   /// Work admitted and not done: pulling, queued and running orders.
   uint64_t queued_tokens() const { return queued_tokens_; }
+  /// The admitted work that would run before an order like `o` admitted now: all of it,
+  /// less the queued orders fair queueing would run after it (none with one origin).
+  uint64_t work_ahead(const order& o) const;
   /// The engine's prefill pace: the rate of each prefill of at least `pace_min_tokens`,
   /// smoothed by `pace_smoothing` per prefill (0 until one finished). The re-planner
   /// estimates a profile's pace the same way.

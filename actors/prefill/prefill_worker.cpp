@@ -32,9 +32,9 @@
 #include "common/sampling_wire.hpp"
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
-#include "prefill/fair_share.hpp"
 #include "prefill/kv_messages.hpp"
 #include "prefill/prefill_state.hpp"
+#include "prefill/queue_view.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prefill/prefix_cache.hpp"
 #include "prfaas/engine/kv_chunk.hpp"
@@ -66,28 +66,6 @@ void enqueue(self_ptr self, node_context* ctx, const std::string& name, const or
 } // namespace prefill_detail
 
 namespace {
-
-/// The load an order adds: the tokens the scheduler expects it to compute (cached
-/// prefixes are not work), or the whole prompt when the order does not say.
-uint64_t work_of(const PrefillOrder& po) {
-  const uint64_t n = static_cast<uint64_t>(po.prompt_size());
-  return po.uncached_tokens() > 0 && po.uncached_tokens() <= n ? po.uncached_tokens() : n;
-}
-
-/// The queue's view of an order arriving `now`.
-prefill_queue::order queue_order(node_context* ctx, const PrefillOrder& po,
-                                 prefill_queue::clock_type::time_point now,
-                                 std::chrono::nanoseconds budget, bool pull_first) {
-  const auto origin = fair_share_of(ctx->deployment(), po.decode_node());
-  return {.request_id = po.request_id(),
-          .transfer_id = po.transfer_id(),
-          .work = work_of(po),
-          .deadline = now + budget,
-          .budget = std::chrono::nanoseconds(po.budget_ns()),
-          .pull_first = pull_first,
-          .origin = origin.cluster,
-          .weight = origin.weight};
-}
 
 void update_gauges(self_ptr self) {
   auto& q = self->state.queue;
@@ -448,8 +426,8 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                       std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
                   const bool pull_first =
                       s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-                  auto admitted =
-                      s.queue.admit(queue_order(ctx, po, self->clock().now(), budget, pull_first));
+                  auto admitted = s.queue.admit(
+                      queue_order(ctx->deployment(), po, self->clock().now(), budget, pull_first));
                   if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
                     s.stats->rejected.Increment();
                     return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
@@ -490,20 +468,7 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                   });
                   return rp;
                 },
-                [&](LoadQuery&) {
-                  WorkerLoad l;
-                  l.set_role("prefill");
-                  const auto& q = s.queue;
-                  l.set_queue_depth(static_cast<uint32_t>(q.queued()));
-                  l.set_active(q.running() ? 1 : 0);
-                  l.set_capacity(static_cast<uint32_t>(q.max_queue()));
-                  l.set_queued_tokens(q.queued_tokens());
-                  l.set_tokens_per_s(q.tokens_per_s());
-                  l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) /
-                             q.max_queue());
-                  l.set_starting(!s.ready);
-                  return l;
-                },
+                [&](LoadQuery&) { return load_of(s.queue, s.ready, ctx->deployment()); },
                 [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
                 [&](Cancel& c) {
                   ctx->probe("prefill.cancelled");

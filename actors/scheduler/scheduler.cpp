@@ -94,12 +94,16 @@ cluster_view workers_of(const deployment_config& dep, const std::vector<std::str
   return v;
 }
 
+/// A load report into the view. `own`: this scheduler's cluster; a worker that queues
+/// PD clusters by their shares reports the work ahead of each one's next order, and
+/// that is what this cluster's orders wait behind.
 void apply_load(worker_view& w, const WorkerLoad& l, worker_view::time_point polled,
-                std::chrono::nanoseconds grace) {
+                std::chrono::nanoseconds grace, const std::string& own) {
   w.queue = l.queue_depth();
   w.active = l.active();
   w.capacity = std::max<uint32_t>(1, l.capacity());
-  w.queued_tokens = l.queued_tokens();
+  const auto ahead = l.queued_tokens_ahead().find(own);
+  w.queued_tokens = ahead != l.queued_tokens_ahead().end() ? ahead->second : l.queued_tokens();
   w.starting = l.starting();
   if (l.tokens_per_s() > 0)
     w.tokens_per_s = l.tokens_per_s();
@@ -248,9 +252,9 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
   auto poll = [self, ctx, me, interval, grace](bool prefill, size_t i) {
     auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
     const auto polled = self->clock().now();
-    auto on_load = [self, prefill, i, polled, grace](WorkerLoad& l) {
+    auto on_load = [self, ctx, prefill, i, polled, grace](WorkerLoad& l) {
       apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled,
-                 grace);
+                 grace, ctx->config().cluster);
     };
     auto on_error = [](caf::error&) {}; // stale load is kept; liveness comes from membership
     if (prefill)

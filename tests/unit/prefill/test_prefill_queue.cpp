@@ -362,6 +362,10 @@ TEST_CASE("admission counts only the work fair queueing runs first", "[fair]") {
   REQUIRE(q.tokens_per_s() == Approx(1000));
   for (int i = 0; i < 10; ++i)
     admit(q, from("pd0", "a" + std::to_string(i), 1000));
+  // What a load report tells each PD cluster's scheduler: the work ahead of its next
+  // order (pd0 behind all of its own, pd1 behind the order now at the head).
+  CHECK(q.work_ahead(from("pd0", "next", 0)) == 10000);
+  CHECK(q.work_ahead(from("pd1", "next", 0)) == 1000);
   // pd0's next order would wait 11 s: refused within a 5 s budget.
   CHECK(std::holds_alternative<prefill_queue::refusal>(q.admit(from("pd0", "late", 1000, 1, 5s))));
   // pd1's first order runs next (its start tag is the earliest): admitted.
