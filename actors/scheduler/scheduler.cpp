@@ -11,10 +11,14 @@
 //  * link state, from link monitors that list it among their `subscribers`: while a
 //    cross-cluster link is down, nothing is offloaded across it; the PrfaaS side's
 //    utilisation, throughput and backlog drive the prfaas policy's bandwidth mode
-//    and its short-term threshold controller.
+//    and its short-term threshold controller. With several PD or PrfaaS clusters, its
+//    own cluster's workers and each linked PrfaaS cluster over its own link
+//    (link_book.hpp).
 // Exposes prfaas_scheduler_routes_total{route}, _placements_total{basis,route},
 // _no_route_total, _link_up, _threshold_tokens, _planned_threshold_tokens,
-// _bandwidth_scarce and _threshold_changes_total{reason}.
+// _bandwidth_scarce and _threshold_changes_total{reason}; with several links also
+// _cluster_link_up, _cluster_link_over_budget{pd_cluster,prfaas_cluster} and
+// _cluster_routes_total{prfaas_cluster}.
 
 #include <algorithm>
 #include <optional>
