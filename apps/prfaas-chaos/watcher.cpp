@@ -44,25 +44,11 @@ watcher::watcher(const topology& t, const fault_spec& f) : topo_(t), f_(f) {
         watch(f.from, to);
     }
     break;
-  case fault_kind::link_down: {
+  case fault_kind::link_down:
     gauges_ = topo_.scheduler_nodes();
     metric_ = "prfaas_scheduler_link_up";
     faulty_value_ = 0, healthy_value_ = 1;
-    // A scheduler with links to several PrfaaS clusters keeps offloading over the others
-    // (its link_up stays 1): watch the downed link's own gauge.
-    for (auto& end : f.link)
-      if (auto c = topo_.deployment().clusters.find(end);
-          c != topo_.deployment().clusters.end() && c->second.kind == "prefill-only")
-        for (auto& n : gauges_)
-          if (auto m = get_metrics(topo_.place(n));
-              m && m->find("prfaas_scheduler_cluster_link_up") != std::string::npos) {
-            metric_ = "prfaas_scheduler_cluster_link_up";
-            labels_ = {"prfaas_cluster=\"" + end + "\""};
-            across_ = end;
-            result_.routes_before = routes_by_link(end == f.link[0] ? f.link[1] : f.link[0]);
-          }
-    break;
-  }
+    break; // one link of several: watch_one_link, on the watcher's thread
   case fault_kind::rate:
     gauges_ = topo_.scheduler_nodes();
     metric_ = "prfaas_scheduler_bandwidth_scarce";
@@ -157,7 +143,28 @@ std::optional<double> watcher::routes_across() const {
   return sum;
 }
 
+void watcher::watch_one_link() {
+  // A scheduler with links to several PrfaaS clusters keeps offloading over the others
+  // (its link_up stays 1): watch the downed link's own gauge, and what was routed where.
+  for (auto& end : f_.link)
+    if (auto c = topo_.deployment().clusters.find(end);
+        c != topo_.deployment().clusters.end() && c->second.kind == "prefill-only")
+      for (auto& n : gauges_)
+        if (auto m = get_metrics(topo_.place(n));
+            m && m->find("prfaas_scheduler_cluster_link_up") != std::string::npos) {
+          metric_ = "prfaas_scheduler_cluster_link_up";
+          labels_ = {"prfaas_cluster=\"" + end + "\""};
+          across_ = end;
+          auto before = routes_by_link(end == f_.link[0] ? f_.link[1] : f_.link[0]);
+          std::lock_guard g{mu_};
+          result_.routes_before = std::move(before);
+        }
+}
+
 void watcher::run() {
+  // Here, not in the constructor: the fault's timeline must not wait on a node's HTTP.
+  if (f_.kind == fault_kind::link_down)
+    watch_one_link();
   std::vector<std::string> observers;
   for (auto& p : pairs_)
     observers.push_back(p.observer);

@@ -71,6 +71,8 @@ private:
   enum class verdict { unknown, healthy, faulty };
 
   void run();
+  /// link_down of one of several links: that link's gauge, and the offloads so far.
+  void watch_one_link();
   verdict poll_pair(const pair_watch& p) const;
   verdict poll_gauge(const std::string& node) const;
 
