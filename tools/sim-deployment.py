@@ -84,6 +84,9 @@ def main():
                     help="with several clusters: each PD cluster's link rates to each PrfaaS "
                          "cluster in Gbit/s, PD clusters separated by ';' (e.g. "
                          "'100,20;20,5;5,100'; 0 = no link); default --link-gbit for every pair")
+    ap.add_argument("--pd-shares", default="",
+                    help="with several PD clusters: each one's share (clusters.<name>.share: "
+                         "weighted fair queueing at the PrfaaS workers), comma-separated")
     a = ap.parse_args()
     if a.convertible_prefill > a.convertible:
         sys.exit("sim-deployment: --convertible-prefill exceeds --convertible")
@@ -114,8 +117,12 @@ def main():
     w("clusters:")
     for c in prfaas_names:
         w(f"  {c}: {{ kind: prefill-only }}")
-    for c in pd_names:
-        w(f"  {c}: {{ kind: pd }}")
+    shares = [int(x) for x in a.pd_shares.split(",")] if a.pd_shares else []
+    if shares and len(shares) != len(pd_names):
+        sys.exit(f"sim-deployment: --pd-shares has {len(shares)} values for {len(pd_names)} "
+                 "PD clusters")
+    for j, c in enumerate(pd_names):
+        w(f"  {c}: {{ kind: pd, share: {shares[j]} }}" if shares else f"  {c}: {{ kind: pd }}")
     if any(r > 0 for row in rates for r in row):
         w("links:")
         for j, pd in enumerate(pd_names):
