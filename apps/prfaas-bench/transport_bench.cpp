@@ -84,7 +84,20 @@ int server_main(const std::string& yaml, int raw_port) {
 struct figures {
   double p50_us = 0, p99_us = 0, msgs_per_s = 0, bulk_gbps = 0;
   double actor_p50_us = 0, actor_p99_us = 0; ///< prfaas only: round trips from an actor
+  /// CPU (both processes, every thread) per pipelined message, best run: on a
+  /// machine with few cores this, not the wall clock, is what a message costs.
+  double cpu_us_per_msg = 1e9;
 };
+
+/// Runs `stream` (returns seconds) for `n` messages; keeps the best rate and CPU cost.
+template <class Stream> void pipelined_run(figures& f, uint64_t n, pid_t server, Stream&& stream) {
+  auto cpu = [server] { return process_cpu_seconds(::getpid()) + process_cpu_seconds(server); };
+  const double cpu0 = cpu();
+  const double secs = stream();
+  const double used = cpu() - cpu0;
+  f.msgs_per_s = std::max(f.msgs_per_s, static_cast<double>(n) / secs);
+  f.cpu_us_per_msg = std::min(f.cpu_us_per_msg, used / static_cast<double>(n) * 1e6);
+}
 
 // -- raw ZeroMQ client -----------------------------------------------------------------
 
@@ -235,6 +248,47 @@ struct prfaas_client {
   }
 };
 
+/// The figures, each next to its target; with `--json` also one JSON line.
+void print_report(const transport_options& o, const figures& ours, const figures& raw) {
+  auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
+  std::printf("transport benchmark: two processes over tcp loopback, best of %d runs, inline "
+              "delivery %s\n",
+              o.repeat, o.inline_delivery ? "on" : "off");
+  std::printf("  round trip, %u B request/response (%llu sequential):\n", o.payload_bytes,
+              static_cast<unsigned long long>(o.round_trips));
+  std::printf(
+      "    prfaas, from an actor   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
+      ours.actor_p50_us, ours.actor_p99_us, verdict(ours.actor_p50_us <= 150));
+  std::printf(
+      "    prfaas, from a thread   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
+      ours.p50_us, ours.p99_us, verdict(ours.p50_us <= 150));
+  std::printf("    raw zmq                 p50 %7.1f us  p99 %7.1f us\n", raw.p50_us, raw.p99_us);
+  std::printf("  pipelined one-way, %u B (%llu messages):\n", o.payload_bytes,
+              static_cast<unsigned long long>(o.pipelined));
+  std::printf("    prfaas   %10.0f msgs/s   [target >= 500000: %s]\n", ours.msgs_per_s,
+              verdict(ours.msgs_per_s >= 500000));
+  std::printf("    raw zmq  %10.0f msgs/s   (prfaas/raw %.2f)\n", raw.msgs_per_s,
+              ours.msgs_per_s / raw.msgs_per_s);
+  std::printf("    CPU per message, both processes: prfaas %.2f us, raw zmq %.2f us "
+              "(raw/prfaas %.2f)\n",
+              ours.cpu_us_per_msg, raw.cpu_us_per_msg, raw.cpu_us_per_msg / ours.cpu_us_per_msg);
+  std::printf("  bulk one-way, %u B frames (%llu messages):\n", o.bulk_bytes,
+              static_cast<unsigned long long>(o.bulk_messages));
+  std::printf("    prfaas   %6.2f GB/s   [target >= 80%% of raw: %s]\n", ours.bulk_gbps,
+              verdict(ours.bulk_gbps >= 0.8 * raw.bulk_gbps));
+  std::printf("    raw zmq  %6.2f GB/s   (prfaas/raw %.0f%%)\n", raw.bulk_gbps,
+              100.0 * ours.bulk_gbps / raw.bulk_gbps);
+  if (o.json)
+    std::printf("{\"actor_rtt_p50_us\":%.1f,\"actor_rtt_p99_us\":%.1f,"
+                "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"raw_rtt_p50_us\":%.1f,"
+                "\"raw_rtt_p99_us\":%.1f,\"pipelined_msgs_per_s\":%.0f,"
+                "\"raw_pipelined_msgs_per_s\":%.0f,\"bulk_gb_per_s\":%.3f,"
+                "\"raw_bulk_gb_per_s\":%.3f,\"cpu_us_per_msg\":%.3f,\"raw_cpu_us_per_msg\":%.3f}\n",
+                ours.actor_p50_us, ours.actor_p99_us, ours.p50_us, ours.p99_us, raw.p50_us,
+                raw.p99_us, ours.msgs_per_s, raw.msgs_per_s, ours.bulk_gbps, raw.bulk_gbps,
+                ours.cpu_us_per_msg, raw.cpu_us_per_msg);
+}
+
 } // namespace
 
 int run_transport_bench(const transport_options& o) {
@@ -293,10 +347,8 @@ int run_transport_bench(const transport_options& o) {
           raw.p50_us = b50;
           raw.p99_us = b99;
         }
-        ours.msgs_per_s = std::max(ours.msgs_per_s, static_cast<double>(o.pipelined) /
-                                                        pc.stream(o.pipelined, payload, nullptr));
-        raw.msgs_per_s = std::max(raw.msgs_per_s, static_cast<double>(o.pipelined) /
-                                                      rc_raw.stream(o.pipelined, payload));
+        pipelined_run(ours, o.pipelined, pid, [&] { return pc.stream(o.pipelined, payload, {}); });
+        pipelined_run(raw, o.pipelined, pid, [&] { return rc_raw.stream(o.pipelined, payload); });
         double bytes = static_cast<double>(o.bulk_messages) * o.bulk_bytes;
         ours.bulk_gbps =
             std::max(ours.bulk_gbps, bytes / 1e9 / pc.stream(o.bulk_messages, "", bulk));
@@ -314,39 +366,7 @@ int run_transport_bench(const transport_options& o) {
   if (rc != 0)
     return rc;
 
-  auto verdict = [](bool ok) { return ok ? "meets target" : "MISSES target"; };
-  std::printf("transport benchmark: two processes over tcp loopback, best of %d runs, inline "
-              "delivery %s\n",
-              o.repeat, o.inline_delivery ? "on" : "off");
-  std::printf("  round trip, %u B request/response (%llu sequential):\n", o.payload_bytes,
-              static_cast<unsigned long long>(o.round_trips));
-  std::printf(
-      "    prfaas, from an actor   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
-      ours.actor_p50_us, ours.actor_p99_us, verdict(ours.actor_p50_us <= 150));
-  std::printf(
-      "    prfaas, from a thread   p50 %7.1f us  p99 %7.1f us   [target p50 <= 150 us: %s]\n",
-      ours.p50_us, ours.p99_us, verdict(ours.p50_us <= 150));
-  std::printf("    raw zmq                 p50 %7.1f us  p99 %7.1f us\n", raw.p50_us, raw.p99_us);
-  std::printf("  pipelined one-way, %u B (%llu messages):\n", o.payload_bytes,
-              static_cast<unsigned long long>(o.pipelined));
-  std::printf("    prfaas   %10.0f msgs/s   [target >= 500000: %s]\n", ours.msgs_per_s,
-              verdict(ours.msgs_per_s >= 500000));
-  std::printf("    raw zmq  %10.0f msgs/s   (prfaas/raw %.2f)\n", raw.msgs_per_s,
-              ours.msgs_per_s / raw.msgs_per_s);
-  std::printf("  bulk one-way, %u B frames (%llu messages):\n", o.bulk_bytes,
-              static_cast<unsigned long long>(o.bulk_messages));
-  std::printf("    prfaas   %6.2f GB/s   [target >= 80%% of raw: %s]\n", ours.bulk_gbps,
-              verdict(ours.bulk_gbps >= 0.8 * raw.bulk_gbps));
-  std::printf("    raw zmq  %6.2f GB/s   (prfaas/raw %.0f%%)\n", raw.bulk_gbps,
-              100.0 * ours.bulk_gbps / raw.bulk_gbps);
-  if (o.json)
-    std::printf("{\"actor_rtt_p50_us\":%.1f,\"actor_rtt_p99_us\":%.1f,"
-                "\"rtt_p50_us\":%.1f,\"rtt_p99_us\":%.1f,\"raw_rtt_p50_us\":%.1f,"
-                "\"raw_rtt_p99_us\":%.1f,\"pipelined_msgs_per_s\":%.0f,"
-                "\"raw_pipelined_msgs_per_s\":%.0f,\"bulk_gb_per_s\":%.3f,"
-                "\"raw_bulk_gb_per_s\":%.3f}\n",
-                ours.actor_p50_us, ours.actor_p99_us, ours.p50_us, ours.p99_us, raw.p50_us,
-                raw.p99_us, ours.msgs_per_s, raw.msgs_per_s, ours.bulk_gbps, raw.bulk_gbps);
+  print_report(o, ours, raw);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "prfaas/runtime/messenger.hpp"
 
+#include <optional>
+
 #include <caf/all.hpp>
 #include <google/protobuf/arena.h>
 
@@ -29,6 +31,51 @@ private:
   static constexpr size_t block_size = 4096;
   alignas(16) char block_[block_size];
   google::protobuf::Arena arena_;
+};
+
+/// The envelope of a hot path: one reused per thread (its strings and addresses keep
+/// their capacity, so building or parsing one allocates nothing once warm), or, when
+/// that one is in use further up this thread's stack (a send from an actor that runs
+/// inline, a simulated wire that delivers synchronously), one in a stack arena.
+class scratch_envelope {
+public:
+  scratch_envelope() {
+    auto& s = slot();
+    if (s.busy) {
+      arena_.emplace();
+      env_ = arena_->make<wire::Envelope>();
+      return;
+    }
+    s.busy = true;
+    held_ = &s;
+    env_ = &s.env;
+    env_->Clear();
+  }
+  ~scratch_envelope() {
+    if (!held_)
+      return;
+    // A large payload's capacity is not kept for good.
+    if (held_->env.payload().capacity() > kept_payload_bytes)
+      std::string{}.swap(*held_->env.mutable_payload());
+    held_->busy = false;
+  }
+  scratch_envelope(const scratch_envelope&) = delete;
+  scratch_envelope& operator=(const scratch_envelope&) = delete;
+  wire::Envelope& operator*() { return *env_; }
+
+private:
+  struct slot_type {
+    wire::Envelope env;
+    bool busy = false;
+  };
+  static slot_type& slot() {
+    thread_local slot_type s;
+    return s;
+  }
+  static constexpr size_t kept_payload_bytes = 64 * 1024;
+  slot_type* held_ = nullptr;
+  wire::Envelope* env_ = nullptr;
+  std::optional<frame_arena> arena_;
 };
 
 bool valid_name(const std::string& s) {
@@ -238,8 +285,8 @@ send_status messenger::send_oneway(const remote_message& msg) {
     caf::anon_send(dest, msg);
     return send_status::queued;
   }
-  frame_arena arena;
-  auto& env = *arena.make<wire::Envelope>();
+  scratch_envelope scratch;
+  auto& env = *scratch;
   env.set_kind(wire::ONEWAY);
   env.mutable_source()->set_node(msg.source.node);
   env.mutable_source()->set_actor(msg.source.actor);
@@ -325,8 +372,8 @@ void messenger::on_frame(const inbound_frame& f) {
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
       static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
-  frame_arena arena;
-  auto& env = *arena.make<wire::Envelope>();
+  scratch_envelope scratch;
+  auto& env = *scratch;
   auto res = decode_frame(f, node_, incarnation_, cfg_, env);
   if (res.ok && !f.authenticated_node.empty() && env.source().node() != f.authenticated_node) {
     log_->warn("frame_impersonation claimed={} authenticated={}", env.source().node(),
