@@ -55,7 +55,7 @@ namespace {
 
 void update_gauges(self_ptr self) {
   auto& s = self->state;
-  s.stats->set(s.by_request.size() - s.active.size(), s.active.size(), s.max_batch);
+  s.stats->set(s.batcher->queued(), s.batcher->active(), s.batcher->config().max_batch);
 }
 
 /// Sends token events to a gateway. Events go one-way, except those that end a
@@ -77,174 +77,70 @@ void deliver(self_ptr self, const address& gateway, const Msg& m, bool ends_a_st
             });
 }
 
-void send_event(self_ptr self, sequence& q, std::vector<engine::token> tokens, bool finished,
-                const std::string& reason, const std::string& error = {},
-                const std::vector<engine::sampled_logprobs>& logprobs = {}) {
+/// Carries out what the batcher asked for, in its order — token events to gateways,
+/// engine sequences to release between steps — and publishes its counts.
+void act(self_ptr self) {
   auto& s = self->state;
-  TokenEvent ev;
-  ev.set_request_id(q.order.request_id());
-  ev.set_index(q.order.first_index() + q.sent); // a resumed request continues its numbering
-  for (auto t : tokens) // decode.corrupt_token: the token checker's negative control
-    ev.add_tokens(s.ctx->faults().fire("decode.corrupt_token") ? t ^ 1 : t);
-  for (auto& lp : logprobs)
-    to_wire(lp, *ev.add_logprobs());
-  ev.set_finished(finished);
-  ev.set_finish_reason(reason);
-  ev.set_error(error);
-  if (q.sent == 0 && !tokens.empty()) {
-    ev.set_engine_prefill_ns(q.meta.engine_ns());
-    ev.set_prefill_computed_tokens(q.meta.computed_tokens());
-    ev.set_exposed_wire_ns(q.exposed_wire_ns);
+  for (auto& a : s.batcher->take_actions()) {
+    if (auto* d = std::get_if<decode_batcher::delivery>(&a))
+      std::visit([&](const auto& m) { deliver(self, d->gateway, m, d->ends); }, d->what);
+    else
+      s.runner->post(
+          [id = std::get<decode_batcher::release>(a).seq](engine::engine& e) { e.release(id); });
   }
-  ev.set_decode_node(s.ctx->node());
-  q.sent += static_cast<uint32_t>(tokens.size());
-  s.stats->tokens.Increment(static_cast<double>(tokens.size()));
-  if (s.batching) {
-    s.finish_pending = s.finish_pending || finished;
-    auto& [addr, batch] = s.pending_events[q.gateway.to_string()];
-    addr = q.gateway;
-    *batch.add_events() = std::move(ev);
-    return;
-  }
-  deliver(self, q.gateway, ev, finished);
-}
-
-/// Sends what the steps since the last flush produced: one message per gateway.
-void flush_events(self_ptr self) {
-  auto& s = self->state;
-  s.batching = false;
-  if (++s.steps_pending < s.event_steps && !s.finish_pending)
-    return; // more steps join these events
-  for (auto& [_, entry] : s.pending_events) {
-    bool ends = false;
-    for (auto& ev : entry.second.events())
-      ends = ends || ev.finished();
-    deliver(self, entry.first, entry.second, ends);
-  }
-  s.pending_events.clear();
-  s.steps_pending = 0;
-  s.finish_pending = false;
-}
-
-/// Queues `job` on the engine thread and ends the running run of decode steps at its
-/// next step, so that the job (an import, a release) runs then rather than after the
-/// whole run: a run lasts until a sequence leaves the batch, which can be its every
-/// remaining token.
-void post_between_steps(decode_state& s, engine_runner::job job) {
-  s.batch_changed->store(true);
-  s.runner->post(std::move(job));
-}
-
-/// Removes `q` everywhere and frees its engine sequence.
-void forget(self_ptr self, const sequence_ptr& q) {
-  auto& s = self->state;
-  s.batch_changed->store(true);
-  s.by_request.erase(q->order.request_id());
-  std::erase(s.active, q);
-  std::erase(s.ready, q);
-  if (q->seq != 0)
-    post_between_steps(s, [id = q->seq](engine::engine& e) { e.release(id); });
+  const auto& now = s.batcher->totals();
+  auto add = [](prometheus::Counter& c, uint64_t to, uint64_t& was) {
+    if (to > was)
+      c.Increment(static_cast<double>(to - was));
+    was = to;
+  };
+  add(s.stats->ok, now.ok, s.published.ok);
+  add(s.stats->failed, now.failed, s.published.failed);
+  add(s.stats->rejected, now.rejected, s.published.rejected);
+  add(s.stats->tokens, now.tokens, s.published.tokens);
   update_gauges(self);
 }
 
-void fail(self_ptr self, const sequence_ptr& q, const std::string& why) {
-  send_event(self, *q, {}, true, "error", why);
-  self->state.stats->failed.Increment();
-  forget(self, q);
-}
-
-/// Accounts one sampled token (with its log-probabilities when asked); sends it; true
-/// when `q` finished. An end-of-output token ends it (unless ignore_eos) and is not
-/// sent; stop strings are the gateway's (it cancels the request when one matched).
-bool accept_token(self_ptr self, const sequence_ptr& q, engine::token t,
-                  const std::optional<engine::sampled_logprobs>& lp) {
-  ++q->generated;
-  std::vector<engine::token> out;
-  std::vector<engine::sampled_logprobs> lps;
-  std::string reason;
-  if (self->state.info.is_end(t) && !q->order.ignore_eos()) {
-    reason = "stop";
-  } else {
-    out.push_back(t);
-    if (q->logprobs && lp)
-      lps.push_back(*lp);
-    if (q->generated >= q->order.max_tokens())
-      reason = "length";
-  }
-  bool finished = !reason.empty();
-  if (!out.empty() || finished)
-    send_event(self, *q, std::move(out), finished, reason, {}, lps);
-  if (finished) {
-    self->state.stats->ok.Increment();
-    forget(self, q);
-  }
-  return finished;
+/// Queues `job` on the engine thread and ends the running run of decode steps at its
+/// next step, so that the job (an import) runs then rather than after the whole run: a
+/// run lasts until a sequence leaves the batch, which can be its every remaining token.
+void post_between_steps(decode_state& s, engine_runner::job job) {
+  s.batcher->batch_changed()->store(true);
+  s.runner->post(std::move(job));
 }
 
 void maybe_step(self_ptr self);
 
 /// One step's results. `last`: the engine job that ran it is over (it runs steps back to
 /// back while the batch stays as it is), so the next batch may be formed.
-void step_done(self_ptr self, std::vector<sequence_ptr> batch,
+void step_done(self_ptr self, const std::vector<sequence_ptr>& batch,
                engine::result<std::vector<engine::token>> r,
                std::vector<std::optional<engine::sampled_logprobs>> lps, bool last) {
-  auto& s = self->state;
-  if (last)
-    s.stepping = false;
-  s.batching = true;
-  if (!r) {
-    for (auto& q : batch)
-      if (!q->cancelled && s.by_request.count(q->order.request_id()))
-        fail(self, q, "decode step failed: " + r.message());
-  } else {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto& q = batch[i];
-      if (q->cancelled || !s.by_request.count(q->order.request_id()))
-        continue;
-      accept_token(self, q, (*r)[i], lps[i]);
-    }
-  }
-  flush_events(self);
+  self->state.batcher->step_done(batch, r, lps, last);
+  act(self);
   if (last)
     maybe_step(self);
 }
 
 void maybe_step(self_ptr self) {
   auto& s = self->state;
-  if (s.stepping)
+  if (s.batcher->stepping())
     return;
-  if (!s.active.empty() && s.ctx->faults().fire("decode.crash"))
+  if (s.batcher->has_active() && s.ctx->faults().fire("decode.crash"))
     throw std::runtime_error("fault point decode.crash: crashing at a batch step");
-  std::erase_if(s.active, [](auto& q) { return q->cancelled; });
-  while (s.active.size() < s.max_batch && !s.ready.empty()) {
-    auto q = s.ready.front();
-    s.ready.pop_front();
-    q->at = phase::active;
-    s.active.push_back(q);
-  }
+  auto order = s.batcher->start_step();
   update_gauges(self);
-  if (s.active.empty())
+  if (!order)
     return;
-  s.stepping = true;
-  s.batch_changed->store(false);
   // The engine runs steps back to back while the batch stays as it is — no sequence
   // finished, joined or was cancelled (batch_changed) — handing each step's tokens to
   // this actor as it goes; waiting for the actor between steps would leave the compute
   // threads idle for two thread hand-offs a token. In a simulation, one step a job.
-  struct limit {
-    uint32_t left; ///< tokens it may still sample
-    bool ignore_eos;
-  };
-  std::vector<engine::seq_id> ids;
-  std::vector<limit> limits;
-  for (auto& q : s.active) {
-    ids.push_back(q->seq);
-    limits.push_back({q->order.max_tokens() - std::min(q->generated, q->order.max_tokens()),
-                      q->order.ignore_eos()});
-  }
   const uint32_t steps = s.runner->simulated() ? 1 : UINT32_MAX;
-  s.runner->post([inbox = s.inbox, self, batch = s.active, ids, limits, steps,
-                  changed = s.batch_changed, runner = s.runner.get()](engine::engine& e) mutable {
+  s.runner->post([inbox = s.inbox, self, batch = std::move(order->batch),
+                  ids = std::move(order->ids), limits = std::move(order->limits), steps,
+                  changed = s.batcher->batch_changed(),
+                  runner = s.runner.get()](engine::engine& e) mutable {
     for (uint32_t n = 0;; ++n) {
       const auto t0 = runner->now(); // the engine's time: virtual in simulation
       auto r = e.decode_step(ids);
@@ -273,43 +169,26 @@ void maybe_step(self_ptr self) {
 }
 
 void imported(self_ptr self, const sequence_ptr& q, const std::string& error) {
-  auto& s = self->state;
-  if (q->cancelled || !s.by_request.count(q->order.request_id())) {
-    if (error.empty())
-      post_between_steps(s, [id = q->seq](engine::engine& e) { e.release(id); });
-    return;
-  }
-  if (!error.empty()) {
-    q->seq = 0;
-    fail(self, q, "kv import failed: " + error);
-    return;
-  }
-  q->at = phase::ready;
-  s.ready.push_back(q);
-  s.batch_changed->store(true); // it joins at the next step boundary
+  self->state.batcher->imported(q, error);
+  act(self);
   maybe_step(self);
 }
 
 /// A complete transfer for `q` arrived: import it on the engine thread.
 void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
   auto& s = self->state;
-  if (rt.chunks.empty() || !q->meta.ParseFromArray(rt.chunks.back()->data(),
-                                                   static_cast<int>(rt.chunks.back()->size()))) {
-    fail(self, q,
-         "kv transfer " + std::to_string(rt.id) + " from " + rt.source +
-             " has no TransferMeta in its last chunk");
+  TransferMeta meta;
+  if (rt.chunks.empty() ||
+      !meta.ParseFromArray(rt.chunks.back()->data(), static_cast<int>(rt.chunks.back()->size()))) {
+    s.batcher->fail(q, "kv transfer " + std::to_string(rt.id) + " from " + rt.source +
+                           " has no TransferMeta in its last chunk");
+    act(self);
     return;
   }
-  q->at = phase::importing;
-  q->seq = s.next_seq++;
-  q->exposed_wire_ns = static_cast<uint64_t>(rt.stats.exposed_wire_time().count());
-  // The first token was sampled by the prefill and the whole KV is here, checksummed:
-  // send it now rather than after the import, which waits for the running decode step
-  // on the engine thread (a step of a large batch takes tens of milliseconds).
-  std::optional<engine::sampled_logprobs> first_lp;
-  if (q->meta.has_first_logprobs())
-    first_lp = from_wire(q->meta.first_logprobs());
-  if (accept_token(self, q, q->meta.first_token(), first_lp))
+  const bool import = s.batcher->kv_arrived(
+      q, std::move(meta), static_cast<uint64_t>(rt.stats.exposed_wire_time().count()));
+  act(self);
+  if (!import)
     return; // done with one token: no import needed
   auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
   chunks->pop_back();
@@ -355,8 +234,8 @@ void on_transfer(self_ptr self, received_transfer rt) {
                        rt.id, rt.source);
     return;
   }
-  auto it = s.by_request.find(head.request_id());
-  if (it == s.by_request.end()) {
+  auto q = s.batcher->find(head.request_id());
+  if (!q) {
     // The order may still be on its way (different sender, different path).
     uint64_t bytes = 0;
     for (auto& c : rt.chunks)
@@ -365,22 +244,17 @@ void on_transfer(self_ptr self, received_transfer rt) {
       drop_early(self, id, "full");
     return;
   }
-  if (it->second->at != phase::waiting_kv)
+  if (q->at != phase::waiting_kv)
     return; // a slower attempt of a request that already has its KV
-  start_import(self, it->second, std::move(rt));
+  start_import(self, q, std::move(rt));
 }
 
 void sweep(self_ptr self) {
   auto& s = self->state;
   auto now = self->clock().now();
-  std::vector<sequence_ptr> late;
-  for (auto& [id, q] : s.by_request)
-    if (q->at == phase::waiting_kv && now >= q->deadline)
-      late.push_back(q);
-  for (auto& q : late) {
+  for (size_t n = s.batcher->sweep(now); n > 0; --n)
     s.ctx->probe("decode.order_expired");
-    fail(self, q, "the KV transfer did not arrive before the request's deadline");
-  }
+  act(self);
   for (auto& id : s.early.expire(now))
     drop_early(self, id, "expired");
 }
@@ -390,49 +264,68 @@ void sweep(self_ptr self) {
 /// say "starting").
 void ready(self_ptr self, const std::string& engine_name, const engine::model_info& info) {
   auto& s = self->state;
-  s.info = info;
+  s.batcher->set_model(info);
   s.engine_ready = true;
   s.stats->ready.Set(1);
   s.ctx->data()->add_sink(s.self_name, [inbox = s.inbox, self](received_transfer rt) {
     inbox->post([self, rt = std::move(rt)]() mutable { on_transfer(self, std::move(rt)); });
   });
   s.ctx->log()->info("decode_worker_started name={} engine={} model={} max_batch={}", s.self_name,
-                     engine_name, info.model, s.max_batch);
+                     engine_name, info.model, s.batcher->config().max_batch);
 }
 
 /// `peer` went down or declared this node down: the requests of its gateway are stale
 /// (it failed or resumed them elsewhere) — reservations and streams alike are dropped.
 void drop_requests_of(self_ptr self, const std::string& peer, const std::string& why) {
   auto& s = self->state;
-  std::vector<sequence_ptr> stale;
-  for (auto& [_, q] : s.by_request)
-    if (q->gateway.node == peer)
-      stale.push_back(q);
-  for (auto& q : stale) {
-    q->cancelled = true;
-    forget(self, q);
-  }
-  if (stale.empty())
+  const size_t dropped = s.batcher->drop_gateway(peer);
+  act(self);
+  if (dropped == 0)
     return;
   s.ctx->log()->warn("decode_requests_dropped worker={} count={} gateway={} reason=\"{}\"",
-                     s.self_name, stale.size(), peer, why);
+                     s.self_name, dropped, peer, why);
   s.ctx->probe("decode.stale_dropped");
-  if (!s.stepping)
-    maybe_step(self);
+  maybe_step(self);
+}
+
+/// A DecodeOrder: a reservation (or the same answer to a retry); a transfer that
+/// came first is imported at once.
+answer<DecodeAccepted> take_order(self_ptr self, DecodeOrder o) {
+  auto& s = self->state;
+  const auto id = o.request_id();
+  switch (s.batcher->order(std::move(o), self->clock().now())) {
+  case decode_batcher::admission::bad_request:
+    return make_error(errc::bad_request,
+                      "DecodeOrder " + id + ": needs max_tokens > 0 and a gateway");
+  case decode_batcher::admission::overloaded:
+    act(self);
+    return make_error(errc::overloaded, "decode worker " + s.self_name + ": " +
+                                            std::to_string(s.batcher->config().max_queue) +
+                                            " requests already");
+  case decode_batcher::admission::duplicate:
+    return DecodeAccepted{};
+  case decode_batcher::admission::accepted:
+    break;
+  }
+  update_gauges(self);
+  if (auto rt = s.early.take(id))
+    start_import(self, s.batcher->find(id), std::move(*rt));
+  return DecodeAccepted{};
 }
 
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
-                            model_settings model, size_t max_batch, size_t max_queue,
-                            uint32_t event_steps,
+                            model_settings model, decode_batcher::settings batching,
                             early_transfers<received_transfer>::limits early) {
   auto& s = self->state;
   s.early = early_transfers<received_transfer>{early};
   log_crashes(self, ctx, name);
-  s.event_steps = event_steps;
   s.ctx = ctx;
   s.self_name = name;
-  s.max_batch = max_batch;
-  s.max_queue = max_queue;
+  batching.node = ctx->node();
+  s.batcher = std::make_unique<decode_batcher>(std::move(batching));
+  // decode.corrupt_token: the token checker's negative control.
+  s.batcher->set_token_filter(
+      [ctx](engine::token t) { return ctx->faults().fire("decode.corrupt_token") ? t ^ 1 : t; });
   s.inbox = std::make_shared<actor_inbox>(self);
   s.stats = std::make_unique<worker_metrics>(ctx->node_metrics(), name, "decode");
   if (!ctx->data())
@@ -459,59 +352,30 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
           [=](remote_message& msg) -> caf::result<remote_message> {
             auto& s = self->state;
             return dispatch<decode_role>(
-                *ctx, msg,
-                [&](DecodeOrder& o) -> answer<DecodeAccepted> {
-                  if (o.max_tokens() == 0 || o.gateway_node().empty())
-                    return make_error(errc::bad_request,
-                                      "DecodeOrder " + o.request_id() +
-                                          ": needs max_tokens > 0 and a gateway");
-                  if (s.by_request.count(o.request_id())) { // a retried order: same answer
-                    return DecodeAccepted{};
-                  }
-                  if (s.by_request.size() >= s.max_queue) {
-                    s.stats->rejected.Increment();
-                    return make_error(errc::overloaded, "decode worker " + name + ": " +
-                                                            std::to_string(s.max_queue) +
-                                                            " requests already");
-                  }
-                  auto q = std::make_shared<sequence>();
-                  q->gateway = {o.gateway_node(), o.gateway_actor()};
-                  q->deadline =
-                      self->clock().now() +
-                      std::chrono::nanoseconds(o.budget_ns() ? o.budget_ns() : 60'000'000'000ull);
-                  q->logprobs = o.sampling().logprobs();
-                  q->order = std::move(o);
-                  s.by_request.emplace(q->order.request_id(), q);
-                  update_gauges(self);
-                  if (auto rt = s.early.take(q->order.request_id()))
-                    start_import(self, q, std::move(*rt));
-                  return DecodeAccepted{};
-                },
+                *ctx, msg, [&](DecodeOrder& o) { return take_order(self, std::move(o)); },
                 [&](LoadQuery&) {
+                  const auto& b = *s.batcher;
                   WorkerLoad l;
                   l.set_role("decode");
-                  l.set_queue_depth(static_cast<uint32_t>(s.by_request.size() - s.active.size()));
-                  l.set_active(static_cast<uint32_t>(s.active.size()));
-                  l.set_capacity(static_cast<uint32_t>(s.max_batch));
-                  l.set_load(static_cast<double>(s.by_request.size()) / s.max_batch);
+                  l.set_queue_depth(static_cast<uint32_t>(b.queued()));
+                  l.set_active(static_cast<uint32_t>(b.active()));
+                  l.set_capacity(static_cast<uint32_t>(b.config().max_batch));
+                  l.set_load(static_cast<double>(b.held()) / b.config().max_batch);
                   l.set_starting(!s.engine_ready);
                   return l;
                 },
                 [&](DecodeStatusQuery& q) {
                   DecodeStatus st;
-                  if (auto it = s.by_request.find(q.request_id()); it != s.by_request.end()) {
+                  if (auto held = s.batcher->find(q.request_id())) {
                     st.set_known(true);
-                    st.set_sent(it->second->sent);
+                    st.set_sent(held->sent);
                   }
                   return st;
                 },
                 [&](Cancel& c) {
-                  if (auto it = s.by_request.find(c.request_id()); it != s.by_request.end()) {
-                    auto q = it->second;
-                    q->cancelled = true;
-                    forget(self, q);
-                    if (!s.stepping)
-                      maybe_step(self);
+                  if (s.batcher->cancel(c.request_id())) {
+                    act(self);
+                    maybe_step(self);
                   }
                   s.early.forget(c.request_id());
                 });
@@ -528,9 +392,11 @@ void register_types(actor_registry& r) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
                model.slots = static_cast<uint32_t>(p.integer("max_batch"));
                return ctx.system().spawn(
-                   decode_worker, &ctx, name, model, static_cast<size_t>(p.integer("max_batch")),
-                   static_cast<size_t>(p.integer("max_queue")),
-                   static_cast<uint32_t>(p.integer("event_steps")),
+                   decode_worker, &ctx, name, model,
+                   decode_batcher::settings{
+                       .max_batch = static_cast<size_t>(p.integer("max_batch")),
+                       .max_queue = static_cast<size_t>(p.integer("max_queue")),
+                       .event_steps = static_cast<uint32_t>(p.integer("event_steps"))},
                    early_transfers<received_transfer>::limits{
                        .max_transfers = static_cast<size_t>(p.integer("max_early_transfers")),
                        .max_bytes = p.bytes("max_early_bytes"),
