@@ -211,31 +211,40 @@ bool zmq_wire::flush_backlogs() {
 
 void zmq_wire::run() {
   bool busy = false;
+  int timeout_ms = 0;
   while (!stop_) {
-    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {}};
-    const size_t n = monitor_ ? 2 : 1;
-    if (monitor_)
-      items[1] = monitor_->poll_item();
-    // Short polls while something waits in a backlog; otherwise wake at least
+    // Short waits while something waits in a backlog; otherwise wake at least
     // every 50 ms to notice stop().
-    auto wait = busy || backlog_.load() > 0 ? 1 : 50;
+    const int wait = busy || backlog_.load() > 0 ? 1 : 50;
+    received first;
+    bool got = false;
     try {
-      zmq::poll(items, n, std::chrono::milliseconds(wait));
+      if (monitor_) {
+        zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, monitor_->poll_item()};
+        zmq::poll(items, 2, std::chrono::milliseconds(wait));
+        if (items[1].revents & ZMQ_POLLIN)
+          monitor_->drain();
+      } else {
+        // Without a monitor to watch, block in the receive itself: a woken thread
+        // then reads its frame at once, with none of zmq_poll's extra calls into
+        // the kernel before it (they are most of the hand-off on a round trip).
+        if (wait != timeout_ms)
+          router_.set(zmq::sockopt::rcvtimeo, timeout_ms = wait);
+        got = receive(first, true);
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM)
         break;
       continue;
     }
-    if (monitor_ && (items[1].revents & ZMQ_POLLIN))
-      monitor_->drain();
-    bool more_in = drain_inbound();
+    bool more_in = drain_inbound(got ? &first : nullptr);
     bool more_out = flush_backlogs();
     busy = more_in || more_out;
   }
 }
 
-bool zmq_wire::receive(received& r) {
-  if (!router_.recv(r.id, zmq::recv_flags::dontwait))
+bool zmq_wire::receive(received& r, bool block) {
+  if (!router_.recv(r.id, block ? zmq::recv_flags::none : zmq::recv_flags::dontwait))
     return false;
   r.count = 0;
   while (router_.get(zmq::sockopt::rcvmore)) {
@@ -268,12 +277,14 @@ void zmq_wire::deliver(received& r, bool more_waiting) {
   on_frame_(f);
 }
 
-bool zmq_wire::drain_inbound() {
+bool zmq_wire::drain_inbound(received* first) {
   // One frame is read ahead, so each is delivered knowing whether another waits
   // behind it (inbound_frame::more_waiting) at no extra call into ZeroMQ.
   constexpr int batch_limit = 4096;
   received cur, next;
-  if (!receive(cur))
+  if (first)
+    std::swap(cur, *first);
+  else if (!receive(cur))
     return false;
   for (int n = 0;; ++n) {
     if (stop_)

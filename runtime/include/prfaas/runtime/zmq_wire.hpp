@@ -91,11 +91,14 @@ private:
     zmq::message_t parts[2];
     size_t count = 0;
   };
-  /// Reads the next message without waiting; false if none.
-  bool receive(received& r);
+  /// Reads the next message; without `block`, false at once if none, with it false
+  /// after the router's receive timeout.
+  bool receive(received& r, bool block = false);
   /// Hands `r` to on_frame_.
   void deliver(received& r, bool more_waiting);
-  bool drain_inbound(); ///< true if the batch limit was hit (or stopping)
+  /// Delivers `first` (if given) and what waits behind it; true if the batch limit
+  /// was hit (or stopping).
+  bool drain_inbound(received* first = nullptr);
 
   std::string self_;
   transport_config cfg_;
