@@ -1,9 +1,9 @@
 #pragma once
 
-// engine::sampling_params and log-probabilities ↔ their serving.proto messages.
+// engine::sampling_params and log-probabilities ↔ their serving_common.proto messages.
 
 #include "prfaas/engine/types.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
 
 #include <algorithm>
 

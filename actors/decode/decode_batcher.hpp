@@ -31,7 +31,8 @@
 #include "prfaas/engine/result.hpp"
 #include "prfaas/engine/types.hpp"
 #include "prfaas/messages/remote_message.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/decode.pb.h"
+#include "prfaas/wire/gateway.pb.h"
 
 namespace prfaas::serving::decode_detail {
 

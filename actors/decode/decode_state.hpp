@@ -22,7 +22,6 @@
 #include "prfaas/engine/engine.hpp"
 #include "prfaas/runtime/data_plane.hpp"
 #include "prfaas/runtime/node_context.hpp"
-#include "prfaas/wire/serving.pb.h"
 
 namespace prfaas::serving::decode_detail {
 

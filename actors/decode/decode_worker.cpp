@@ -1,7 +1,7 @@
 // `decode_worker`: receives a request's KVCache over the data plane, imports it and
 // decodes with continuous batching, streaming tokens to the request's gateway.
 //
-// Protocol (serving.proto):
+// Protocol (decode.proto; Cancel and LoadQuery in serving_common.proto):
 //  * DecodeOrder (request) reserves a slot — refused with errc::overloaded beyond
 //    `max_queue` orders — and is answered at once (DecodeAccepted);
 //  * the KV transfer (data plane, sink = this actor's name) may arrive before or
@@ -45,7 +45,9 @@
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/messages/gateway.hpp"
 #include "prfaas/runtime/role.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/decode.pb.h"
+#include "prfaas/wire/gateway.pb.h"
 
 namespace prfaas::serving {
 

@@ -51,7 +51,6 @@
 #include "prfaas/messages/scheduler.hpp"
 #include "prfaas/runtime/role.hpp"
 #include "prfaas/runtime/sim_time.hpp"
-#include "prfaas/wire/serving.pb.h"
 
 namespace prfaas::serving {
 

@@ -1,7 +1,7 @@
 #include "prefill/cache_move.hpp"
 
 #include "prfaas/engine/kv_chunk.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/prefill.pb.h"
 
 namespace prfaas::serving {
 

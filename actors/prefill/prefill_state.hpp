@@ -22,7 +22,7 @@
 #include "prfaas/messages/prefill.hpp"
 #include "prfaas/runtime/role.hpp"
 #include "prfaas/wire/directory.pb.h"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/prefill.pb.h"
 
 namespace prfaas::serving::prefill_detail {
 

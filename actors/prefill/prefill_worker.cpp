@@ -45,7 +45,9 @@
 #include "prfaas/runtime/remote.hpp"
 #include "prfaas/runtime/sim_data_plane.hpp"
 #include "prfaas/wire/directory.pb.h"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/prefill.pb.h"
+#include "prfaas/wire/decode.pb.h"
 
 namespace prfaas::serving {
 

@@ -11,7 +11,8 @@
 
 #include "prefill/prefill_queue.hpp"
 #include "prfaas/runtime/config.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/prefill.pb.h"
 
 namespace prfaas::serving {
 

@@ -10,7 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include "prfaas/runtime/remote.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/scheduler.pb.h"
 #include "prfaas/wire/link.pb.h"
 #include "support/sim_fixture.hpp"
 

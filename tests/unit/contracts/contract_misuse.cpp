@@ -5,6 +5,7 @@
 
 #include "prfaas/messages/decode.hpp"
 #include "prfaas/runtime/role.hpp"
+#include "prfaas/wire/prefill.pb.h" // PrefillOrder: a message the decode role does not declare
 
 namespace prfaas {
 

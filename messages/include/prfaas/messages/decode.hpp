@@ -12,7 +12,8 @@
 #include <string_view>
 
 #include "prfaas/messages/contract.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/decode.pb.h"
 
 namespace prfaas {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "prfaas/messages/contract.hpp"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/gateway.pb.h"
 
 namespace prfaas {
 

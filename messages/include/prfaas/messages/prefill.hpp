@@ -20,7 +20,8 @@
 #include "prfaas/messages/contract.hpp"
 #include "prfaas/messages/kv_directory.hpp"
 #include "prfaas/wire/directory.pb.h"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/serving_common.pb.h"
+#include "prfaas/wire/prefill.pb.h"
 
 namespace prfaas {
 

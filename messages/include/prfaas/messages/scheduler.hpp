@@ -13,7 +13,7 @@
 #include "prfaas/messages/contract.hpp"
 #include "prfaas/messages/link_monitor.hpp"
 #include "prfaas/wire/link.pb.h"
-#include "prfaas/wire/serving.pb.h"
+#include "prfaas/wire/scheduler.pb.h"
 
 namespace prfaas {
 
