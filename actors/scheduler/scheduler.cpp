@@ -449,8 +449,12 @@ void check_params(const std::string& path, const actor_params& p) {
 // The scheduler's parameters: routing and the short-term controller here, the
 // long-term controller's in long_term.cpp.
 std::vector<param_spec> scheduler_params() {
+  std::string policies;
+  for (auto& n : policy_registry::instance().names())
+    policies += (policies.empty() ? "" : ", ") + n;
   std::vector<param_spec> out{
-      {"policy", param_kind::string, "threshold", "routing policy by name"},
+      {"policy", param_kind::string, "threshold",
+       "routing policy by name: " + policies + " (plugins may register more)"},
       {"threshold", param_kind::integer, "4096",
        "policy threshold: offload prompts longer than this many uncached tokens"},
       {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},

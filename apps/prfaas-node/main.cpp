@@ -6,6 +6,7 @@
 //   prfaas-node                               every node of the embedded default,
 //                                             configs/local.yaml compiled in
 //   prfaas-node keygen [--node NAME] [--out FILE]   a CURVE key pair (security:)
+//   prfaas-node actor-types [--plugin LIB] [--update FILE]   every actor type's parameters
 //
 // Exit codes: 0 clean shutdown (SIGINT/SIGTERM), 1 runtime failure (e.g. cannot
 // bind), 2 bad configuration or plugin, 3 a supervisor escalated.
@@ -13,6 +14,7 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +29,7 @@
 #include "prfaas/runtime/node.hpp"
 #include "prfaas/runtime/plugin.hpp"
 
+#include "actor_types.hpp"
 #include "embedded_config.hpp"
 #include "keygen.hpp"
 #include "prometheus_config.hpp"
@@ -52,8 +55,10 @@ void override_log_level(prfaas::deployment_config& dep, const std::string& level
 /// The tool subcommands beside running nodes.
 struct subcommands {
   prfaas::app::keygen_options keygen_opts;
+  prfaas::app::actor_types_options types_opts;
   std::string scrape_interval = "5s";
   CLI::App* keygen = nullptr;
+  CLI::App* types = nullptr;
   CLI::App* prometheus = nullptr;
   CLI::App* status = nullptr;
 };
@@ -74,6 +79,11 @@ void add_subcommands(CLI::App& app, subcommands& s) {
   s.keygen->add_option("--out,-o", s.keygen_opts.out,
                        "write the key pair to this file (mode 0600)");
   s.keygen->add_option("--node,-n", s.keygen_opts.node, "the node the key is for");
+  s.types = app.add_subcommand("actor-types", "print every actor type with its parameters' "
+                                              "defaults and docs (configs/sample.yaml's block)");
+  s.types->add_option("--plugin", s.types_opts.plugins, "also a plugin's types (repeatable)");
+  s.types->add_option("--update", s.types_opts.update,
+                      "rewrite the generated block of this file instead of printing");
   s.prometheus = app.add_subcommand("prometheus-config",
                                     "print a Prometheus scrape configuration for every node of "
                                     "the deployment (--config, or the embedded one) and exit");
@@ -84,6 +94,15 @@ void add_subcommands(CLI::App& app, subcommands& s) {
                                           "embedded one) as its nodes see it; exit 1 unless all "
                                           "are up");
   s.status->fallthrough();
+}
+
+/// The exit code of the tool subcommand given, if one is given that needs no deployment.
+std::optional<int> run_tool(const subcommands& s) {
+  if (*s.keygen)
+    return prfaas::app::run_keygen(s.keygen_opts);
+  if (*s.types)
+    return prfaas::app::run_actor_types(s.types_opts);
+  return std::nullopt;
 }
 
 } // namespace
@@ -111,8 +130,8 @@ int main(int argc, char** argv) {
   subcommands sub;
   add_subcommands(app, sub);
   CLI11_PARSE(app, argc, argv);
-  if (*sub.keygen)
-    return prfaas::app::run_keygen(sub.keygen_opts);
+  if (auto code = run_tool(sub))
+    return *code;
 
   prfaas::deployment_config dep;
   auto registry = prfaas::actor_registry::with_builtins();

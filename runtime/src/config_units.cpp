@@ -202,4 +202,26 @@ std::string format_duration(duration d) {
   return sign + std::to_string(ns) + "ns";
 }
 
+std::string format_bytes(uint64_t bytes) {
+  static constexpr std::pair<uint64_t, const char*> units[] = {{uint64_t{1} << 40, "TiB"},
+                                                               {uint64_t{1} << 30, "GiB"},
+                                                               {uint64_t{1} << 20, "MiB"},
+                                                               {uint64_t{1} << 10, "KiB"}};
+  if (bytes != 0)
+    for (auto [factor, name] : units)
+      if (bytes % factor == 0)
+        return std::to_string(bytes / factor) + name;
+  return std::to_string(bytes);
+}
+
+std::string format_rate(uint64_t bits_per_s) {
+  static constexpr std::pair<uint64_t, const char*> units[] = {
+      {1'000'000'000'000, "tbit"}, {1'000'000'000, "gbit"}, {1'000'000, "mbit"}, {1'000, "kbit"}};
+  if (bits_per_s != 0)
+    for (auto [factor, name] : units)
+      if (bits_per_s % factor == 0)
+        return std::to_string(bits_per_s / factor) + name;
+  return std::to_string(bits_per_s) + "bit";
+}
+
 } // namespace prfaas

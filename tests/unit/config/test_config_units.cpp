@@ -71,6 +71,23 @@ TEST_CASE("format_duration picks the largest exact unit", "[config]") {
     CHECK(parse_duration(format_duration(d)) == d);
 }
 
+TEST_CASE("format_bytes and format_rate pick the largest exact unit", "[config]") {
+  CHECK(format_bytes(1ull << 30) == "1GiB");
+  CHECK(format_bytes(64ull << 20) == "64MiB");
+  CHECK(format_bytes(1536) == "1536"); // 1.5 KiB: no exact binary unit
+  CHECK(format_bytes(0) == "0");
+  CHECK(format_bytes(1ull << 40) == "1TiB");
+  CHECK(format_rate(1'000'000'000) == "1gbit");
+  CHECK(format_rate(100'000'000) == "100mbit");
+  CHECK(format_rate(1'500'000'000) == "1500mbit");
+  CHECK(format_rate(7) == "7bit");
+  CHECK(format_rate(0) == "0bit");
+  for (uint64_t b : {uint64_t{1}, uint64_t{4096}, uint64_t{3} << 30, uint64_t{123456789}})
+    CHECK(parse_bytes(format_bytes(b)) == b);
+  for (uint64_t r : {uint64_t{1}, uint64_t{25'000'000}, uint64_t{10'000'000'000}, uint64_t{999}})
+    CHECK(parse_rate(format_rate(r)) == r);
+}
+
 TEST_CASE("parse_bytes accepts decimal and binary units", "[config]") {
   const std::vector<std::pair<std::string, uint64_t>> good = {
       {"0", 0},

@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <sstream>
+
+#include "prfaas/runtime/actor_docs.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 
 using Catch::Matchers::Contains;
@@ -97,4 +101,46 @@ TEST_CASE("the shipped deployments validate against the in-tree registry") {
     INFO(file);
     CHECK_NOTHROW(r.validate(prfaas::load_deployment(file)));
   }
+}
+
+TEST_CASE("actor types are written out from their registrations") {
+  auto text = prfaas::describe_actor_types(registry(), "#", 40);
+  // The type with its doc, then each parameter with its default (or "required") and doc,
+  // wrapped at 40 columns with continuation lines indented under the entry.
+  CHECK(text == "#   worker: test type\n"
+                "#     batch: 8 — max batch\n"
+                "#     period: 200ms — tick\n"
+                "#     rate: (none) — pacing\n"
+                "#     model: (required) — model name\n");
+  prfaas::actor_registry wide;
+  wide.add({"w",
+            "a type whose documentation is long enough to need two lines",
+            {},
+            [](prfaas::node_context&, const std::string&, const prfaas::actor_params&) {
+              return caf::actor{};
+            }});
+  CHECK(prfaas::describe_actor_types(wide, "#", 40) == "#   w: a type whose documentation is\n"
+                                                       "#     long enough to need two lines\n");
+}
+
+TEST_CASE("the generated actor-types block is found and replaced between its markers") {
+  const std::string begin = std::string{"  # "} + prfaas::actor_types_begin + "\n";
+  const std::string end = std::string{"  # "} + prfaas::actor_types_end + "\n";
+  const std::string text = "head\n" + begin + "old 1\nold 2\n" + end + "tail\n";
+  CHECK(prfaas::extract_actor_types(text) == "old 1\nold 2\n");
+  CHECK(prfaas::replace_actor_types(text, "new\n") == "head\n" + begin + "new\n" + end + "tail\n");
+  CHECK_THROWS_WITH(prfaas::extract_actor_types("head\n" + end + begin),
+                    Contains("no generated actor-types block"));
+  CHECK_THROWS_WITH(prfaas::extract_actor_types("head\n" + begin),
+                    Contains("no generated actor-types block"));
+}
+
+TEST_CASE("configs/sample.yaml documents the built-in actor types as they are registered") {
+  std::ifstream in{"configs/sample.yaml"};
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  INFO("out of date: regenerate it with `prfaas-node actor-types --update configs/sample.yaml`");
+  CHECK(prfaas::extract_actor_types(text.str()) ==
+        prfaas::describe_actor_types(prfaas::actor_registry::with_builtins()));
 }

@@ -237,5 +237,11 @@ uint64_t parse_bytes(const std::string& text);
 uint64_t parse_rate(const std::string& text);
 std::string to_string(log_level);
 std::string format_duration(duration);
+/// The largest binary unit that represents `bytes` exactly ("1GiB", "64MiB", "100"), so
+/// parse_bytes(format_bytes(b)) == b.
+std::string format_bytes(uint64_t bytes);
+/// The largest bit unit that represents `bits_per_s` exactly ("1gbit", "100mbit"), so
+/// parse_rate(format_rate(r)) == r.
+std::string format_rate(uint64_t bits_per_s);
 
 } // namespace prfaas
