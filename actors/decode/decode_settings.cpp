@@ -1,22 +1,55 @@
 #include "decode/decode_settings.hpp"
 
 #include "common/engine_setup.hpp"
+#include "prfaas/runtime/settings_schema.hpp"
 
 namespace prfaas::serving {
 
+namespace {
+
+using S = decode_worker_settings;
+
+const settings_schema<S>& decode_schema() {
+  static const auto schema =
+      settings_schema<S>{}
+          .spec(profile_param())
+          .param(
+              "max_batch", param_kind::integer, [](S & s) -> auto& { return s.batch.max_batch; },
+              "sequences per decode step")
+          .param(
+              "max_queue", param_kind::integer, [](S & s) -> auto& { return s.batch.max_queue; },
+              "requests held at most (batch + waiting); more are refused")
+          .param(
+              "event_steps", param_kind::integer,
+              [](S & s) -> auto& { return s.batch.event_steps; },
+              "decode steps whose tokens go out in one message (first and last token at once)")
+          .param(
+              "max_early_transfers", param_kind::integer,
+              [](S & s) -> auto& { return s.early.max_transfers; },
+              "KV transfers kept that arrived before their order; beyond, the oldest is dropped")
+          .param(
+              "max_early_bytes", param_kind::bytes,
+              [](S & s) -> auto& { return s.early.max_bytes; },
+              "bytes of such transfers kept at most; beyond, the oldest are dropped")
+          .param(
+              "early_ttl", param_kind::duration, [](S & s) -> auto& { return s.early.ttl; },
+              "how long such a transfer waits for its order before it is dropped")
+          .param(
+              "default_budget", param_kind::duration,
+              [](S & s) -> auto& { return s.batch.default_budget; },
+              "the time to its deadline of an order that gives none (orders from a gateway "
+              "always give theirs)");
+  return schema;
+}
+
+} // namespace
+
 std::vector<param_spec> decode_params() {
-  return {profile_param(),
-          {"max_batch", param_kind::integer, "16", "sequences per decode step"},
-          {"max_queue", param_kind::integer, "256",
-           "requests held at most (batch + waiting); more are refused"},
-          {"event_steps", param_kind::integer, "1",
-           "decode steps whose tokens go out in one message (first and last token at once)"},
-          {"max_early_transfers", param_kind::integer, "64",
-           "KV transfers kept that arrived before their order; beyond, the oldest is dropped"},
-          {"max_early_bytes", param_kind::bytes, "1GiB",
-           "bytes of such transfers kept at most; beyond, the oldest are dropped"},
-          {"early_ttl", param_kind::duration, "30s",
-           "how long such a transfer waits for its order before it is dropped"}};
+  return decode_schema().specs();
+}
+
+decode_worker_settings decode_settings_of(const actor_params& p) {
+  return decode_schema().read(p);
 }
 
 void check_decode_params(const std::string& path, const actor_params& p) {

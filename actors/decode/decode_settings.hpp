@@ -6,11 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "decode/decode_batcher.hpp"
+#include "decode/early_transfers.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 
 namespace prfaas::serving {
 
+/// What a decode worker runs with; every default is a member initialiser (the batcher's
+/// and the early transfers' own), rendered into its parameter specs.
+struct decode_worker_settings {
+  decode_detail::decode_batcher::settings batch;
+  early_transfer_limits early;
+};
+
 std::vector<param_spec> decode_params();
+/// The typed settings of a decode worker's (validated) parameters.
+decode_worker_settings decode_settings_of(const actor_params& p);
 /// Throws config_error naming `path.<param>`.
 void check_decode_params(const std::string& path, const actor_params& p);
 

@@ -392,17 +392,10 @@ void register_types(actor_registry& r) {
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
-               model.slots = static_cast<uint32_t>(p.integer("max_batch"));
-               return ctx.system().spawn(
-                   decode_worker, &ctx, name, model,
-                   decode_batcher::settings{
-                       .max_batch = static_cast<size_t>(p.integer("max_batch")),
-                       .max_queue = static_cast<size_t>(p.integer("max_queue")),
-                       .event_steps = static_cast<uint32_t>(p.integer("event_steps"))},
-                   early_transfers<received_transfer>::limits{
-                       .max_transfers = static_cast<size_t>(p.integer("max_early_transfers")),
-                       .max_bytes = p.bytes("max_early_bytes"),
-                       .ttl = p.dur("early_ttl")});
+               auto settings = decode_settings_of(p);
+               model.slots = static_cast<uint32_t>(settings.batch.max_batch);
+               return ctx.system().spawn(decode_worker, &ctx, name, model, settings.batch,
+                                         settings.early);
              },
          .check = check_decode_params,
          .check_deployment = check_worker_model});

@@ -17,15 +17,17 @@
 
 namespace prfaas::serving {
 
+/// The bounds of the early transfers (the decode worker's max_early_* and early_ttl).
+struct early_transfer_limits {
+  size_t max_transfers = 64;
+  uint64_t max_bytes = 1ull << 30;
+  std::chrono::steady_clock::duration ttl = std::chrono::seconds(30);
+};
+
 template <class Transfer> class early_transfers {
 public:
   using clock_type = std::chrono::steady_clock;
-
-  struct limits {
-    size_t max_transfers = 64;
-    uint64_t max_bytes = 1ull << 30;
-    clock_type::duration ttl = std::chrono::seconds(30);
-  };
+  using limits = early_transfer_limits;
 
   explicit early_transfers(limits l) : limits_(l) {}
 

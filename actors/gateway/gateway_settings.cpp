@@ -6,34 +6,69 @@
 #include "common/engine_setup.hpp"
 #include "gateway/api_keys.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/settings_schema.hpp"
 
 namespace prfaas::serving {
 
+namespace {
+
+using S = gateway_settings;
+
+/// The gateway's parameters in the order the deployment file documents them. The
+/// members are read by the schema; listen, scheduler, the API keys and the prompt
+/// bound are derived in settings_of().
+const settings_schema<S>& gateway_schema() {
+  static const auto schema =
+      settings_schema<S>{}
+          .spec({"listen", param_kind::string, S{}.http.host + ":" + std::to_string(S{}.http.port),
+                 "host:port of the HTTP API (port 0 = any)"})
+          .spec({"scheduler", param_kind::string, "sched",
+                 "scheduler: a local actor name or node/actor"})
+          .param(
+              "request_timeout", param_kind::duration,
+              [](S & s) -> auto& { return s.http.deadline; }, "deadline of each request")
+          .param("control_timeout", param_kind::duration, &S::control_timeout,
+                 "deadline of each routing / reservation step")
+          .param("max_attempts", param_kind::integer, &S::max_attempts,
+                 "prefill attempts per request (failover)")
+          .param("max_resumes", param_kind::integer, &S::max_resumes,
+                 "times a request moves to another decode worker when its decode node dies")
+          .param("stall_timeout", param_kind::duration, &S::stall_timeout,
+                 "a request silent this long (no token from its decode worker) is checked with "
+                 "the worker, and resumes elsewhere if the worker lost it (0 = never)")
+          .param(
+              "max_inflight", param_kind::integer,
+              [](S & s) -> auto& { return s.http.max_inflight; },
+              "requests in flight at most; beyond: 429")
+          .param(
+              "max_body", param_kind::bytes, [](S & s) -> auto& { return s.http.max_body; },
+              "largest request body; beyond: 413")
+          .param(
+              "max_output_tokens", param_kind::integer,
+              [](S & s) -> auto& { return s.limits.max_output_tokens; },
+              "largest max_tokens accepted")
+          .param(
+              "default_max_tokens", param_kind::integer,
+              [](S & s) -> auto& { return s.limits.default_max_tokens; },
+              "max_tokens when a request gives none")
+          .param(
+              "http_threads", param_kind::integer, [](S & s) -> auto& { return s.http.threads; },
+              "connections served concurrently")
+          .spec({"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"})
+          .spec({"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"})
+          .param(
+              "max_concurrent_per_key", param_kind::integer,
+              [](S & s) -> auto& { return s.http.max_concurrent_per_key; },
+              "requests in flight per key; beyond: 429 (0 = no limit)")
+          .spec({"max_prompt_tokens", param_kind::integer, "0",
+                 "longest prompt; beyond: 413 (0 = the model's context)"});
+  return schema;
+}
+
+} // namespace
+
 std::vector<param_spec> gateway_params() {
-  return {
-      {"listen", param_kind::string, "127.0.0.1:8000", "host:port of the HTTP API (port 0 = any)"},
-      {"scheduler", param_kind::string, "sched", "scheduler: a local actor name or node/actor"},
-      {"request_timeout", param_kind::duration, "120s", "deadline of each request"},
-      {"control_timeout", param_kind::duration, "2s",
-       "deadline of each routing / reservation step"},
-      {"max_attempts", param_kind::integer, "2", "prefill attempts per request (failover)"},
-      {"max_resumes", param_kind::integer, "2",
-       "times a request moves to another decode worker when its decode node dies"},
-      {"stall_timeout", param_kind::duration, "10s",
-       "a request silent this long (no token from its decode worker) is checked with the worker, "
-       "and "
-       "resumes elsewhere if the worker lost it (0 = never)"},
-      {"max_inflight", param_kind::integer, "1024", "requests in flight at most; beyond: 429"},
-      {"max_body", param_kind::bytes, "16MiB", "largest request body; beyond: 413"},
-      {"max_output_tokens", param_kind::integer, "16384", "largest max_tokens accepted"},
-      {"default_max_tokens", param_kind::integer, "16", "max_tokens when a request gives none"},
-      {"http_threads", param_kind::integer, "256", "connections served concurrently"},
-      {"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"},
-      {"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"},
-      {"max_concurrent_per_key", param_kind::integer, "0",
-       "requests in flight per key; beyond: 429 (0 = no limit)"},
-      {"max_prompt_tokens", param_kind::integer, "0",
-       "longest prompt; beyond: 413 (0 = the model's context)"}};
+  return gateway_schema().specs();
 }
 
 std::pair<std::string, int> parse_listen(const std::string& text, const std::string& where) {
@@ -83,21 +118,13 @@ std::vector<std::string> api_keys_of(const actor_params& p, const std::string& w
 
 gateway_settings settings_of(const node_context& ctx, const std::string& name,
                              const actor_params& p) {
-  gateway_settings g;
+  gateway_settings g = gateway_schema().read(p);
   auto target = p.str("scheduler");
   if (!address::parse(target, g.scheduler))
     g.scheduler = ctx.local(target);
-  g.control_timeout = p.dur("control_timeout");
-  g.max_attempts = static_cast<uint32_t>(p.integer("max_attempts"));
-  g.max_resumes = static_cast<uint32_t>(p.integer("max_resumes"));
-  g.stall_timeout = p.dur("stall_timeout");
   auto [host, port] = parse_listen(p.str("listen"), name + ".listen");
   g.http.host = host;
   g.http.port = port;
-  g.http.max_body = p.bytes("max_body");
-  g.http.threads = static_cast<size_t>(p.integer("http_threads"));
-  g.http.max_inflight = static_cast<uint32_t>(p.integer("max_inflight"));
-  g.http.deadline = std::chrono::duration_cast<std::chrono::milliseconds>(p.dur("request_timeout"));
   auto model = read_model(ctx.deployment());
   g.tok = make_tokenizer(model);
   g.limits.model = model.name;
@@ -109,9 +136,6 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name,
     g.limits.max_prompt_tokens =
         std::min<uint32_t>(g.limits.max_prompt_tokens, static_cast<uint32_t>(m));
   g.http.api_keys = api_keys_of(p, name);
-  g.http.max_concurrent_per_key = static_cast<uint32_t>(p.integer("max_concurrent_per_key"));
-  g.limits.max_output_tokens = static_cast<uint32_t>(p.integer("max_output_tokens"));
-  g.limits.default_max_tokens = static_cast<uint32_t>(p.integer("default_max_tokens"));
   return g;
 }
 

@@ -17,10 +17,12 @@
 
 namespace prfaas::serving {
 
+/// Every default is the member's initialiser (http_settings' and api_limits' too):
+/// gateway_params() renders the parameter specs from a default-constructed one.
 struct gateway_settings {
   address scheduler;
-  duration control_timeout;
-  uint32_t max_attempts;
+  duration control_timeout = std::chrono::seconds(2);
+  uint32_t max_attempts = 2;
   uint32_t max_resumes = 2;
   duration stall_timeout = std::chrono::seconds(10);
   http_settings http;

@@ -19,6 +19,7 @@
 // A field is a member pointer, or a callable returning a reference into the struct
 // (for nested settings: [](S& s) -> auto& { return s.http.threads; }).
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -35,14 +36,18 @@ namespace prfaas {
 
 namespace detail {
 
+template <class T> struct is_chrono_duration : std::false_type {};
+template <class R, class P>
+struct is_chrono_duration<std::chrono::duration<R, P>> : std::true_type {};
+
 /// `value` written as a deployment file would write it for parameter kind `kind`.
 template <class T> std::string render_default(param_kind kind, const T& value) {
   if constexpr (std::is_same_v<T, std::string>) {
     return value.empty() ? "\"\"" : value;
   } else if constexpr (std::is_same_v<T, bool>) {
     return value ? "true" : "false";
-  } else if constexpr (std::is_same_v<T, duration>) {
-    return format_duration(value);
+  } else if constexpr (is_chrono_duration<T>::value) {
+    return format_duration(std::chrono::duration_cast<duration>(value));
   } else if constexpr (std::is_floating_point_v<T>) {
     return fmt::format("{}", value); // the shortest text that reads back the same
   } else {
@@ -63,8 +68,8 @@ void read_setting(const actor_params& p, const std::string& name, param_kind kin
     out = p.str(name);
   } else if constexpr (std::is_same_v<T, bool>) {
     out = p.boolean(name);
-  } else if constexpr (std::is_same_v<T, duration>) {
-    out = p.dur(name);
+  } else if constexpr (is_chrono_duration<T>::value) {
+    out = std::chrono::duration_cast<T>(p.dur(name));
   } else if constexpr (std::is_floating_point_v<T>) {
     out = static_cast<T>(p.number(name));
   } else {
