@@ -17,6 +17,9 @@ namespace prfaas::serving {
 struct decode_worker_settings {
   decode_detail::decode_batcher::settings batch;
   early_transfer_limits early;
+  /// How often held requests are checked for their deadline, and early transfers for
+  /// their ttl.
+  duration sweep_interval = std::chrono::milliseconds(100);
 };
 
 std::vector<param_spec> decode_params();

@@ -316,10 +316,10 @@ answer<DecodeAccepted> take_order(self_ptr self, DecodeOrder o) {
 }
 
 caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
-                            model_settings model, decode_batcher::settings batching,
-                            early_transfers<received_transfer>::limits early) {
+                            model_settings model, decode_worker_settings settings) {
   auto& s = self->state;
-  s.early = early_transfers<received_transfer>{early};
+  s.early = early_transfers<received_transfer>{settings.early};
+  auto& batching = settings.batch;
   log_crashes(self, ctx, name);
   s.ctx = ctx;
   s.self_name = name;
@@ -349,7 +349,7 @@ caf::behavior decode_worker(self_ptr self, node_context* ctx, std::string name,
           [=](wake_atom) { self->state.inbox->drain(); },
           [=](caf::tick_atom) {
             sweep(self);
-            self->delayed_send(self, std::chrono::milliseconds(100), caf::tick_atom_v);
+            self->delayed_send(self, settings.sweep_interval, caf::tick_atom_v);
           },
           [=](remote_message& msg) -> caf::result<remote_message> {
             auto& s = self->state;
@@ -394,8 +394,7 @@ void register_types(actor_registry& r) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
                auto settings = decode_settings_of(p);
                model.slots = static_cast<uint32_t>(settings.batch.max_batch);
-               return ctx.system().spawn(decode_worker, &ctx, name, model, settings.batch,
-                                         settings.early);
+               return ctx.system().spawn(decode_worker, &ctx, name, model, settings);
              },
          .check = check_decode_params,
          .check_deployment = check_worker_model});

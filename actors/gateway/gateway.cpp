@@ -648,7 +648,7 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
           },
           [=](caf::tick_atom) {
             env.sweep();
-            self->delayed_send(self, std::chrono::milliseconds(50), caf::tick_atom_v);
+            self->delayed_send(self, env.cfg.sweep_interval, caf::tick_atom_v);
           },
           [=](remote_message& msg) -> caf::result<remote_message> {
             return dispatch<gateway_role>(

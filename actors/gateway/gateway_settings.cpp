@@ -24,9 +24,8 @@ const settings_schema<S>& gateway_schema() {
                  "host:port of the HTTP API (port 0 = any)"})
           .spec({"scheduler", param_kind::string, "sched",
                  "scheduler: a local actor name or node/actor"})
-          .param(
-              "request_timeout", param_kind::duration,
-              [](S & s) -> auto& { return s.http.deadline; }, "deadline of each request")
+          .param("request_timeout", param_kind::duration, &S::http, &http_settings::deadline,
+                 "deadline of each request")
           .param("control_timeout", param_kind::duration, &S::control_timeout,
                  "deadline of each routing / reservation step")
           .param("max_attempts", param_kind::integer, &S::max_attempts,
@@ -36,30 +35,24 @@ const settings_schema<S>& gateway_schema() {
           .param("stall_timeout", param_kind::duration, &S::stall_timeout,
                  "a request silent this long (no token from its decode worker) is checked with "
                  "the worker, and resumes elsewhere if the worker lost it (0 = never)")
-          .param(
-              "max_inflight", param_kind::integer,
-              [](S & s) -> auto& { return s.http.max_inflight; },
-              "requests in flight at most; beyond: 429")
-          .param(
-              "max_body", param_kind::bytes, [](S & s) -> auto& { return s.http.max_body; },
-              "largest request body; beyond: 413")
-          .param(
-              "max_output_tokens", param_kind::integer,
-              [](S & s) -> auto& { return s.limits.max_output_tokens; },
-              "largest max_tokens accepted")
-          .param(
-              "default_max_tokens", param_kind::integer,
-              [](S & s) -> auto& { return s.limits.default_max_tokens; },
-              "max_tokens when a request gives none")
-          .param(
-              "http_threads", param_kind::integer, [](S & s) -> auto& { return s.http.threads; },
-              "connections served concurrently")
+          .param("sweep_interval", param_kind::duration, &S::sweep_interval,
+                 "how often held requests are checked for their deadline and for silence "
+                 "(stall_timeout); a deadline is noticed at most this late")
+          .param("max_inflight", param_kind::integer, &S::http, &http_settings::max_inflight,
+                 "requests in flight at most; beyond: 429")
+          .param("max_body", param_kind::bytes, &S::http, &http_settings::max_body,
+                 "largest request body; beyond: 413")
+          .param("max_output_tokens", param_kind::integer, &S::limits,
+                 &api_limits::max_output_tokens, "largest max_tokens accepted")
+          .param("default_max_tokens", param_kind::integer, &S::limits,
+                 &api_limits::default_max_tokens, "max_tokens when a request gives none")
+          .param("http_threads", param_kind::integer, &S::http, &http_settings::threads,
+                 "connections served concurrently")
           .spec({"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"})
           .spec({"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"})
-          .param(
-              "max_concurrent_per_key", param_kind::integer,
-              [](S & s) -> auto& { return s.http.max_concurrent_per_key; },
-              "requests in flight per key; beyond: 429 (0 = no limit)")
+          .param("max_concurrent_per_key", param_kind::integer, &S::http,
+                 &http_settings::max_concurrent_per_key,
+                 "requests in flight per key; beyond: 429 (0 = no limit)")
           .spec({"max_prompt_tokens", param_kind::integer, "0",
                  "longest prompt; beyond: 413 (0 = the model's context)"});
   return schema;

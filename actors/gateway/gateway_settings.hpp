@@ -25,6 +25,8 @@ struct gateway_settings {
   uint32_t max_attempts = 2;
   uint32_t max_resumes = 2;
   duration stall_timeout = std::chrono::seconds(10);
+  /// How often held requests are checked for their deadline and a silent decode worker.
+  duration sweep_interval = std::chrono::milliseconds(50);
   http_settings http;
   api_limits limits;
   uint32_t block_tokens = 64; ///< model.block_tokens: how prompts are cut into block ids

@@ -12,6 +12,7 @@ namespace {
 
 struct limits {
   uint32_t threads = 8;
+  int workers = 3;
 };
 
 struct example_settings {
@@ -38,9 +39,11 @@ const prfaas::settings_schema<example_settings>& schema() {
           .param("enabled", param_kind::boolean, &example_settings::enabled, "on")
           .param("name", param_kind::string, &example_settings::name, "a name")
           .required("peer", param_kind::string, &example_settings::peer, "the peer")
+          .param("threads", param_kind::integer, &example_settings::nested, &limits::threads,
+                 "threads")
           .param(
-              "threads", param_kind::integer,
-              [](example_settings & s) -> auto& { return s.nested.threads; }, "threads")
+              "workers", param_kind::integer,
+              [](example_settings & s) -> auto& { return s.nested.workers; }, "workers")
           .spec({"extra", param_kind::any, "", "read by the component itself"});
   return s;
 }
@@ -59,26 +62,27 @@ prfaas::actor_params params_of(const std::string& yaml) {
 
 TEST_CASE("a settings schema renders each default from the struct's initialiser") {
   auto specs = schema().specs();
-  REQUIRE(specs.size() == 10);
+  REQUIRE(specs.size() == 11);
   std::vector<std::string> defaults;
   for (auto& s : specs)
     defaults.push_back(s.default_value);
   CHECK(defaults == std::vector<std::string>{"16", "30s", "1GiB", "25mbit", "1.5", "true", "\"\"",
-                                             "", "8", ""});
+                                             "", "8", "3", ""});
   CHECK(specs[7].required);
   CHECK_FALSE(specs[0].required);
   CHECK(specs[1].doc == "time to live");
-  CHECK(specs[9].kind == prfaas::param_kind::any);
+  CHECK(specs[10].kind == prfaas::param_kind::any);
 }
 
 TEST_CASE("a settings schema reads the typed settings, defaults where the file is silent") {
   auto s = schema().read(params_of("{peer: n1/a, ttl: 2s, max_bytes: 64MiB, pace: 1gbit, "
-                                   "threads: 3, enabled: false, ratio: 0.25}"));
+                                   "threads: 3, workers: 5, enabled: false, ratio: 0.25}"));
   CHECK(s.peer == "n1/a");
   CHECK(s.ttl == 2s);
   CHECK(s.max_bytes == uint64_t{64} << 20);
   CHECK(s.pace == 1'000'000'000);
   CHECK(s.nested.threads == 3);
+  CHECK(s.nested.workers == 5);
   CHECK_FALSE(s.enabled);
   CHECK(s.ratio == 0.25);
   CHECK(s.max_batch == 16); // not given: the struct's default, through its rendered spec
@@ -93,6 +97,7 @@ TEST_CASE("a settings schema reads the typed settings, defaults where the file i
   CHECK(defaults.ratio == plain.ratio);
   CHECK(defaults.enabled == plain.enabled);
   CHECK(defaults.nested.threads == plain.nested.threads);
+  CHECK(defaults.nested.workers == plain.nested.workers);
 }
 
 TEST_CASE("a settings schema's parameters are checked like any other") {

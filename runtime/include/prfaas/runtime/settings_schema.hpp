@@ -16,8 +16,8 @@
 //   }
 //   .params = schema().specs(), ... auto cfg = schema().read(params);
 //
-// A field is a member pointer, or a callable returning a reference into the struct
-// (for nested settings: [](S& s) -> auto& { return s.http.threads; }).
+// A field is a member pointer, a member pointer's member (`&S::http, &http::threads`),
+// or a callable returning a reference into the struct.
 
 #include <chrono>
 #include <cstdint>
@@ -94,6 +94,13 @@ public:
     add(std::move(name), kind, field, std::move(doc), false);
     return std::move(*this);
   }
+  /// The same for a member of a member: `&S::http, &http_settings::threads`.
+  template <class Outer, class T>
+  settings_schema&& param(std::string name, param_kind kind, Outer S::*outer, T Outer::*inner,
+                          std::string doc) && {
+    add(std::move(name), kind, member_path<Outer, T>{outer, inner}, std::move(doc), false);
+    return std::move(*this);
+  }
   /// Declares a parameter the deployment file must give (no default).
   template <class Field>
   settings_schema&& required(std::string name, param_kind kind, Field field, std::string doc) && {
@@ -127,6 +134,12 @@ public:
   }
 
 private:
+  template <class Outer, class T> struct member_path {
+    Outer S::*outer;
+    T Outer::*inner;
+    T& operator()(S& s) const { return (s.*outer).*inner; }
+  };
+
   struct entry {
     param_spec spec;
     std::function<void(S&, const actor_params&)> read;
