@@ -25,6 +25,7 @@
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/messages/link_monitor.hpp"
 #include "prfaas/runtime/role.hpp"
+#include "prfaas/runtime/settings_schema.hpp"
 #include "prfaas/wire/link.pb.h"
 
 namespace prfaas::link {
@@ -33,9 +34,13 @@ namespace {
 
 constexpr size_t max_subscribers = 256;
 
+/// Every default is a member initialiser (the thresholds' too), rendered into the
+/// parameter specs by monitor_schema().
 struct monitor_settings {
   std::string cluster, peer_cluster;
-  duration probe_interval, probe_timeout, publish_interval;
+  duration probe_interval = std::chrono::milliseconds(200);
+  duration probe_timeout = std::chrono::milliseconds(500);
+  duration publish_interval = std::chrono::seconds(1);
   size_t probe_window = 10;
   thresholds limits;
   double capacity_bps = 0;
@@ -284,24 +289,52 @@ caf::behavior link_monitor(self_ptr self, node_context* ctx, std::string name, m
   };
 }
 
+using S = monitor_settings;
+
+const settings_schema<S>& monitor_schema() {
+  static const auto schema =
+      settings_schema<S>{}
+          .required("peer_cluster", param_kind::string, &S::peer_cluster,
+                    "the cluster at the other end of the link")
+          .param("probe_interval", param_kind::duration, &S::probe_interval,
+                 "how often the peer's monitors are probed")
+          .param("probe_timeout", param_kind::duration, &S::probe_timeout,
+                 "a probe unanswered this long is lost")
+          .param("publish_interval", param_kind::duration, &S::publish_interval,
+                 "LinkState to subscribers at least this often")
+          .param("probe_window", param_kind::integer, &S::probe_window,
+                 "probes the loss ratio is taken over")
+          .param("down_after", param_kind::duration, &S::limits, &thresholds::down_after,
+                 "no probe answered this long: down")
+          .param("degraded_misses", param_kind::integer, &S::limits, &thresholds::degraded_misses,
+                 "probes unanswered in a row: degraded (0 = off)")
+          .param("loss_degraded", param_kind::number, &S::limits, &thresholds::loss_degraded,
+                 "probe loss ratio: degraded (0 = off)")
+          .param("rtt_degraded", param_kind::duration, &S::limits, &thresholds::rtt_degraded,
+                 "smoothed RTT above this: degraded (0 = off)")
+          .param("retransmit_degraded", param_kind::number, &S::limits,
+                 &thresholds::retransmit_degraded,
+                 "data-plane re-sends per second above this: degraded (0 = off)")
+          .param("backlog_degraded", param_kind::duration, &S::limits,
+                 &thresholds::backlog_degraded,
+                 "backlog needing longer than this at capacity: degraded (0 = off)")
+          .param("recover_ratio", param_kind::number, &S::limits, &thresholds::recover_ratio,
+                 "leave degraded only once every signal is below this fraction of its threshold")
+          .param("degrade_dwell", param_kind::duration, &S::limits, &thresholds::degrade_dwell,
+                 "a worse state must persist this long")
+          .param("recover_dwell", param_kind::duration, &S::limits, &thresholds::recover_dwell,
+                 "a better state must persist this long")
+          .spec({"capacity", param_kind::rate, "",
+                 "link rate; default: the deployment's links[].rate"})
+          .spec({"subscribers", param_kind::string, "",
+                 "node/actor addresses LinkState goes to, comma-separated"});
+  return schema;
+}
+
 monitor_settings read_settings(const actor_params& p) {
-  monitor_settings c;
-  c.peer_cluster = p.str("peer_cluster");
-  c.probe_interval = p.dur("probe_interval");
-  c.probe_timeout = p.dur("probe_timeout");
-  c.publish_interval = p.dur("publish_interval");
-  c.probe_window = static_cast<size_t>(p.integer("probe_window"));
-  auto& t = c.limits;
-  t.down_after = p.dur("down_after");
-  t.degraded_misses = static_cast<uint32_t>(p.integer("degraded_misses"));
-  t.loss_degraded = p.number("loss_degraded");
-  t.loss_min_probes = std::min<size_t>(c.probe_window, std::max<size_t>(1, c.probe_window / 2));
-  t.rtt_degraded = p.dur("rtt_degraded");
-  t.retransmit_degraded = p.number("retransmit_degraded");
-  t.backlog_degraded = p.dur("backlog_degraded");
-  t.recover_ratio = p.number("recover_ratio");
-  t.degrade_dwell = p.dur("degrade_dwell");
-  t.recover_dwell = p.dur("recover_dwell");
+  monitor_settings c = monitor_schema().read(p);
+  c.limits.loss_min_probes =
+      std::min<size_t>(c.probe_window, std::max<size_t>(1, c.probe_window / 2));
   if (p.has("capacity"))
     c.capacity_bps = static_cast<double>(p.rate("capacity"));
   return c;
@@ -311,33 +344,7 @@ void register_types(actor_registry& r) {
   r.add(
       {.name = "link_monitor",
        .doc = "one end of a cross-cluster link: RTT, throughput, backlog, state (up/degraded/down)",
-       .params =
-           {{"peer_cluster", param_kind::string, "", "the cluster at the other end of the link",
-             true},
-            {"probe_interval", param_kind::duration, "200ms",
-             "how often the peer's monitors are probed"},
-            {"probe_timeout", param_kind::duration, "500ms",
-             "a probe unanswered this long is lost"},
-            {"publish_interval", param_kind::duration, "1s",
-             "LinkState to subscribers at least this often"},
-            {"probe_window", param_kind::integer, "10", "probes the loss ratio is taken over"},
-            {"down_after", param_kind::duration, "2s", "no probe answered this long: down"},
-            {"degraded_misses", param_kind::integer, "2",
-             "probes unanswered in a row: degraded (0 = off)"},
-            {"loss_degraded", param_kind::number, "0.3", "probe loss ratio: degraded (0 = off)"},
-            {"rtt_degraded", param_kind::duration, "0s",
-             "smoothed RTT above this: degraded (0 = off)"},
-            {"retransmit_degraded", param_kind::number, "0",
-             "data-plane re-sends per second above this: degraded (0 = off)"},
-            {"backlog_degraded", param_kind::duration, "0s",
-             "backlog needing longer than this at capacity: degraded (0 = off)"},
-            {"recover_ratio", param_kind::number, "0.5",
-             "leave degraded only once every signal is below this fraction of its threshold"},
-            {"degrade_dwell", param_kind::duration, "0s", "a worse state must persist this long"},
-            {"recover_dwell", param_kind::duration, "2s", "a better state must persist this long"},
-            {"capacity", param_kind::rate, "", "link rate; default: the deployment's links[].rate"},
-            {"subscribers", param_kind::string, "",
-             "node/actor addresses LinkState goes to, comma-separated"}},
+       .params = monitor_schema().specs(),
        .factory =
            [](node_context& ctx, const std::string& name, const actor_params& p) {
              auto c = read_settings(p);
