@@ -7,34 +7,77 @@
 
 #include "common/engine_setup.hpp"
 #include "prfaas/runtime/config.hpp"
+#include "prfaas/runtime/settings_schema.hpp"
 
 namespace prfaas::serving {
 
 namespace {
 
+/// The long-term controller's settings; every default is a member initialiser of
+/// role_controller::settings or replanner::settings, rendered into the specs.
+struct long_term_settings {
+  role_controller::settings role;
+  replanner::settings plan;
+};
+
+using S = long_term_settings;
+using R = role_controller::settings;
+using P = replanner::settings;
+
+const settings_schema<S>& long_term_schema() {
+  static const auto schema =
+      settings_schema<S>{}
+          .spec({"standby", param_kind::string, "\"\"",
+                 "workers (node/actor, comma-separated) that start without work: the "
+                 "other role of a node the long-term controller may convert"})
+          .param("convert_interval", param_kind::duration, &S::role, &R::interval,
+                 "long-term controller: how often the PD stages' balance is judged (0 = off)")
+          .param("convert_cooldown", param_kind::duration, &S::role, &R::cooldown,
+                 "long-term controller: least time between two conversions")
+          .param("convert_drain_timeout", param_kind::duration, &S::role, &R::drain_timeout,
+                 "long-term controller: a drain not done by then is undone")
+          .param("convert_parallel", param_kind::integer, &S::role, &R::parallel,
+                 "long-term controller: nodes draining at once toward the re-planned split (the "
+                 "load rule converts one at a time)")
+          .param("convert_high", param_kind::number, &S::role, &R::high,
+                 "long-term controller: a stage this loaded (0..1) wants a node...")
+          .param("convert_low", param_kind::number, &S::role, &R::low,
+                 "long-term controller: ... from the other stage when it is at most this loaded")
+          .param("prefill_full_tokens", param_kind::integer, &S::role, &R::prefill_full_tokens,
+                 "long-term controller: pending prefill tokens at which a PD prefill worker "
+                 "counts as full")
+          .param("replan_interval", param_kind::duration, &S::plan, &P::interval,
+                 "online re-planning: how often the planner (Eq. 3-8) runs on the observed "
+                 "window and moves the planned t and the target P/D split (0 = off; needs "
+                 "profiles with timings)")
+          .param("replan_window", param_kind::duration, &S::plan, &P::window,
+                 "online re-planning: the recent requests whose uncached lengths the plan uses")
+          .param("replan_shift_z", param_kind::number, &S::plan, &P::shift_z,
+                 "online re-planning: the last interval's mean log length this many standard "
+                 "errors from the older samples' restarts the window (0 = never)")
+          .param("replan_hysteresis", param_kind::number, &S::plan, &P::hysteresis,
+                 "online re-planning: the planned t stays while within this share of the plan's")
+          .param("replan_max_step", param_kind::number, &S::plan, &P::max_step,
+                 "online re-planning: the planned t moves by at most this factor per re-plan")
+          .param("replan_threshold_gain", param_kind::number, &S::plan, &P::t_gain,
+                 "online re-planning: the planned t moves only for a plan predicting this share "
+                 "more prefill throughput (a flat optimum on a noisy window holds)")
+          .param("replan_split_gain", param_kind::number, &S::plan, &P::split_gain,
+                 "online re-planning: a new P/D split must predict this share more throughput...")
+          .param("replan_split_patience", param_kind::integer, &S::plan, &P::split_patience,
+                 "online re-planning: ... or more than replan_threshold_gain on this many "
+                 "re-plans in a row that want that same split (0 = only replan_split_gain)")
+          .param("replan_min_samples", param_kind::integer, &S::plan, &P::min_samples,
+                 "online re-planning: fewer requests in the window and the plan holds");
+  return schema;
+}
+
 role_controller::settings role_settings(const actor_params& p) {
-  role_controller::settings r;
-  r.interval = p.dur("convert_interval");
-  r.cooldown = p.dur("convert_cooldown");
-  r.drain_timeout = p.dur("convert_drain_timeout");
-  r.high = p.number("convert_high");
-  r.low = p.number("convert_low");
-  r.prefill_full_tokens = static_cast<double>(p.integer("prefill_full_tokens"));
-  r.parallel = static_cast<uint32_t>(p.integer("convert_parallel"));
-  return r;
+  return long_term_schema().read(p).role;
 }
 
 replanner::settings plan_settings(const actor_params& p) {
-  replanner::settings s;
-  s.interval = p.dur("replan_interval");
-  s.window = p.dur("replan_window");
-  s.shift_z = p.number("replan_shift_z");
-  s.hysteresis = p.number("replan_hysteresis");
-  s.max_step = p.number("replan_max_step");
-  s.t_gain = p.number("replan_threshold_gain");
-  s.split_gain = p.number("replan_split_gain");
-  s.split_patience = static_cast<uint32_t>(p.integer("replan_split_patience"));
-  s.min_samples = static_cast<size_t>(p.integer("replan_min_samples"));
+  auto s = long_term_schema().read(p).plan;
   s.min_t = static_cast<uint64_t>(p.integer("min_threshold"));
   if (p.integer("max_threshold") > 0)
     s.max_t = static_cast<uint64_t>(p.integer("max_threshold"));
@@ -214,49 +257,7 @@ void long_term::report(const replanner::decision& d, metrics& m, spdlog::logger&
 }
 
 std::vector<param_spec> long_term::params() {
-  return {
-      {"standby", param_kind::string, "\"\"",
-       "workers (node/actor, comma-separated) that start without work: the "
-       "other role of a node the long-term controller may convert"},
-      {"convert_interval", param_kind::duration, "0s",
-       "long-term controller: how often the PD stages' balance is judged (0 = off)"},
-      {"convert_cooldown", param_kind::duration, "60s",
-       "long-term controller: least time between two conversions"},
-      {"convert_drain_timeout", param_kind::duration, "120s",
-       "long-term controller: a drain not done by then is undone"},
-      {"convert_parallel", param_kind::integer, "1",
-       "long-term controller: nodes draining at once toward the re-planned split (the "
-       "load rule converts one at a time)"},
-      {"convert_high", param_kind::number, "0.8",
-       "long-term controller: a stage this loaded (0..1) wants a node..."},
-      {"convert_low", param_kind::number, "0.4",
-       "long-term controller: ... from the other stage when it is at most this loaded"},
-      {"prefill_full_tokens", param_kind::integer, "65536",
-       "long-term controller: pending prefill tokens at which a PD prefill worker counts as "
-       "full"},
-      {"replan_interval", param_kind::duration, "0s",
-       "online re-planning: how often the planner (Eq. 3-8) runs on the observed window and "
-       "moves the planned t and the target P/D split (0 = off; needs profiles with timings)"},
-      {"replan_window", param_kind::duration, "120s",
-       "online re-planning: the recent requests whose uncached lengths the plan uses"},
-      {"replan_shift_z", param_kind::number, "4",
-       "online re-planning: the last interval's mean log length this many standard errors "
-       "from the older samples' restarts the window (0 = never)"},
-      {"replan_hysteresis", param_kind::number, "0.1",
-       "online re-planning: the planned t stays while within this share of the plan's"},
-      {"replan_max_step", param_kind::number, "4",
-       "online re-planning: the planned t moves by at most this factor per re-plan"},
-      {"replan_threshold_gain", param_kind::number, "0.02",
-       "online re-planning: the planned t moves only for a plan predicting this share more "
-       "prefill throughput (a flat optimum on a noisy window holds)"},
-      {"replan_split_gain", param_kind::number, "0.1",
-       "online re-planning: a new P/D split must predict this share more throughput..."},
-      {"replan_split_patience", param_kind::integer, "3",
-       "online re-planning: ... or more than replan_threshold_gain on this many re-plans in "
-       "a row that want that same split (0 = only replan_split_gain)"},
-      {"replan_min_samples", param_kind::integer, "20",
-       "online re-planning: fewer requests in the window and the plan holds"},
-  };
+  return long_term_schema().specs();
 }
 
 void long_term::check(const std::string& path, const actor_params& p) {

@@ -54,7 +54,7 @@ public:
   using duration = std::chrono::nanoseconds;
 
   struct settings {
-    duration interval = std::chrono::seconds(10);
+    duration interval{0}; ///< 0 = off (the scheduler's replan_interval turns it on)
     duration window = std::chrono::seconds(120);
     /// A shift of the lengths restarts the window: when the mean log length of the last
     /// interval differs from the older samples' by more than this many standard errors

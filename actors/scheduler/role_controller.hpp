@@ -37,7 +37,7 @@ public:
   using duration = std::chrono::nanoseconds;
 
   struct settings {
-    duration interval = std::chrono::seconds(10);
+    duration interval{0}; ///< 0 = off (the scheduler's convert_interval turns it on)
     duration cooldown = std::chrono::seconds(60);
     duration drain_timeout = std::chrono::seconds(120);
     double high = 0.8;
