@@ -89,12 +89,7 @@ void node::start_data_plane() {
     dc.links[n.name] = link;
   }
   dc.default_link = {.connections = s.connections, .rate_bps = 0};
-  dc.window_chunks = s.window_chunks;
-  dc.window_bytes = s.window_bytes;
-  dc.chunk_timeout = s.chunk_timeout;
-  dc.transfer_timeout = s.transfer_timeout;
-  dc.receive_timeout = s.receive_timeout;
-  dc.max_chunk_bytes = s.max_chunk_bytes;
+  static_cast<data_plane_limits&>(dc) = s;
   dc.faults = s.faults;
   dc.receive_pool = {.buffer_bytes = s.pool_buffer_bytes,
                      .buffers = s.pool_receive_buffers,

@@ -114,14 +114,21 @@ struct data_fault_config {
 };
 
 /// KV data-plane knobs shared by every node of a deployment (`data_plane:`).
-struct data_plane_settings {
+/// The data plane's credit and timeouts: the deployment file's `data_plane:` keys of
+/// the same names, handed to the data plane as they are (data_plane_config is one).
+struct data_plane_limits {
   uint32_t window_chunks = 64;                             ///< unacked chunks per transfer
   uint64_t window_bytes = 256ull << 20;                    ///< unacked bytes per peer
   duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
   duration transfer_timeout = std::chrono::seconds(
       30); ///< fail a transfer this long after its producer's last step (open, chunk, finish)
   duration receive_timeout = std::chrono::seconds(60); ///< forget a partial inbound one
-  uint64_t max_chunk_bytes = 256ull << 20;
+  uint64_t max_chunk_bytes = 256ull << 20;             ///< larger inbound chunks are rejected
+
+  bool operator==(const data_plane_limits&) const = default;
+};
+
+struct data_plane_settings : data_plane_limits {
   uint32_t connections = 1; ///< connections to a peer in the same cluster
   /// Reused buffers for KV bytes (buffer_pool.hpp): received chunks land in the
   /// receive pool (its size bounds what the receiver grants senders), producers fill

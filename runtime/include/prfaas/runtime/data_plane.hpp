@@ -50,7 +50,8 @@ struct data_link_config {
   uint64_t rate_bps = 0;    ///< pacing in bits/s over all connections; 0 = unpaced
 };
 
-struct data_plane_config {
+/// Credit and timeouts (window_chunks, chunk_timeout, ...) come from data_plane_limits.
+struct data_plane_config : data_plane_limits {
   std::string node;         ///< this node's name
   uint64_t incarnation = 0; ///< this node's incarnation (in every frame)
   /// Fencing, shared with the control plane: frames from a stale or fenced incarnation
@@ -60,13 +61,6 @@ struct data_plane_config {
   std::map<std::string, std::string> peers;      ///< node name → data endpoint
   std::map<std::string, data_link_config> links; ///< per peer; missing → `default_link`
   data_link_config default_link;
-  uint32_t window_chunks = 64;                             ///< credit: unacked chunks per transfer
-  uint64_t window_bytes = 256ull << 20;                    ///< credit: unacked bytes per peer
-  duration chunk_timeout = std::chrono::milliseconds(500); ///< re-send an unacked chunk
-  duration transfer_timeout = std::chrono::seconds(
-      30); ///< fail a transfer this long after its producer's last step (open, chunk, finish)
-  duration receive_timeout = std::chrono::seconds(60); ///< forget a partial inbound one
-  uint64_t max_chunk_bytes = 256ull << 20;             ///< larger inbound chunks are rejected
   /// The data plane's threads run this many nice steps below the node's (0 = same), so
   /// a saturating transfer does not delay control-plane messages on a busy machine.
   int nice = 10;
