@@ -2,7 +2,7 @@
 
 // The OpenAI-compatible HTTP contract as plain functions: request bodies in,
 // validated requests or errors out; output text in, response bodies and SSE chunks
-// out. No sockets, no actors: unit-tested on its own (tests/unit/serving).
+// out. No sockets, no actors: unit-tested on its own (tests/unit/gateway).
 //
 // Every field of OpenAI's completion and chat-completion request schemas is either
 // honoured or refused with a 400 that names it; so is any field OpenAI does not define

@@ -1,7 +1,7 @@
 #pragma once
 
 // A request's output as the client sees it: tokens in, text out. Plain C++, no actors
-// (tests/unit/serving/test_output_text.cpp).
+// (tests/unit/gateway/test_output_text.cpp).
 //
 // The gateway feeds it every token its decode worker sends (in index order, across
 // resumes) and streams what comes back. It detokenizes with the model's tokenizer and:

@@ -83,7 +83,7 @@ struct pool_stats {
 /// Hybrid prefix cache pool: one bounded block pool shared by full-attention KV
 /// blocks, linear-state checkpoints and transfer-cache blocks.
 ///
-/// Invariants (checked by tests/unit/engine/block_pool_property_test.cpp):
+/// Invariants (checked by tests/unit/engine/test_block_pool_property.cpp):
 ///  * used_blocks <= capacity_blocks at all times; inserts and transfer allocations
 ///    evict as needed and fail (without side effects on referenced entries) if
 ///    they cannot fit.
