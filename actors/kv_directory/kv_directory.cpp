@@ -28,6 +28,7 @@
 #include "prfaas/runtime/probes.hpp"
 #include "prfaas/messages/kv_directory.hpp"
 #include "prfaas/runtime/role.hpp"
+#include "prfaas/runtime/settings_schema.hpp"
 #include "prfaas/wire/directory.pb.h"
 
 namespace prfaas::directory {
@@ -205,15 +206,74 @@ PrefixMatch to_wire(const match_result& r, bool rebuilding) {
   return out;
 }
 
+/// A node went down (its blocks leave the index; re-announces it owed are no longer
+/// awaited) or came back (its workers that were dropped are asked to re-announce).
+void on_membership(self_ptr self, node_context* ctx, const address& me, duration window,
+                   const membership_event& e) {
+  auto& s = self->state;
+  if (e.state == peer_state::down) {
+    std::set<std::string> names;
+    for (auto& h : s.index->holders_on(e.peer))
+      names.insert(h.actor);
+    auto n = s.index->drop_node(e.peer);
+    s.stats->dropped.Increment(static_cast<double>(n));
+    // Its workers cannot answer a re-announce now: stop waiting, ask them later.
+    bool waited = false;
+    for (auto i = s.pending.begin(); i != s.pending.end();)
+      if (i->compare(0, e.peer.size() + 1, e.peer + "/") == 0) {
+        names.insert(i->substr(e.peer.size() + 1));
+        i = s.pending.erase(i);
+        waited = true;
+      } else {
+        ++i;
+      }
+    if (!names.empty())
+      s.dropped[e.peer].insert(names.begin(), names.end());
+    if (waited && s.pending.empty())
+      end_rebuild(self, ctx, "all_answered");
+    ctx->log()->info("kv_directory_node_down node={} dropped_blocks={}", e.peer, n);
+    sync_metrics(self);
+  } else if (e.state == peer_state::up) {
+    auto i = s.dropped.find(e.peer);
+    if (i == s.dropped.end())
+      return;
+    auto actors = std::move(i->second);
+    s.dropped.erase(i);
+    for (auto& a : actors)
+      reannounce(self, ctx, me, address{e.peer, a}, window, "node_back", false);
+  }
+}
+
+/// What a directory runs with; the defaults are written here only (the parameter
+/// specs are rendered from them).
+struct directory_settings {
+  size_t capacity = 1'000'000;
+  duration rebuild_window = std::chrono::seconds(5);
+  std::string holders = "prefill_worker";
+};
+
+const settings_schema<directory_settings>& directory_schema() {
+  using S = directory_settings;
+  static const auto schema =
+      settings_schema<S>{}
+          .param("capacity", param_kind::integer, &S::capacity,
+                 "block ids indexed at most; beyond, least recently used chain tails go")
+          .param("rebuild_window", param_kind::duration, &S::rebuild_window,
+                 "after a start, how long answers say `rebuilding` while workers re-announce")
+          .param("holders", param_kind::string, &S::holders,
+                 "comma-separated actor types whose pools are asked to re-announce");
+  return schema;
+}
+
 caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name,
-                           actor_params params) {
+                           directory_settings cfg) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
-  s.index = std::make_unique<prefix_index>(static_cast<size_t>(params.integer("capacity")));
+  s.index = std::make_unique<prefix_index>(cfg.capacity);
   s.stats = std::make_unique<directory_metrics>(ctx->node_metrics(), name);
-  const auto window = params.dur("rebuild_window");
+  const auto window = cfg.rebuild_window;
   const auto me = ctx->local(name);
-  const auto workers = holders_of(ctx->deployment(), split_types(params.str("holders")));
+  const auto workers = holders_of(ctx->deployment(), split_types(cfg.holders));
   self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
   for (auto& w : workers)
     s.pending.insert(w.to_string());
@@ -230,40 +290,7 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name,
 
   return {
       [=](caf::timeout_atom) { end_rebuild(self, ctx, "window_passed"); },
-      [=](const membership_event& e) {
-        auto& s = self->state;
-        if (e.state == peer_state::down) {
-          std::set<std::string> names;
-          for (auto& h : s.index->holders_on(e.peer))
-            names.insert(h.actor);
-          auto n = s.index->drop_node(e.peer);
-          s.stats->dropped.Increment(static_cast<double>(n));
-          // Its workers cannot answer a re-announce now: stop waiting, ask them later.
-          bool waited = false;
-          for (auto i = s.pending.begin(); i != s.pending.end();)
-            if (i->compare(0, e.peer.size() + 1, e.peer + "/") == 0) {
-              names.insert(i->substr(e.peer.size() + 1));
-              i = s.pending.erase(i);
-              waited = true;
-            } else {
-              ++i;
-            }
-          if (!names.empty())
-            s.dropped[e.peer].insert(names.begin(), names.end());
-          if (waited && s.pending.empty())
-            end_rebuild(self, ctx, "all_answered");
-          ctx->log()->info("kv_directory_node_down node={} dropped_blocks={}", e.peer, n);
-          sync_metrics(self);
-        } else if (e.state == peer_state::up) {
-          auto i = s.dropped.find(e.peer);
-          if (i == s.dropped.end())
-            return;
-          auto actors = std::move(i->second);
-          s.dropped.erase(i);
-          for (auto& a : actors)
-            reannounce(self, ctx, me, address{e.peer, a}, window, "node_back", false);
-        }
-      },
+      [=](const membership_event& e) { on_membership(self, ctx, me, window, e); },
       [=](remote_message& msg) -> caf::result<remote_message> {
         auto& s = self->state;
         return dispatch<kv_directory_role>(
@@ -298,15 +325,10 @@ caf::behavior kv_directory(self_ptr self, node_context* ctx, std::string name,
 void register_types(actor_registry& r) {
   r.add({.name = "kv_directory",
          .doc = "global KVCache directory: which cluster and node hold which prefix blocks",
-         .params = {{"capacity", param_kind::integer, "1000000",
-                     "block ids indexed at most; beyond, least recently used chain tails go"},
-                    {"rebuild_window", param_kind::duration, "5s",
-                     "after a start, how long answers say `rebuilding` while workers re-announce"},
-                    {"holders", param_kind::string, "prefill_worker",
-                     "comma-separated actor types whose pools are asked to re-announce"}},
+         .params = directory_schema().specs(),
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
-               return ctx.system().spawn(kv_directory, &ctx, name, p);
+               return ctx.system().spawn(kv_directory, &ctx, name, directory_schema().read(p));
              },
          .check =
              [](const std::string& path, const actor_params& p) {
