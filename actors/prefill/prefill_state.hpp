@@ -60,10 +60,11 @@ struct prefill_state {
   uint64_t next_seq = 1;
   /// Orders waiting for a cache move into this worker's cache, by its transfer id.
   std::map<uint64_t, order_ptr> pulling;
-  duration pull_timeout = std::chrono::seconds(2);
+  duration pull_timeout{}; ///< these three: the worker's settings (prefill_settings.hpp)
   /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
   /// is computed; more = fewer, larger messages, the first bytes a little later).
   uint32_t layers_per_push = 1;
+  duration pool_wait{}; ///< how long a producer waits for a send-pool buffer
 
   node_context* ctx = nullptr;
   std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)

@@ -33,6 +33,7 @@
 #include "common/worker_metrics.hpp"
 #include "prefill/cache_move.hpp"
 #include "prefill/kv_messages.hpp"
+#include "prefill/prefill_settings.hpp"
 #include "prefill/prefill_state.hpp"
 #include "prefill/queue_view.hpp"
 #include "prfaas/engine/block_hash.hpp"
@@ -219,7 +220,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
   auto* runner = self->state.runner.get();
   runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
                 cache = self->state.cache, cache_events = self->state.cache_events,
-                group = self->state.layers_per_push,
+                group = self->state.layers_per_push, wait = self->state.pool_wait,
                 cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
     // Chunks go out `group` at a time, in pool buffers (kv_messages.hpp); none once the
     // order is stale (fencing: checked per message, the actor may not know yet).
@@ -227,7 +228,7 @@ void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o)
                          tid,
                          group,
                          cap,
-                         std::chrono::milliseconds(200),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(wait),
                          [ctx, o] { return is_stale(ctx, *o); }};
     auto send = [&](const engine::kv_chunk& c) { messages.add(c); };
     // The order is not changed once queued: the engine reads its prompt in place.
@@ -359,20 +360,19 @@ order_ptr new_order(self_ptr self, node_context* ctx, const remote_message& msg,
 }
 
 caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
-                             model_settings model, size_t max_queue, uint64_t cache_blocks,
-                             uint32_t checkpoint_blocks, address directory_addr,
-                             duration pull_timeout, uint32_t layers_per_push) {
+                             model_settings model, prefill_settings cfg, address directory_addr) {
   auto& s = self->state;
   log_crashes(self, ctx, name);
-  s.queue = prefill_queue{max_queue};
-  s.pull_timeout = pull_timeout;
-  s.layers_per_push = layers_per_push;
-  if (cache_blocks > 0) {
+  s.queue = prefill_queue{cfg.max_queue};
+  s.pull_timeout = cfg.pull_timeout;
+  s.layers_per_push = cfg.layers_per_push;
+  s.pool_wait = cfg.pool_wait;
+  if (cfg.cache_blocks > 0) {
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
-        model.block_tokens, cache_blocks,
+        model.block_tokens, cfg.cache_blocks,
         [events = s.cache_events](const engine::pool_event& ev) { events->push_back(ev); },
-        checkpoint_blocks);
+        cfg.checkpoint_blocks);
   }
   s.directory = directory_addr;
   s.epoch = epoch_now(self);
@@ -501,44 +501,15 @@ address directory_of(const node_context& ctx, const std::string& text) {
 void register_types(actor_registry& r) {
   r.add({.name = "prefill_worker",
          .doc = "prefills prompts on an engine and streams the KVCache to decode workers",
-         .params =
-             {profile_param(),
-              {"max_queue", param_kind::integer, "64", "orders waiting at most; more are refused"},
-              {"cache_blocks", param_kind::integer, "1024",
-               "prefix cache capacity in blocks of model.block_tokens (0 = no cache)"},
-              {"checkpoint_blocks", param_kind::integer, "1",
-               "keep the linear-attention state after every this many blocks (a prefix is "
-               "reusable up to the last one; a real model's state is megabytes, and its "
-               "prefills slice at checkpoints too)"},
-              {"pull_timeout", param_kind::duration, "2s",
-               "how long an order waits for a cache move from another worker before computing all"},
-              {"directory", param_kind::string, "\"\"",
-               "KV directory (node/actor or a local name) told what the cache holds"},
-              {"layers_per_push", param_kind::integer, "1",
-               "layers whose KV chunks travel together in one data-plane message, up to "
-               "data_plane.max_chunk_bytes (1 = layer by layer; larger = fewer messages, "
-               "later first bytes)"}},
+         .params = prefill_params(),
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
-               return ctx.system().spawn(
-                   prefill_worker, &ctx, name, model, static_cast<size_t>(p.integer("max_queue")),
-                   static_cast<uint64_t>(p.integer("cache_blocks")),
-                   static_cast<uint32_t>(p.integer("checkpoint_blocks")),
-                   directory_of(ctx, p.str("directory")), p.dur("pull_timeout"),
-                   static_cast<uint32_t>(p.integer("layers_per_push")));
+               auto cfg = prefill_settings_of(p);
+               auto directory = directory_of(ctx, cfg.directory);
+               return ctx.system().spawn(prefill_worker, &ctx, name, model, cfg, directory);
              },
-         .check =
-             [](const std::string& path, const actor_params& p) {
-               if (p.integer("max_queue") < 1)
-                 throw config_error(path + ".max_queue", "must be at least 1");
-               if (p.integer("cache_blocks") < 0)
-                 throw config_error(path + ".cache_blocks", "must not be negative");
-               if (p.integer("checkpoint_blocks") < 1 || p.integer("checkpoint_blocks") > 65536)
-                 throw config_error(path + ".checkpoint_blocks", "must be between 1 and 65536");
-               if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
-                 throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
-             },
+         .check = check_prefill_params,
          .check_deployment = check_worker_model});
 }
 
