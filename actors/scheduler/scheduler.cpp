@@ -46,6 +46,7 @@
 #include "scheduler/link_book.hpp"
 #include "scheduler/long_term.hpp"
 #include "scheduler/policy.hpp"
+#include "scheduler/scheduler_params.hpp"
 
 namespace prfaas::serving {
 
@@ -444,75 +445,6 @@ void check_params(const std::string& path, const actor_params& p) {
   if (auto st = p.number("balance_step"); !(st > 1 && st <= 16))
     throw config_error(path + ".balance_step", "must be in (1, 16]");
   long_term::check(path, p);
-}
-
-// The scheduler's parameters: routing and the short-term controller here, the
-// long-term controller's in long_term.cpp.
-std::vector<param_spec> scheduler_params() {
-  std::string policies;
-  for (auto& n : policy_registry::instance().names())
-    policies += (policies.empty() ? "" : ", ") + n;
-  std::vector<param_spec> out{
-      {"policy", param_kind::string, "threshold",
-       "routing policy by name: " + policies + " (plugins may register more)"},
-      {"threshold", param_kind::integer, "4096",
-       "policy threshold: offload prompts longer than this many uncached tokens"},
-      {"load_interval", param_kind::duration, "100ms", "how often workers' load is polled"},
-      {"route_grace", param_kind::duration, "20ms",
-       "a route stays counted against its worker until a load report polled this "
-       "long after it (the order may still be on its way from the gateway)"},
-      {"scarce_utilisation", param_kind::number, "0.85",
-       "prfaas policy: link utilisation at which bandwidth becomes scarce"},
-      {"abundant_utilisation", param_kind::number, "0.6",
-       "prfaas policy: ... and abundant again (with the queue below its bound)"},
-      {"scarce_queue_tokens", param_kind::integer, "524288",
-       "prfaas policy: PrfaaS prefill queue (tokens) at which bandwidth is scarce"},
-      {"abundant_queue_tokens", param_kind::integer, "131072",
-       "prfaas policy: ... and abundant again"},
-      {"max_threshold", param_kind::integer, "0",
-       "prfaas policy: the short-term controller never raises t above this (0 = no bound)"},
-      {"min_threshold", param_kind::integer, "0",
-       "prfaas policy: balancing never lowers t below this"},
-      {"balance_ratio", param_kind::number, "1.5",
-       "prfaas policy: t moves when one cluster's prefill wait (the PrfaaS side's "
-       "including the link backlog) exceeds this many times the other's (0 = no balancing)"},
-      {"balance_slack", param_kind::duration, "2s", "prfaas policy: ... and by more than this"},
-      {"balance_step", param_kind::number, "1.25",
-       "prfaas policy: balancing divides or multiplies t by this, once per retune_interval"},
-      {"target_utilisation", param_kind::number, "0.8",
-       "prfaas policy: share of the usable link bandwidth a re-searched t aims at"},
-      {"control_window", param_kind::duration, "30s",
-       "prfaas policy: recent requests whose lengths the re-search uses"},
-      {"retune_interval", param_kind::duration, "2s",
-       "prfaas policy: least time between two moves of t (a re-search or a balancing step)"},
-      {"backlog_horizon", param_kind::duration, "1s",
-       "prfaas policy: a link backlog needing this long to drain at the measured rate counts "
-       "as full utilisation"},
-      {"move_caches", param_kind::boolean, "true",
-       "prfaas policy: while bandwidth is abundant, a prompt's best cache in the other "
-       "cluster is moved to the prefill worker chosen for it"},
-      {"offload", param_kind::string, "threshold",
-       "prfaas policy: what decides where a prefill runs: threshold (offload iff the "
-       "uncached length exceeds t) or cost (the worker, either cluster, expected to have "
-       "the KV at the decode side soonest; t decides while the link is the bottleneck "
-       "or a cluster has no measured pace)"},
-      {"load_weight", param_kind::number, "1.0",
-       "cache-aware placement: cost of one pending token against one uncached token"},
-      {"decode_weight", param_kind::number, "512",
-       "kv_router policy: cost of one sequence decoding on a prefill worker's node, in "
-       "uncached tokens"},
-      {"directory", param_kind::string, "\"\"",
-       "KV directory to ask for prefix matches (node/actor or a local name); empty = "
-       "cache-blind"},
-      {"directory_timeout", param_kind::duration, "20ms",
-       "how long a route waits for the directory before going cache-blind"},
-      {"prefill_types", param_kind::string, "prefill_worker",
-       "actor types that are prefill workers (comma-separated)"},
-      {"decode_types", param_kind::string, "decode_worker",
-       "actor types that are decode workers (comma-separated)"}};
-  auto more = long_term::params();
-  out.insert(out.end(), more.begin(), more.end());
-  return out;
 }
 
 void register_types(actor_registry& r) {
