@@ -1,4 +1,5 @@
 #include "gateway/openai.hpp"
+#include "gateway/openai_fields.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,80 +17,7 @@ std::string safe_dump(const json& j) {
 
 namespace {
 
-api_error bad(std::string message, std::string param = {}) {
-  return api_error{.status = 400, .message = std::move(message), .param = std::move(param)};
-}
-
-const char* type_name(const json& v) {
-  return v.type_name(); // "null", "boolean", "number", "string", "array", "object"
-}
-
-std::optional<api_error> read_uint(const json& body, const char* key, uint64_t min, uint64_t max,
-                                   uint64_t& out) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null())
-    return std::nullopt;
-  if (!it->is_number_integer())
-    return bad(std::string{key} + " must be an integer, got " + type_name(*it), key);
-  if (it->is_number_unsigned()) {
-    auto v = it->get<uint64_t>();
-    if (v < min || v > max)
-      return bad(std::string{key} + " must be between " + std::to_string(min) + " and " +
-                     std::to_string(max) + ", got " + std::to_string(v),
-                 key);
-    out = v;
-    return std::nullopt;
-  }
-  auto v = it->get<int64_t>();
-  if (v < 0 || static_cast<uint64_t>(v) < min || static_cast<uint64_t>(v) > max)
-    return bad(std::string{key} + " must be between " + std::to_string(min) + " and " +
-                   std::to_string(max) + ", got " + std::to_string(v),
-               key);
-  out = static_cast<uint64_t>(v);
-  return std::nullopt;
-}
-
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-std::optional<api_error> read_number(const json& body, const char* key, double min, double max,
-                                     float& out) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null())
-    return std::nullopt;
-  if (!it->is_number())
-    return bad(std::string{key} + " must be a number, got " + type_name(*it), key);
-  const double v = it->get<double>();
-  if (!std::isfinite(v) || v < min || v > max)
-    return bad(std::string{key} + " must be between " + number_text(min) + " and " +
-                   number_text(max) + ", got " + safe_dump(*it),
-               key);
-  out = static_cast<float>(v);
-  return std::nullopt;
-}
-
-std::optional<api_error> read_flag(const json& body, const char* key, bool& out) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null())
-    return std::nullopt;
-  if (!it->is_boolean())
-    return bad(std::string{key} + " must be a boolean, got " + type_name(*it), key);
-  out = it->get<bool>();
-  return std::nullopt;
-}
-
-std::optional<api_error> read_string(const json& body, const char* key, std::string& out) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null())
-    return std::nullopt;
-  if (!it->is_string())
-    return bad(std::string{key} + " must be a string, got " + type_name(*it), key);
-  out = it->get<std::string>();
-  return std::nullopt;
-}
+using namespace openai_fields;
 
 /// The fields of OpenAI's two request schemas that prfaas does not honour, each with
 /// the values that mean "not used" (accepted) and why any other is refused.
@@ -401,24 +329,11 @@ std::vector<token> tokenize(std::string_view text) {
   return out;
 }
 
-std::variant<completion_request, api_error> parse_completion(std::string_view text, bool chat,
-                                                             const api_limits& limits,
-                                                             const engine::tokenizer& tok) {
-  json body;
-  try {
-    body = json::parse(text);
-  } catch (const json::exception& e) {
-    // e.what() names the byte offset and the reason (ill-formed UTF-8, or a number
-    // too large for a double: that one is an out_of_range, not a parse_error; found
-    // by fuzz/fuzz_http_request)
-    return bad(std::string{"request body is not valid JSON: "} + e.what());
-  }
-  if (!body.is_object())
-    return bad(std::string{"request body must be a JSON object, got "} + type_name(body));
+namespace {
 
-  completion_request r;
-  r.chat = chat;
-  // model
+/// `model`: required, and the one this server serves (404 otherwise).
+std::optional<api_error> parse_model(const json& body, const api_limits& limits,
+                                     completion_request& r) {
   auto model = body.find("model");
   if (model == body.end() || model->is_null())
     return bad("model is required", "model");
@@ -431,9 +346,13 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
                                 limits.model + "`",
                      .param = "model",
                      .code = "model_not_found"};
-  if (auto e = check_fields(body, chat))
-    return *e;
-  // prompt / messages
+  return std::nullopt;
+}
+
+/// The prompt's tokens: `messages` through the chat template, or `prompt`; never
+/// empty, and within max_prompt_tokens (413 beyond).
+std::optional<api_error> parse_prompt(const json& body, bool chat, const api_limits& limits,
+                                      const engine::tokenizer& tok, completion_request& r) {
   if (chat) {
     auto msgs = read_messages(body);
     if (auto* e = std::get_if<api_error>(&msgs))
@@ -458,7 +377,12 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
                                 std::to_string(limits.max_prompt_tokens),
                      .param = chat ? "messages" : "prompt",
                      .code = "context_length_exceeded"};
-  // max_tokens (chat also accepts max_completion_tokens)
+  return std::nullopt;
+}
+
+/// `max_tokens` (chat also `max_completion_tokens`), within the limits and the context.
+std::optional<api_error> parse_max_tokens(const json& body, bool chat, const api_limits& limits,
+                                          completion_request& r) {
   uint64_t max_tokens = limits.default_max_tokens;
   // An explicit null max_completion_tokens means "not given": max_tokens then applies.
   const bool has_mct =
@@ -472,7 +396,12 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
                    std::to_string(limits.max_context) + " tokens",
                mt_key);
   r.max_tokens = static_cast<uint32_t>(max_tokens);
-  // sampling
+  return std::nullopt;
+}
+
+/// Temperature, nucleus, penalties, logit bias, seed, n and stop strings.
+std::optional<api_error> parse_sampling(const json& body, const api_limits& limits,
+                                        const engine::tokenizer& tok, completion_request& r) {
   if (auto e = read_number(body, "temperature", 0.0, 2.0, r.temperature))
     return *e;
   if (auto e = read_number(body, "top_p", 0.0, 1.0, r.top_p))
@@ -493,9 +422,13 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
   uint64_t n = 1;
   if (auto e = read_uint(body, "n", 1, 1, n))
     return *e;
-  if (auto e = read_stop(body, limits, r.stop))
-    return *e;
-  // log-probabilities: completions take a count (0..5), chat a flag and top_logprobs
+  return read_stop(body, limits, r.stop);
+}
+
+/// Log-probabilities: completions take a count (0..5) and `echo`, chat a flag and
+/// `top_logprobs`; refused where the engine has no distribution to report.
+std::optional<api_error> parse_logprobs(const json& body, bool chat, const api_limits& limits,
+                                        completion_request& r) {
   if (chat) {
     bool want = false;
     uint64_t top = 0;
@@ -522,32 +455,44 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
   if (r.logprobs >= 0 && !limits.logprobs)
     return bad("logprobs: this deployment's engine (profile) models timings, not a distribution",
                "logprobs");
-  // flags, stream options, identifiers
+  return std::nullopt;
+}
+
+/// `stream_options`: only with stream: true; include_usage, and no obfuscation.
+std::optional<api_error> parse_stream_options(const json& body, completion_request& r) {
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null())
+    return std::nullopt;
+  if (!it->is_object())
+    return bad(std::string{"stream_options must be an object, got "} + type_name(*it),
+               "stream_options");
+  if (!r.stream)
+    return bad("stream_options is only allowed with stream: true", "stream_options");
+  for (auto& [key, value] : it->items()) {
+    if (key == "include_usage") {
+      if (!value.is_null() && !value.is_boolean())
+        return bad("stream_options.include_usage must be a boolean",
+                   "stream_options.include_usage");
+      r.include_usage = value.is_boolean() && value.get<bool>();
+    } else if (key == "include_obfuscation") {
+      if (!null_or_false(value))
+        return bad("stream_options.include_obfuscation: prfaas adds no obfuscation padding",
+                   "stream_options.include_obfuscation");
+    } else {
+      return bad("unknown field stream_options." + key, "stream_options." + key);
+    }
+  }
+  return std::nullopt;
+}
+
+/// Flags, stream options and the caller's identifiers (kept for the logs).
+std::optional<api_error> parse_stream_and_ids(const json& body, completion_request& r) {
   for (auto [key, out] : {std::pair{"stream", &r.stream}, std::pair{"ignore_eos", &r.ignore_eos},
                           std::pair{"return_token_ids", &r.return_token_ids}})
     if (auto e = read_flag(body, key, *out))
       return *e;
-  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
-    if (!it->is_object())
-      return bad(std::string{"stream_options must be an object, got "} + type_name(*it),
-                 "stream_options");
-    if (!r.stream)
-      return bad("stream_options is only allowed with stream: true", "stream_options");
-    for (auto& [key, value] : it->items()) {
-      if (key == "include_usage") {
-        if (!value.is_null() && !value.is_boolean())
-          return bad("stream_options.include_usage must be a boolean",
-                     "stream_options.include_usage");
-        r.include_usage = value.is_boolean() && value.get<bool>();
-      } else if (key == "include_obfuscation") {
-        if (!null_or_false(value))
-          return bad("stream_options.include_obfuscation: prfaas adds no obfuscation padding",
-                     "stream_options.include_obfuscation");
-      } else {
-        return bad("unknown field stream_options." + key, "stream_options." + key);
-      }
-    }
-  }
+  if (auto e = parse_stream_options(body, r))
+    return *e;
   for (const char* key : {"user", "safety_identifier", "prompt_cache_key"}) {
     std::string v;
     if (auto e = read_string(body, key, v))
@@ -555,6 +500,42 @@ std::variant<completion_request, api_error> parse_completion(std::string_view te
     if (!v.empty())
       r.user += (r.user.empty() ? "" : " ") + std::string{key} + "=" + v;
   }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::variant<completion_request, api_error> parse_completion(std::string_view text, bool chat,
+                                                             const api_limits& limits,
+                                                             const engine::tokenizer& tok) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    // e.what() names the byte offset and the reason (ill-formed UTF-8, or a number
+    // too large for a double: that one is an out_of_range, not a parse_error; found
+    // by fuzz/fuzz_http_request)
+    return bad(std::string{"request body is not valid JSON: "} + e.what());
+  }
+  if (!body.is_object())
+    return bad(std::string{"request body must be a JSON object, got "} + type_name(body));
+  // Checked in this order: the first problem is the one reported.
+  completion_request r;
+  r.chat = chat;
+  if (auto e = parse_model(body, limits, r))
+    return *e;
+  if (auto e = check_fields(body, chat))
+    return *e;
+  if (auto e = parse_prompt(body, chat, limits, tok, r))
+    return *e;
+  if (auto e = parse_max_tokens(body, chat, limits, r))
+    return *e;
+  if (auto e = parse_sampling(body, limits, tok, r))
+    return *e;
+  if (auto e = parse_logprobs(body, chat, limits, r))
+    return *e;
+  if (auto e = parse_stream_and_ids(body, r))
+    return *e;
   return r;
 }
 
