@@ -18,7 +18,7 @@
 #include "chaos_schedule.hpp"
 #include "run_command.hpp"
 #include "sim_request.hpp"
-#include "sim_world.hpp"
+#include "prfaas/sim/sim_world.hpp"
 
 namespace prfaas::sim {
 

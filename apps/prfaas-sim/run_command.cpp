@@ -15,7 +15,7 @@
 #include "cluster_figures.hpp"
 #include "run_inputs.hpp"
 #include "sim_request.hpp"
-#include "sim_world.hpp"
+#include "prfaas/sim/sim_world.hpp"
 
 namespace prfaas::sim {
 

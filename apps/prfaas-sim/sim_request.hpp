@@ -8,7 +8,7 @@
 
 #include "gateway/sim_ingress.hpp"
 #include "loadgen/workload.hpp"
-#include "sim_world.hpp"
+#include "prfaas/sim/sim_world.hpp"
 
 namespace prfaas::sim {
 

@@ -1,4 +1,4 @@
-#include "sim_world.hpp"
+#include "prfaas/sim/sim_world.hpp"
 
 #include <caf/all.hpp>
 #include <caf/detail/test_actor_clock.hpp>
@@ -19,9 +19,15 @@ struct clock_peek : caf::detail::test_actor_clock {
 } // namespace
 
 sim_world::sim_world(const std::string& deployment_file)
-    : registry_(actor_registry::with_builtins()) {
-  dep_ = load_deployment(deployment_file);
+    : sim_world(load_deployment(deployment_file), actor_registry::with_builtins()) {}
+
+sim_world::sim_world(deployment_config dep, actor_registry registry)
+    : dep_(std::move(dep)), registry_(std::move(registry)) {
   registry_.validate(dep_);
+  init();
+}
+
+void sim_world::init() {
   cfg_.set("scheduler.policy", caf::atom("testing"));
   cfg_.add_message_types<caf::id_block::prfaas>();
   sys_ = std::make_unique<caf::actor_system>(cfg_);
@@ -71,15 +77,47 @@ void sim_world::crash(const std::string& name) {
 void sim_world::restart(const std::string& name) {
   if (nodes_.count(name))
     return;
+  start_node(name);
+}
+
+node& sim_world::start_node(const std::string& name, uint64_t incarnation) {
+  if (incarnation == 0)
+    incarnation = last_incarnation_ + 1;
+  last_incarnation_ = std::max(last_incarnation_, incarnation);
   node_options opts;
   opts.sim = net_;
-  opts.incarnation = ++last_incarnation_;
+  opts.incarnation = incarnation;
   opts.log = make_null_logger();
   opts.serve_admin = false;
   auto nd = std::make_unique<node>(*sys_, dep_, name, registry_, opts);
   nd->start();
+  auto& ref = *nd;
+  if (auto old = nodes_.find(name); old != nodes_.end()) // replaced while running
+    crashed_.push_back(std::move(old->second));
   nodes_[name] = std::move(nd);
   sched_->run();
+  return ref;
+}
+
+bool sim_world::step(time_point until) {
+  auto& clock = sched_->clock();
+  auto& schedule = clock.*clock_peek::schedule_ptr();
+  if (schedule.empty() && queue_.empty())
+    return false;
+  // The earlier of CAF's next timeout and the queue's next callback; at equal
+  // instants CAF's first.
+  const bool own = !queue_.empty() && (schedule.empty() || queue_.next() < schedule.begin()->first);
+  const time_point next = own ? queue_.next() : schedule.begin()->first;
+  if (next > until)
+    return false;
+  if (own) {
+    clock.current_time = std::max(clock.current_time, next);
+    queue_.run_next();
+  } else {
+    clock.trigger_timeout();
+  }
+  ++events_;
+  return true;
 }
 
 bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {
@@ -91,23 +129,30 @@ bool sim_world::run_until(time_point until, const std::function<bool()>& stop) {
       return true;
     if (schedule.empty() && queue_.empty())
       return false;
-    // The earlier of CAF's next timeout and the queue's next callback; at equal
-    // instants CAF's first.
-    const bool own =
-        !queue_.empty() && (schedule.empty() || queue_.next() < schedule.begin()->first);
-    const time_point next = own ? queue_.next() : schedule.begin()->first;
-    if (next > until) {
+    if (!step(until)) {
       clock.current_time = std::max(clock.current_time, until);
       return true;
     }
-    if (own) {
-      clock.current_time = next;
-      queue_.run_next();
-    } else {
-      clock.trigger_timeout();
-    }
-    ++events_;
   }
+}
+
+void sim_world::run() {
+  sched_->run();
+}
+
+void sim_world::advance(std::chrono::nanoseconds d) {
+  const auto target = now() + d;
+  run_until(target);
+  auto& clock = sched_->clock();
+  clock.current_time = std::max(clock.current_time, target);
+  sched_->run();
+}
+
+void sim_world::drain() {
+  const auto never = time_point::max();
+  for (int i = 0; i < 100000 && (sched_->has_job() || step(never)); ++i)
+    sched_->run();
+  sched_->run();
 }
 
 sim_world::time_point sim_world::now() const {

@@ -31,10 +31,17 @@ public:
 
   /// Parses and validates the deployment (config_error names the key).
   explicit sim_world(const std::string& deployment_file);
+  /// A parsed deployment, validated against `registry` (the actor types it may start).
+  sim_world(deployment_config dep, actor_registry registry);
   ~sim_world();
+  sim_world(const sim_world&) = delete;
+  sim_world& operator=(const sim_world&) = delete;
 
   /// Starts every node (deterministic incarnations 1, 2, ... in file order).
   void start();
+  /// Starts node `name` alone, as `incarnation` (0: the next unused number; a restart
+  /// must use a higher one than the node had), and runs what became runnable.
+  node& start_node(const std::string& name, uint64_t incarnation = 0);
   /// Crashes node `name` the way it looks from outside: it stops at once and vanishes
   /// from the network (its actors end, its transfers stall and time out elsewhere).
   void crash(const std::string& name);
@@ -45,11 +52,20 @@ public:
   /// Runs the simulation until `stop()` holds, virtual time passes `until`, or
   /// nothing is left to happen. Returns false when it stopped for lack of events.
   bool run_until(time_point until, const std::function<bool()>& stop = {});
+  /// Runs every runnable job without advancing time.
+  void run();
+  /// Advances virtual time by `d`, firing every timer and event due on the way in
+  /// order; the clock then reads now() + d even when nothing was due.
+  void advance(std::chrono::nanoseconds d);
+  /// Fires what is pending until nothing is (bounded: for teardown and for tests that
+  /// need every timer to have run).
+  void drain();
 
   time_point now() const;
   /// Virtual seconds since start().
   double elapsed_s() const;
   caf::actor_system& system() { return *sys_; }
+  caf::scheduler::test_coordinator& sched() { return *sched_; }
   const deployment_config& deployment() const { return dep_; }
   const actor_registry& registry() const { return registry_; }
   sim_network& net() { return *net_; }
@@ -62,6 +78,11 @@ public:
   uint64_t events() const { return events_; }
 
 private:
+  void init();
+  /// Fires the earliest pending event, CAF's timeouts first at equal instants; false
+  /// when none is pending. Never moves the clock past `until`.
+  bool step(time_point until);
+
   caf::actor_system_config cfg_;
   /// sim_timer callbacks (engine effects, data-plane drains), run by run_until.
   sim_event_queue queue_;
