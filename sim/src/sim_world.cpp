@@ -92,8 +92,10 @@ node& sim_world::start_node(const std::string& name, uint64_t incarnation) {
   auto nd = std::make_unique<node>(*sys_, dep_, name, registry_, opts);
   nd->start();
   auto& ref = *nd;
-  if (auto old = nodes_.find(name); old != nodes_.end()) // replaced while running
+  if (auto old = nodes_.find(name); old != nodes_.end()) { // replaced while running
+    old->second->stop();
     crashed_.push_back(std::move(old->second));
+  }
   nodes_[name] = std::move(nd);
   sched_->run();
   return ref;
