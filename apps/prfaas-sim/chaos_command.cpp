@@ -1,7 +1,5 @@
 #include "chaos_command.hpp"
 
-#include "common/token_diff.hpp"
-
 #include <array>
 #include <iostream>
 #include <random>
@@ -15,6 +13,7 @@
 #include "prfaas/messages/membership.hpp"
 #include "prfaas/runtime/faults.hpp"
 #include "prfaas/runtime/probes.hpp"
+#include "chaos_checks.hpp"
 #include "chaos_schedule.hpp"
 #include "run_command.hpp"
 #include "sim_request.hpp"
@@ -34,27 +33,10 @@ std::chrono::nanoseconds secs(double s) {
 
 // -- one seed's run -----------------------------------------------------------------
 
-struct tracked {
-  lg::request_spec spec;
-  std::shared_ptr<sv::accepted_request> a;
-  double accepted_s = 0;
-  double ended_s = -1;
-  bool tail = false;
-  std::string gateway; ///< the node the client connected to
-  bool connection_lost =
-      false; ///< its gateway crashed or was down: the client saw the connection fail
-  bool ok = false;
-  int status = 0;
-  std::string error;
-  std::vector<sv::token> tokens;
-  uint32_t completion_tokens = 0;
-};
-
-struct membership_seen {
-  double t_s;
-  std::string peer;
-  peer_state state;
-};
+using chaos::failure;
+using chaos::fmt;
+using chaos::membership_seen;
+using chaos::tracked;
 
 class chaos_run {
 public:
@@ -394,209 +376,31 @@ private:
       failures_.push_back({now_s(), n, latency});
   }
 
-  // -- the checks ---------------------------------------------------------------------
+  // -- the checks (chaos_checks.hpp) -----------------------------------------------------
 
   json report() {
-    std::vector<std::string> violations;
-    auto violate = [&](std::string what) {
-      if (violations.size() < 50)
-        violations.push_back(std::move(what));
-    };
-
-    // Requests: exactly one outcome, in time, with the right tokens.
-    auto oracle_clock = std::make_unique<engine::manual_clock>();
-    auto oracle = serving::make_engine(oracle_model_, "oracle", *oracle_clock);
-    std::map<std::string, size_t> outcomes;
-    std::map<std::string, size_t> deadline_in; ///< 504s by the state they were waiting in
-    json failures = json::array();
-    size_t ok = 0, tail_ok = 0, duplicated = 0, lost = 0;
-    for (size_t i = 0; i < reqs_.size(); ++i) {
-      auto& t = reqs_[i];
-      const std::string id = t.a->id;
-      if (t.ended_s < 0) {
-        ++lost;
-        violate(id + ": accepted at " + fmt(t.accepted_s) + " s and never ended");
-        continue;
-      }
-      if (t.connection_lost) { // the client's own outcome; the dead gateway's state is gone
-        ++outcomes["connection_lost"];
-        continue;
-      }
-      ++outcomes[t.ok ? "ok" : std::to_string(t.status)];
-      if (t.a->channel->end_calls() != 1)
-        violate(id + ": the gateway ended the stream " + std::to_string(t.a->channel->end_calls()) +
-                " times");
-      if (t.a->channel->late_pushes() != 0)
-        violate(id + ": tokens pushed after the stream ended");
-      if (t.ended_s - t.accepted_s > request_timeout_s_ + 0.2)
-        violate(id + ": ended " + fmt(t.ended_s - t.accepted_s) + " s after acceptance, past its " +
-                fmt(request_timeout_s_) + " s deadline");
-      const auto want = expected(*oracle, i, t);
-      if (t.ok) {
-        ++ok;
-        tail_ok += t.tail ? 1 : 0;
-        if (t.tokens.size() > want.size())
-          ++duplicated;
-        if (t.tokens != want || t.completion_tokens != want.size())
-          violate(id + ": completed with " + app::describe_token_diff(t.tokens, want));
-      } else {
-        if (t.status == 504)
-          if (auto at = t.error.rfind("in state "); at != std::string::npos)
-            ++deadline_in[t.error.substr(at + 9)];
-        if (failures.size() < 20)
-          failures.push_back({{"id", id},
-                              {"status", t.status},
-                              {"error", t.error},
-                              {"accepted_s", t.accepted_s},
-                              {"ended_s", t.ended_s},
-                              {"tokens_delivered", t.tokens.size()}});
-        if (t.tokens.size() > want.size() ||
-            !std::equal(t.tokens.begin(), t.tokens.end(), want.begin()))
-          violate(id + ": failed (" + std::to_string(t.status) +
-                  ") after a stream that is not a prefix of "
-                  "the engine's: " +
-                  app::describe_token_diff(t.tokens, want));
-        if (t.status == 0)
-          violate(id + ": ended without a status");
-      }
-    }
-    // A gateway's crash reaches its own clients only: a request on another gateway
-    // that failed while one crashed, with no other fault anywhere near its lifetime,
-    // was hurt by it.
-    for (auto& g : faults_) {
-      if (g.kind != fault_kind::crash_gateway)
-        continue;
-      for (auto& t : reqs_) {
-        if (t.gateway == g.target || t.connection_lost || t.ok || t.ended_s < 0)
-          continue;
-        if (t.ended_s < g.at_s || t.accepted_s > g.at_s + g.for_s)
-          continue; // not alive during the crash
-        bool other = false;
-        for (auto& f : faults_)
-          other =
-              other || (&f != &g && t.accepted_s <= f.at_s + f.for_s + 10 && t.ended_s >= f.at_s);
-        if (!other)
-          violate(t.a->id + " on " + t.gateway + " failed (" + std::to_string(t.status) + ": " +
-                  t.error + ") while only gateway " + g.target + " had crashed");
-      }
-    }
-    if (tail_ok != o_.tail_requests)
-      violate("progress: " + std::to_string(tail_ok) + " of the " +
-              std::to_string(o_.tail_requests) +
-              " requests sent after the faults healed succeeded");
-
-    // Detection: every crash or pause of a node the gateway saw up was reported down in
-    // time: interval × (misses + 1) after the last heartbeat could arrive.
-    json detections = json::array();
-    for (auto& [t, n, latency] : failures_) {
-      double found = -1;
-      for (auto& s : seen_)
-        if (s.peer == n && s.state == peer_state::down && s.t_s >= t) {
-          found = s.t_s;
-          break;
-        }
-      if (found < 0) {
-        violate("detection: " + n + " failed at " + fmt(t) + " s and was never reported down");
-        continue;
-      }
-      const double bound = detection_bound_s_ + (detection_bound_s_ > 0 ? latency : 0);
-      detections.push_back({{"node", n},
-                            {"failed_s", t},
-                            {"detected_ms", (found - t) * 1e3},
-                            {"bound_ms", bound * 1e3}});
-      if (found - t > bound + 1e-6)
-        violate("detection: " + n + " reported down " + fmt(found - t) +
-                " s after it failed (bound " + fmt(bound) + " s)");
-    }
-
-    // Quiescence: nothing held anywhere.
-    json held = json::object();
-    auto hold = [&](const std::string& what, double n) {
-      if (n != 0) {
-        held[what] = n;
-        violate("quiescence: " + what + " = " + fmt(n));
-      }
-    };
-    for (auto& [name, nd] : w_.nodes()) {
-      auto& m = *nd->node_metrics();
-      for (auto& a : w_.deployment().find_node(name)->actors) {
-        if (a.type == "gateway")
-          hold(name + "/" + a.name + " live requests",
-               m.gauge("prfaas_gateway_live_requests", "", {{"gateway", a.name}}).Value());
-        if (a.type != "prefill_worker" && a.type != "decode_worker")
-          continue;
-        prometheus::Labels l{{"worker", a.name},
-                             {"role", a.type == "decode_worker" ? "decode" : "prefill"}};
-        hold(name + "/" + a.name + " queue", m.gauge("prfaas_worker_queue_depth", "", l).Value());
-        hold(name + "/" + a.name + " active", m.gauge("prfaas_worker_active", "", l).Value());
-      }
-      // Periodic traffic (load queries, link probes) is always in flight; a request
-      // still waiting after 2 s on an idle system is held by mistake.
-      const auto old = std::chrono::seconds(2);
-      hold(name + " cross-node requests waiting > 2 s for an answer",
-           static_cast<double>(nd->context().msgr().pending_outbound(old)));
-      hold(name + " cross-node requests waiting > 2 s for a local actor",
-           static_cast<double>(nd->context().msgr().pending_inbound(old)));
-    }
-    hold("open KV transfers", static_cast<double>(w_.fabric().open_transfers()));
-    const auto actors = w_.system().registry().running();
-    hold("actors beyond the start (leaked)",
-         static_cast<double>(actors) - static_cast<double>(baseline_actors_));
-
+    chaos::violations v;
+    chaos::token_oracle oracle(oracle_model_);
+    json out = chaos::check_requests(reqs_, oracle, request_timeout_s_, v);
+    chaos::check_gateway_isolation(faults_, reqs_, v);
+    chaos::check_progress(reqs_, o_.tail_requests, v);
+    auto detections = chaos::check_detection(failures_, seen_, detection_bound_s_, v);
+    auto held = chaos::check_quiescence(w_, baseline_actors_, v);
     json faults = json::array();
     for (auto& f : faults_)
       faults.push_back(
           {{"kind", name_of(f.kind)}, {"target", f.target}, {"at_s", f.at_s}, {"for_s", f.for_s}});
-    json out;
     out["seed"] = seed_;
     out["requests"] = reqs_.size();
-    out["outcomes"] = outcomes;
-    out["failures"] = failures;
-    out["deadline_in_state"] = deadline_in;
-    out["ok"] = ok;
-    out["lost"] = lost;
-    out["duplicated"] = duplicated;
     out["faults"] = faults;
     out["fault_points_fired"] = fault_tally();
     out["detections"] = detections;
     out["held_at_quiescence"] = held;
     out["probes"] = probe_tally();
-    out["violations"] = violations;
+    out["violations"] = v.list;
     out["virtual_s"] = now_s();
     out["events"] = w_.events();
     return out;
-  }
-
-  /// The tokens an undisturbed engine gives request `i` (computed once).
-  const std::vector<sv::token>& expected(engine::engine& e, size_t i, const tracked& t) {
-    auto [it, fresh] = oracle_tokens_.try_emplace(i);
-    if (!fresh)
-      return it->second;
-    auto& out = it->second;
-    const auto& r = t.a->req;
-    engine::prefill_request req;
-    req.id = i + 1;
-    req.prompt = r.prompt;
-    req.sampling = {r.temperature, r.seed, 0};
-    auto p = e.prefill(req, {});
-    if (!p)
-      throw std::runtime_error("oracle prefill of " + t.a->id + ": " + p.message());
-    out.push_back(p->first_token);
-    const engine::seq_id id = req.id;
-    while (out.size() < r.max_tokens) {
-      auto step = e.decode_step(std::span<const engine::seq_id>(&id, 1));
-      if (!step)
-        throw std::runtime_error("oracle decode of " + t.a->id + ": " + step.message());
-      out.push_back(step->front());
-    }
-    e.release(id);
-    return out;
-  }
-
-  static std::string fmt(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3f", v);
-    return b;
   }
 
   const chaos_options& o_;
@@ -617,18 +421,12 @@ private:
   double tail_from_s_ = 0;
   size_t total_ = 0, issued_ = 0, ended_ = 0;
   std::vector<tracked> reqs_;
-  std::map<size_t, std::vector<sv::token>> oracle_tokens_;
   std::map<std::string, int> crashed_, paused_, point_depth_, slowed_;
   std::map<std::string, double> slow_in_flight_until_; ///< a slowed link's frames still in flight
   std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> base_latency_;
   std::map<std::string, double> point_p_;
   int cut_both_ = 0, cut_one_ = 0, degraded_ = 0;
   std::vector<membership_seen> seen_;
-  struct failure {
-    double t_s;
-    std::string node;
-    double latency_s; ///< one way to the gateway's node: the last heartbeat arrives that late
-  };
   std::vector<failure> failures_;
 };
 
