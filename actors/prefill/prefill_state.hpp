@@ -67,6 +67,7 @@ struct prefill_state {
   duration pool_wait{}; ///< how long a producer waits for a send-pool buffer
 
   node_context* ctx = nullptr;
+  std::string worker;     ///< the worker's actor name (labels, logs)
   std::string cache_sink; ///< the data-plane sink cache moves arrive on (empty: none)
   /// The engine is built (live it is built on its own thread, which may take seconds for
   /// a real model): orders queue until then, and load reports say "starting".
@@ -82,7 +83,25 @@ struct prefill_state {
 
 using self_ptr = caf::stateful_actor<prefill_state>*;
 
-// Fencing (prefill_fencing.cpp): an order is stale once its gateway or its decode node
+// The worker's steps its files share (prefill_worker.cpp, prefill_run.cpp).
+
+/// The queue and activity gauges from the queue.
+void update_gauges(self_ptr self);
+/// Drops the actor's record of an order the queue no longer holds.
+void forget_if_gone(self_ptr self, const order_ptr& o);
+/// Answers `o` with a failure, once. An order that ends so while it is stale (fencing)
+/// is counted and logged as dropped whichever path ends it first: the peer-loss notice
+/// (`peer`, `why`), its transfer failing at the peer, or the engine thread's own check.
+void answer(self_ptr self, const order_ptr& o, caf::error e, const std::string& peer = {},
+            const std::string& why = {});
+/// Answers the orders whose deadline passed in the queue and runs the next one.
+void start_next(self_ptr self, node_context* ctx, const std::string& name);
+/// Runs an order: the engine computes it on its thread, its chunks stream over the data
+/// plane as they are produced, and the order is answered when the transfer ends
+/// (prefill_run.cpp).
+void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o);
+
+// Fencing (prefill_worker.cpp): an order is stale once its gateway or its decode node
 // declared this node down (it was paused or cut off) or went down itself — that peer
 // gave the order up — and then nothing more of it is delivered.
 

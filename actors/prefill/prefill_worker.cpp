@@ -54,10 +54,6 @@ namespace prfaas::serving {
 
 using namespace prefill_detail;
 
-namespace {
-void start_next(self_ptr self, node_context* ctx, const std::string& name);
-} // namespace
-
 namespace prefill_detail {
 
 /// Queues an order for the engine after its cache move (moved or given up).
@@ -65,10 +61,6 @@ void enqueue(self_ptr self, node_context* ctx, const std::string& name, const or
   self->state.queue.pull_ended(o->key); // (nothing if cancelled meanwhile)
   start_next(self, ctx, name);
 }
-
-} // namespace prefill_detail
-
-namespace {
 
 void update_gauges(self_ptr self) {
   auto& q = self->state.queue;
@@ -81,19 +73,41 @@ void forget_if_gone(self_ptr self, const order_ptr& o) {
     self->state.orders.erase(o->key);
 }
 
-void answer(self_ptr self, const order_ptr& o, caf::error e) {
+/// Counts and logs an order that ends undelivered because a peer gave it up.
+void note_stale(self_ptr self, const order& o, const std::string& peer, const std::string& why) {
+  auto* ctx = self->state.ctx;
+  const auto& name = self->state.worker;
+  ctx->log()->warn("prefill_order_dropped worker={} request={} transfer={} peer={} reason=\"{}\"",
+                   name, o.po.request_id(), o.po.transfer_id(), peer, why);
+  ctx->node_metrics()
+      .counter("prfaas_prefill_stale_orders_total",
+               "prefill orders dropped undelivered because their gateway or decode node gave "
+               "them up (it declared this node down, or went down itself)",
+               {{"worker", name}})
+      .Increment();
+  ctx->probe("prefill.stale_dropped");
+}
+
+/// Answers `o` with a failure, once. An order that ends so while it is stale (fencing)
+/// is counted and logged as dropped whichever path ends it first: the peer-loss notice
+/// (`peer`, `why`), its transfer failing at the peer, or the engine thread's own check.
+void answer(self_ptr self, const order_ptr& o, caf::error e, const std::string& peer,
+            const std::string& why) {
   if (o->answered)
     return;
   o->answered = true;
   self->state.stats->failed.Increment();
+  if (auto* ctx = self->state.ctx; ctx && prefill_detail::is_stale(ctx, *o)) {
+    if (!peer.empty())
+      note_stale(self, *o, peer, why);
+    else
+      note_stale(self, *o,
+                 o->origin == o->po.decode_node() ? o->origin
+                                                  : o->origin + "," + o->po.decode_node(),
+                 "declared this node down");
+  }
   o->promise.deliver(std::move(e));
 }
-
-void start_next(self_ptr self, node_context* ctx, const std::string& name);
-
-} // namespace
-
-namespace prefill_detail {
 
 uint64_t fence_mark(node_context* ctx, const order& o) {
   const auto& ep = *ctx->msgr().epochs();
@@ -117,193 +131,14 @@ void drop_orders_of(self_ptr self, node_context* ctx, const std::string& name,
     for (auto k : acts.removed)
       s.orders.erase(k);
     for ([[maybe_unused]] auto k : acts.cancel_transfer)
-      ctx->data()->cancel(o->po.transfer_id()); // its end answers the order
+      ctx->data()->cancel(o->po.transfer_id()); // its end finds the order answered
     answer(self, o,
            make_error(errc::peer_down,
-                      "prefill of " + o->po.request_id() + " dropped: " + peer + " " + why));
-    ctx->log()->warn("prefill_order_dropped worker={} request={} transfer={} peer={} reason=\"{}\"",
-                     name, o->po.request_id(), o->po.transfer_id(), peer, why);
-  }
-  if (!stale.empty()) {
-    ctx->node_metrics()
-        .counter("prfaas_prefill_stale_orders_total",
-                 "prefill orders dropped undelivered because their gateway or decode node gave "
-                 "them up (it declared this node down, or went down itself)",
-                 {{"worker", name}})
-        .Increment(static_cast<double>(stale.size()));
-    ctx->probe("prefill.stale_dropped");
+                      "prefill of " + o->po.request_id() + " dropped: " + peer + " " + why),
+           peer, why);
   }
   update_gauges(self);
   start_next(self, ctx, name);
-}
-
-} // namespace prefill_detail
-
-namespace {
-
-/// Tells the KV directory what the prefix cache stored and evicted (one-way; the
-/// directory is soft state and asks for everything again when it needs to).
-void announce(self_ptr self, node_context* ctx, const std::string& name,
-              const std::vector<engine::pool_event>& events) {
-  auto& s = self->state;
-  if (s.directory.node.empty() || events.empty())
-    return;
-  directory::BlocksStored stored;
-  directory::BlocksEvicted evicted;
-  for (auto& ev : events) {
-    if (ev.key.kind != engine::entry_kind::kv)
-      continue;
-    if (ev.what == engine::pool_event::type::stored) {
-      auto* chain = stored.add_chains();
-      if (ev.parent)
-        chain->set_parent(*ev.parent);
-      chain->add_block_ids(ev.key.id);
-    } else {
-      evicted.add_block_ids(ev.key.id);
-    }
-  }
-  const auto dir = role_ref<kv_directory_role>(*ctx, name, s.directory);
-  if (stored.chains_size() > 0) {
-    stored.set_node(ctx->node());
-    stored.set_actor(name);
-    stored.set_cluster(ctx->cluster());
-    stored.set_epoch(s.epoch);
-    dir.send(stored);
-  }
-  if (evicted.block_ids_size() > 0) {
-    evicted.set_node(ctx->node());
-    evicted.set_actor(name);
-    evicted.set_cluster(ctx->cluster());
-    evicted.set_epoch(s.epoch);
-    dir.send(evicted);
-  }
-}
-
-/// The transfer of `o` ended (data-plane thread → here through the inbox).
-void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& out,
-                    uint64_t queue_ns) {
-  self->state.queue.transfer_ended(o->key);
-  forget_if_gone(self, o);
-  update_gauges(self);
-  if (o->answered)
-    return;
-  if (!out.ok) {
-    self->state.ctx->probe("data.transfer_failed");
-    answer(self, o,
-           make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
-                                             o->po.decode_node() + " failed: " + out.error));
-    return;
-  }
-  PrefillDone done;
-  done.set_retransmits(out.stats.retransmits);
-  done.set_queue_ns(queue_ns);
-  o->answered = true;
-  self->state.stats->ok.Increment();
-  o->promise.deliver(done);
-}
-
-void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o) {
-  auto* dp = ctx->data();
-  const uint64_t tid = o->po.transfer_id();
-  const auto started = self->clock().now();
-  const auto queue_ns = static_cast<uint64_t>((started - o->enqueued).count());
-  TransferMeta head;
-  head.set_request_id(o->po.request_id());
-  update_gauges(self);
-  dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
-           [inbox = self->state.inbox, self, o, queue_ns](transfer_outcome out) {
-             inbox->post([self, o, out = std::move(out), queue_ns] {
-               transfer_ended(self, o, out, queue_ns);
-             });
-           });
-  const uint64_t seq = self->state.next_seq++;
-  auto* runner = self->state.runner.get();
-  runner->post([inbox = self->state.inbox, self, ctx, name, o, dp, tid, seq, head, runner,
-                cache = self->state.cache, cache_events = self->state.cache_events,
-                group = self->state.layers_per_push, wait = self->state.pool_wait,
-                cap = ctx->deployment().data_plane.max_chunk_bytes](engine::engine& e) mutable {
-    // Chunks go out `group` at a time, in pool buffers (kv_messages.hpp); none once the
-    // order is stale (fencing: checked per message, the actor may not know yet).
-    kv_messages messages{*dp,
-                         tid,
-                         group,
-                         cap,
-                         std::chrono::duration_cast<std::chrono::milliseconds>(wait),
-                         [ctx, o] { return is_stale(ctx, *o); }};
-    auto send = [&](const engine::kv_chunk& c) { messages.add(c); };
-    // The order is not changed once queued: the engine reads its prompt in place.
-    const std::span<const engine::token> prompt(o->po.prompt().data(),
-                                                static_cast<size_t>(o->po.prompt_size()));
-    engine::prefill_request req;
-    req.id = seq;
-    req.prompt = prompt;
-    req.sampling = from_wire(o->po.sampling());
-    const auto t0 = runner->now(); // the engine's time: virtual in simulation
-    prefix_cache::lookup hit;
-    if (cache) {
-      hit = cache->acquire(prompt);
-      req.reuse = hit.reuse;
-      req.reuse_tokens = hit.reuse_tokens(cache->block_tokens());
-      req.checkpoint_interval = cache->checkpoint_interval();
-      // The decode worker needs the whole KV: the reused prefix's full-attention
-      // blocks travel too (the engine only emits what it computes).
-      for (auto& c : hit.reuse)
-        if (c.header.kind == engine::layer_kind::full)
-          send(c);
-    }
-    auto r = e.prefill(req, [&](engine::kv_chunk&& c) { send(c); });
-    messages.flush();
-    if (auto n = messages.unpooled(); n > 0)
-      ctx->node_metrics()
-          .counter("prfaas_prefill_unpooled_messages_total",
-                   "KV messages built outside the send pool (larger than a pool buffer, or "
-                   "no buffer came back within 200 ms)",
-                   {{"worker", name}})
-          .Increment(static_cast<double>(n));
-    const auto ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
-    std::string error = r ? "dropped as stale (fencing)" : r.message();
-    if (r && !messages.stale()) {
-      head.set_first_token(r->first_token);
-      if (r->first_logprobs)
-        to_wire(*r->first_logprobs, *head.mutable_first_logprobs());
-      head.set_engine_ns(ns);
-      head.set_computed_tokens(r->computed_tokens);
-      auto bytes = head.SerializeAsString();
-      std::vector<std::byte> last(bytes.size());
-      std::memcpy(last.data(), bytes.data(), bytes.size());
-      dp->push(tid, std::move(last));
-      dp->finish(tid);
-      error.clear();
-    } else {
-      dp->cancel(tid);
-    }
-    // Caching the new blocks comes after the transfer is complete on our side: it is
-    // not on the request's path to its first token.
-    std::vector<engine::pool_event> changes;
-    if (cache) {
-      if (r)
-        cache->publish(e, seq, hit);
-      cache->release(hit);
-      changes.swap(*cache_events); // engine thread: the only one touching it
-    }
-    e.release(seq);
-    inbox->post([self, ctx, name, o, error, computed = r ? r->computed_tokens : 0u, ns,
-                 changes = std::move(changes), counters = e.counters()] {
-      self->state.stats->engine_counters(counters);
-      announce(self, ctx, name, changes);
-      self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(ns), error.empty());
-      forget_if_gone(self, o);
-      if (error.empty())
-        self->state.stats->prefill_done(ns, computed, o->po.prompt_size());
-      else
-        answer(self, o,
-               make_error(errc::bad_request,
-                          "prefill of " + o->po.request_id() + " failed: " + error));
-      update_gauges(self);
-      start_next(self, ctx, name);
-    });
-  });
 }
 
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {
@@ -322,6 +157,10 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   }
   update_gauges(self);
 }
+
+} // namespace prefill_detail
+
+namespace {
 
 /// A new epoch for this worker's reports: above any of an earlier life of the worker
 /// (the directory replaces what it had from a worker when the epoch rises). Wall-clock
@@ -359,10 +198,10 @@ order_ptr new_order(self_ptr self, node_context* ctx, const remote_message& msg,
   return o;
 }
 
-caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
-                             model_settings model, prefill_settings cfg, address directory_addr) {
+/// The worker's state from its settings: queue, prefix cache, metrics, engine runner.
+void set_up(self_ptr self, node_context* ctx, const std::string& name, const model_settings& model,
+            const prefill_settings& cfg, const address& directory_addr) {
   auto& s = self->state;
-  log_crashes(self, ctx, name);
   s.queue = prefill_queue{cfg.max_queue};
   s.pull_timeout = cfg.pull_timeout;
   s.layers_per_push = cfg.layers_per_push;
@@ -384,30 +223,118 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
   if (auto* fabric = sim_fabric_of(ctx->data())) // simulated link: count the profiled bytes
     fabric->set_wire_size(wire_size_of(model));
   s.ctx = ctx;
+  s.worker = name;
   s.runner = std::make_unique<engine_runner>(
       ctx->system(), [model, name](engine::clock& c) { return make_engine(model, name, c); },
       "pf." + name, engine_runner::crash(s.inbox));
-  auto ready = [self, ctx, name, engine_name = model.engine](const engine::model_info& info) {
-    auto& s = self->state;
-    s.ready = true;
-    s.stats->ready.Set(1);
-    if (s.cache) { // cache moves from other workers land here
-      s.cache_sink = name + ".cache";
-      ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
-        inbox->post([self, ctx, name, rt = std::move(rt)]() mutable {
-          cache_arrived(self, ctx, name, std::move(rt));
-        });
+}
+
+/// The engine is built: orders may run, and cache moves from other workers land here.
+void on_ready(self_ptr self, node_context* ctx, const std::string& name,
+              const std::string& engine_name, const engine::model_info& info) {
+  auto& s = self->state;
+  s.ready = true;
+  s.stats->ready.Set(1);
+  if (s.cache) {
+    s.cache_sink = name + ".cache";
+    ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
+      inbox->post([self, ctx, name, rt = std::move(rt)]() mutable {
+        cache_arrived(self, ctx, name, std::move(rt));
       });
-    }
-    ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, engine_name,
-                     info.model);
+    });
+  }
+  ctx->log()->info("prefill_worker_started name={} engine={} model={}", name, engine_name,
+                   info.model);
+  start_next(self, ctx, name);
+}
+
+/// A PrefillOrder: admitted into the queue (or refused), then run or first moved into
+/// the cache; answered when its transfer ends.
+prfaas::answer<PrefillDone> take_order(self_ptr self, node_context* ctx, const std::string& name,
+                                       const remote_message& msg, PrefillOrder& po,
+                                       duration default_budget) {
+  auto& s = self->state;
+  if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
+    return make_error(errc::bad_request, "PrefillOrder " + po.request_id() +
+                                             ": needs a prompt, decode_node and decode_sink");
+  if (ctx->faults().fire("prefill.crash"))
+    throw std::runtime_error("fault point prefill.crash: crashing on order " + po.request_id());
+  const auto budget = po.budget_ns() ? std::chrono::nanoseconds(po.budget_ns()) : default_budget;
+  const bool pull_first = s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
+  auto admitted =
+      s.queue.admit(queue_order(ctx->deployment(), po, self->clock().now(), budget, pull_first));
+  if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
+    s.stats->rejected.Increment();
+    return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
+  }
+  auto o = new_order(self, ctx, msg, std::move(po), std::get<prefill_queue::key>(admitted), budget);
+  auto promise = o->promise;
+  if (pull_first)
+    pull_cache(self, ctx, name, o);
+  else
     start_next(self, ctx, name);
-  };
-  s.runner->when_ready(s.inbox, ready);
+  return promise;
+}
+
+/// Everything the cache holds, at a new epoch (it replaces what the directory had from
+/// this worker). Read on the engine thread, answered from the actor.
+reply_promise<directory::BlocksStored>
+reannounce(self_ptr self, node_context* ctx, const std::string& name, const remote_message& msg) {
+  auto& s = self->state;
+  s.epoch = std::max(s.epoch + 1, epoch_now(self));
+  reply_promise<directory::BlocksStored> rp(self, msg);
+  directory::BlocksStored all;
+  all.set_node(ctx->node());
+  all.set_actor(name);
+  all.set_cluster(ctx->cluster());
+  all.set_epoch(s.epoch);
+  if (!s.cache) {
+    rp.deliver(all);
+    return rp;
+  }
+  s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
+                  events = s.cache_events](engine::engine&) mutable {
+    for (auto& [id, parent] : cache->kv_blocks()) {
+      auto* chain = all.add_chains();
+      if (parent)
+        chain->set_parent(*parent);
+      chain->add_block_ids(id);
+    }
+    events->clear(); // covered by this full report
+    inbox->post([rp, all]() mutable { rp.deliver(all); });
+  });
+  return rp;
+}
+
+/// The gateway gave a request up (failover, resume elsewhere): queued orders of it are
+/// answered cancelled, a running one has its transfer cancelled (its end answers it).
+void cancel(self_ptr self, node_context* ctx, const Cancel& c) {
+  auto& s = self->state;
+  ctx->probe("prefill.cancelled");
+  auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
+  for (auto k : acts.removed) {
+    auto o = s.orders.at(k);
+    s.orders.erase(k);
+    answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
+  }
+  for (auto k : acts.cancel_transfer)
+    ctx->data()->cancel(s.orders.at(k)->po.transfer_id());
+  update_gauges(self);
+}
+
+caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
+                             model_settings model, prefill_settings cfg, address directory_addr) {
+  log_crashes(self, ctx, name);
+  set_up(self, ctx, name, model, cfg, directory_addr);
+  self->state.runner->when_ready(self->state.inbox, [self, ctx, name, engine_name = model.engine](
+                                                        const engine::model_info& i) {
+    on_ready(self, ctx, name, engine_name, i);
+  });
   update_gauges(self);
   auto lost = [=](const std::string& peer, const std::string& why) {
     drop_orders_of(self, ctx, name, peer, why);
   };
+  const duration default_budget = std::chrono::seconds(60);
   return on_peer_lost(self, *ctx, lost)
       .or_else(caf::behavior{
           [=](wake_atom) { self->state.inbox->drain(); },
@@ -416,75 +343,13 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
             auto& s = self->state;
             return dispatch<prefill_role>(
                 *ctx, msg,
-                [&](PrefillOrder& po) -> prfaas::answer<PrefillDone> {
-                  if (po.prompt_size() == 0 || po.decode_node().empty() || po.decode_sink().empty())
-                    return make_error(errc::bad_request,
-                                      "PrefillOrder " + po.request_id() +
-                                          ": needs a prompt, decode_node and decode_sink");
-                  if (ctx->faults().fire("prefill.crash"))
-                    throw std::runtime_error("fault point prefill.crash: crashing on order " +
-                                             po.request_id());
-                  const auto budget =
-                      std::chrono::nanoseconds(po.budget_ns() ? po.budget_ns() : 60'000'000'000ull);
-                  const bool pull_first =
-                      s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-                  auto admitted = s.queue.admit(
-                      queue_order(ctx->deployment(), po, self->clock().now(), budget, pull_first));
-                  if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
-                    s.stats->rejected.Increment();
-                    return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
-                  }
-                  auto o = new_order(self, ctx, msg, std::move(po),
-                                     std::get<prefill_queue::key>(admitted), budget);
-                  auto promise = o->promise;
-                  if (pull_first)
-                    pull_cache(self, ctx, name, o);
-                  else
-                    start_next(self, ctx, name);
-                  return promise;
+                [&](PrefillOrder& po) {
+                  return take_order(self, ctx, name, msg, po, default_budget);
                 },
-                [&](directory::Reannounce&) {
-                  // Everything the cache holds, at a new epoch (it replaces what the directory
-                  // had from us). Read on the engine thread, answered from here.
-                  s.epoch = std::max(s.epoch + 1, epoch_now(self));
-                  reply_promise<directory::BlocksStored> rp(self, msg);
-                  directory::BlocksStored all;
-                  all.set_node(ctx->node());
-                  all.set_actor(name);
-                  all.set_cluster(ctx->cluster());
-                  all.set_epoch(s.epoch);
-                  if (!s.cache) {
-                    rp.deliver(all);
-                    return rp;
-                  }
-                  s.runner->post([inbox = s.inbox, all, rp, cache = s.cache,
-                                  events = s.cache_events](engine::engine&) mutable {
-                    for (auto& [id, parent] : cache->kv_blocks()) {
-                      auto* chain = all.add_chains();
-                      if (parent)
-                        chain->set_parent(*parent);
-                      chain->add_block_ids(id);
-                    }
-                    events->clear(); // covered by this full report
-                    inbox->post([rp, all]() mutable { rp.deliver(all); });
-                  });
-                  return rp;
-                },
+                [&](directory::Reannounce&) { return reannounce(self, ctx, name, msg); },
                 [&](LoadQuery&) { return load_of(s.queue, s.ready, ctx->deployment()); },
                 [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
-                [&](Cancel& c) {
-                  ctx->probe("prefill.cancelled");
-                  auto acts = s.queue.cancel(c.request_id(), c.transfer_id());
-                  for (auto k : acts.removed) {
-                    auto o = s.orders.at(k);
-                    s.orders.erase(k);
-                    answer(self, o, make_error(errc::cancelled, "cancelled: " + c.reason()));
-                  }
-                  for (auto k : acts.cancel_transfer)
-                    ctx->data()->cancel(
-                        s.orders.at(k)->po.transfer_id()); // its `done` answers the order
-                  update_gauges(self);
-                });
+                [&](Cancel& c) { cancel(self, ctx, c); });
           },
       });
 }
