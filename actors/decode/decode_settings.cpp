@@ -16,13 +16,16 @@ const settings_schema<S>& decode_schema() {
           .spec(profile_param())
           .param("max_batch", param_kind::integer, &S::batch, &batch_settings::max_batch,
                  "sequences per decode step")
+          .at_least(1)
           .param("max_queue", param_kind::integer, &S::batch, &batch_settings::max_queue,
                  "requests held at most (batch + waiting); more are refused")
           .param("event_steps", param_kind::integer, &S::batch, &batch_settings::event_steps,
                  "decode steps whose tokens go out in one message (first and last token at once)")
+          .at_least(1)
           .param("max_early_transfers", param_kind::integer, &S::early,
                  &early_transfer_limits::max_transfers,
                  "KV transfers kept that arrived before their order; beyond, the oldest is dropped")
+          .at_least(0)
           .param("max_early_bytes", param_kind::bytes, &S::early, &early_transfer_limits::max_bytes,
                  "bytes of such transfers kept at most; beyond, the oldest are dropped")
           .param("early_ttl", param_kind::duration, &S::early, &early_transfer_limits::ttl,
@@ -47,14 +50,8 @@ decode_worker_settings decode_settings_of(const actor_params& p) {
 }
 
 void check_decode_params(const std::string& path, const actor_params& p) {
-  if (p.integer("max_batch") < 1)
-    throw config_error(path + ".max_batch", "must be at least 1");
-  if (p.integer("event_steps") < 1)
-    throw config_error(path + ".event_steps", "must be at least 1");
   if (p.integer("max_queue") < p.integer("max_batch"))
     throw config_error(path + ".max_queue", "must be at least max_batch");
-  if (p.integer("max_early_transfers") < 0)
-    throw config_error(path + ".max_early_transfers", "must not be negative");
 }
 
 } // namespace prfaas::serving

@@ -30,6 +30,7 @@ const settings_schema<S>& gateway_schema() {
                  "deadline of each routing / reservation step")
           .param("max_attempts", param_kind::integer, &S::max_attempts,
                  "prefill attempts per request (failover)")
+          .at_least(1)
           .param("max_resumes", param_kind::integer, &S::max_resumes,
                  "times a request moves to another decode worker when its decode node dies")
           .param("stall_timeout", param_kind::duration, &S::stall_timeout,
@@ -40,21 +41,27 @@ const settings_schema<S>& gateway_schema() {
                  "(stall_timeout); a deadline is noticed at most this late")
           .param("max_inflight", param_kind::integer, &S::http, &http_settings::max_inflight,
                  "requests in flight at most; beyond: 429")
+          .at_least(1)
           .param("max_body", param_kind::bytes, &S::http, &http_settings::max_body,
                  "largest request body; beyond: 413")
           .param("max_output_tokens", param_kind::integer, &S::limits,
                  &api_limits::max_output_tokens, "largest max_tokens accepted")
+          .at_least(1)
           .param("default_max_tokens", param_kind::integer, &S::limits,
                  &api_limits::default_max_tokens, "max_tokens when a request gives none")
+          .at_least(1)
           .param("http_threads", param_kind::integer, &S::http, &http_settings::threads,
                  "connections served concurrently")
+          .at_least(1)
           .spec({"api_keys", param_kind::any, "", "bearer keys accepted on /v1/*; none = open"})
           .spec({"api_keys_file", param_kind::string, "\"\"", "file of more keys, one per line"})
           .param("max_concurrent_per_key", param_kind::integer, &S::http,
                  &http_settings::max_concurrent_per_key,
                  "requests in flight per key; beyond: 429 (0 = no limit)")
+          .at_least(0)
           .spec({"max_prompt_tokens", param_kind::integer, "0",
-                 "longest prompt; beyond: 413 (0 = the model's context)"});
+                 "longest prompt; beyond: 413 (0 = the model's context)"})
+          .at_least(0);
   return schema;
 }
 
@@ -134,15 +141,8 @@ gateway_settings settings_of(const node_context& ctx, const std::string& name,
 
 void check_gateway_params(const std::string& path, const actor_params& p) {
   parse_listen(p.str("listen"), path + ".listen");
-  for (const char* k :
-       {"max_attempts", "max_inflight", "max_output_tokens", "default_max_tokens", "http_threads"})
-    if (p.integer(k) < 1)
-      throw config_error(path + "." + k, "must be at least 1");
   if (p.integer("default_max_tokens") > p.integer("max_output_tokens"))
     throw config_error(path + ".default_max_tokens", "must not exceed max_output_tokens");
-  for (const char* k : {"max_concurrent_per_key", "max_prompt_tokens"})
-    if (p.integer(k) < 0)
-      throw config_error(path + "." + k, "must not be negative");
   api_keys_of(p, path);
 }
 

@@ -15,12 +15,15 @@ const settings_schema<S>& prefill_schema() {
           .spec(profile_param())
           .param("max_queue", param_kind::integer, &S::max_queue,
                  "orders waiting at most; more are refused")
+          .at_least(1)
           .param("cache_blocks", param_kind::integer, &S::cache_blocks,
                  "prefix cache capacity in blocks of model.block_tokens (0 = no cache)")
+          .at_least(0)
           .param("checkpoint_blocks", param_kind::integer, &S::checkpoint_blocks,
                  "keep the linear-attention state after every this many blocks (a prefix is "
                  "reusable up to the last one; a real model's state is megabytes, and its "
                  "prefills slice at checkpoints too)")
+          .between(1, 65536)
           .param("pull_timeout", param_kind::duration, &S::pull_timeout,
                  "how long an order waits for a cache move from another worker before "
                  "computing all")
@@ -30,6 +33,7 @@ const settings_schema<S>& prefill_schema() {
                  "layers whose KV chunks travel together in one data-plane message, up to "
                  "data_plane.max_chunk_bytes (1 = layer by layer; larger = fewer messages, "
                  "later first bytes)")
+          .between(1, 4096)
           .param("pool_wait", param_kind::duration, &S::pool_wait,
                  "how long a prefill waits for a free send-pool buffer (the link's "
                  "back-pressure) before building a message in fresh memory, counted");
@@ -47,14 +51,6 @@ prefill_settings prefill_settings_of(const actor_params& p) {
 }
 
 void check_prefill_params(const std::string& path, const actor_params& p) {
-  if (p.integer("max_queue") < 1)
-    throw config_error(path + ".max_queue", "must be at least 1");
-  if (p.integer("cache_blocks") < 0)
-    throw config_error(path + ".cache_blocks", "must not be negative");
-  if (p.integer("checkpoint_blocks") < 1 || p.integer("checkpoint_blocks") > 65536)
-    throw config_error(path + ".checkpoint_blocks", "must be between 1 and 65536");
-  if (p.integer("layers_per_push") < 1 || p.integer("layers_per_push") > 4096)
-    throw config_error(path + ".layers_per_push", "must be between 1 and 4096");
   if (p.dur("pool_wait") < duration{0})
     throw config_error(path + ".pool_wait", "must not be negative");
 }

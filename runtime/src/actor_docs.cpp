@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace prfaas {
 
 namespace {
@@ -37,6 +39,18 @@ std::string shown_default(const param_spec& p) {
   return p.kind == param_kind::string ? "\"\"" : "(none)";
 }
 
+/// The parameter's bounds as its doc ends with them, if it has any.
+std::string shown_bounds(const param_spec& p) {
+  auto text = [](double d) { return fmt::format("{}", d); };
+  if (p.min && p.max)
+    return " (" + text(*p.min) + " to " + text(*p.max) + ")";
+  if (p.min)
+    return *p.min == 0 ? " (not negative)" : " (at least " + text(*p.min) + ")";
+  if (p.max)
+    return " (at most " + text(*p.max) + ")";
+  return {};
+}
+
 /// Where the marker lines are: [begin line end, end line start) in `text`.
 std::pair<size_t, size_t> block_bounds(const std::string& text) {
   auto b = text.find(actor_types_begin);
@@ -59,8 +73,8 @@ std::string describe_actor_types(const actor_registry& r, const std::string& pre
     const actor_type* t = r.find(name);
     wrap(out, prefix + "   " + name + ":", t->doc, prefix + "     ", width);
     for (auto& p : t->params)
-      wrap(out, prefix + "     " + p.name + ": " + shown_default(p) + " ", "— " + p.doc,
-           prefix + "         ", width);
+      wrap(out, prefix + "     " + p.name + ": " + shown_default(p) + " ",
+           "— " + p.doc + shown_bounds(p), prefix + "         ", width);
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "prfaas/runtime/actor_registry.hpp"
 
+#include <fmt/format.h>
+
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -28,6 +30,22 @@ const char* kind_name(param_kind k) {
     return "anything";
   }
   return "?";
+}
+
+/// Returns an empty string when `v` (a valid integer or number) is within the spec's
+/// bounds, else the reason.
+std::string check_bounds(const YAML::Node& v, const param_spec& s) {
+  if ((!s.min && !s.max) || (s.kind != param_kind::integer && s.kind != param_kind::number))
+    return {};
+  const double x = v.as<double>();
+  auto text = [](double d) { return fmt::format("{}", d); };
+  if (s.min && s.max && (x < *s.min || x > *s.max))
+    return "must be between " + text(*s.min) + " and " + text(*s.max);
+  if (s.min && x < *s.min)
+    return *s.min == 0 ? "must not be negative" : "must be at least " + text(*s.min);
+  if (s.max && x > *s.max)
+    return "must be at most " + text(*s.max);
+  return {};
 }
 
 /// Returns an empty string when `v` is a valid `k`, else the reason.
@@ -191,6 +209,8 @@ actor_params actor_registry::params_for(const actor_config& a) const {
       v = YAML::Load(spec.default_value);
     }
     if (auto why = check_kind(v, spec.kind); !why.empty())
+      throw config_error(path, why);
+    if (auto why = check_bounds(v, spec); !why.empty())
       throw config_error(path, why);
     values.emplace(spec.name, YAML::Clone(v));
   }

@@ -104,3 +104,49 @@ TEST_CASE("a settings schema's parameters are checked like any other") {
   CHECK_THROWS_WITH(params_of("{ttl: 2s}"), Contains("nodes[0].actors[0].peer"));
   CHECK_THROWS_WITH(params_of("{peer: p, ttl: soon}"), Contains("nodes[0].actors[0].ttl"));
 }
+
+namespace {
+
+struct bounded_settings {
+  uint32_t batch = 4;
+  int64_t spare = 0;
+  uint32_t layers = 1;
+  double share = 0.5;
+};
+
+prfaas::actor_params bounded_params(const std::string& yaml) {
+  using prfaas::param_kind;
+  using B = bounded_settings;
+  static const auto s = prfaas::settings_schema<B>{}
+                            .param("batch", param_kind::integer, &B::batch, "batch")
+                            .at_least(1)
+                            .param("spare", param_kind::integer, &B::spare, "spare")
+                            .at_least(0)
+                            .param("layers", param_kind::integer, &B::layers, "layers")
+                            .between(1, 4096)
+                            .param("share", param_kind::number, &B::share, "share")
+                            .between(0, 1);
+  prfaas::actor_registry r;
+  r.add({"bounded", "", s.specs(),
+         [](prfaas::node_context&, const std::string&, const prfaas::actor_params&) {
+           return caf::actor{};
+         }});
+  prfaas::actor_config a{"bounded", "b", "permanent", YAML::Load(yaml), "nodes[1].actors[2]"};
+  return r.params_for(a);
+}
+
+} // namespace
+
+TEST_CASE("a parameter's bounds are declared with it and refused naming the key") {
+  CHECK_NOTHROW(bounded_params("{batch: 1, spare: 0, layers: 4096, share: 1}"));
+  CHECK_THROWS_WITH(bounded_params("{batch: 0}"),
+                    Contains("nodes[1].actors[2].batch") && Contains("must be at least 1"));
+  CHECK_THROWS_WITH(bounded_params("{spare: -1}"),
+                    Contains("nodes[1].actors[2].spare") && Contains("must not be negative"));
+  CHECK_THROWS_WITH(bounded_params("{layers: 4097}"), Contains("nodes[1].actors[2].layers") &&
+                                                          Contains("must be between 1 and 4096"));
+  CHECK_THROWS_WITH(bounded_params("{share: 1.5}"),
+                    Contains("nodes[1].actors[2].share") && Contains("must be between 0 and 1"));
+  // The kind is checked first: a word is not a number out of bounds.
+  CHECK_THROWS_WITH(bounded_params("{batch: many}"), Contains("expected an integer"));
+}

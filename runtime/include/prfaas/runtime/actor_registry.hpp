@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct param_spec {
   std::string default_value; ///< as it would be written in YAML; empty + required = none
   std::string doc;
   bool required = false;
+  /// Bounds of an integer or number parameter, checked with its kind (the deployment
+  /// is refused naming the key: "must be at least 1", "must be between 1 and 64").
+  std::optional<double> min, max;
 };
 
 /// An actor instance's parameters, validated against its type's specs, with

@@ -11,6 +11,7 @@
 //   const auto& schema() {
 //     static const auto s = settings_schema<decode_settings>{}
 //         .param("max_batch", param_kind::integer, &decode_settings::max_batch, "...")
+//         .at_least(1)
 //         .param("early_ttl", param_kind::duration, &decode_settings::early_ttl, "...");
 //     return s;
 //   }
@@ -105,6 +106,17 @@ public:
   template <class Field>
   settings_schema&& required(std::string name, param_kind kind, Field field, std::string doc) && {
     add(std::move(name), kind, field, std::move(doc), true);
+    return std::move(*this);
+  }
+  /// Bounds for the parameter declared last (integer or number): the registry refuses
+  /// a value outside them, naming the key.
+  settings_schema&& at_least(double min) && {
+    entries_.back().spec.min = min;
+    return std::move(*this);
+  }
+  settings_schema&& between(double min, double max) && {
+    entries_.back().spec.min = min;
+    entries_.back().spec.max = max;
     return std::move(*this);
   }
   /// Declares a parameter the component reads itself (kind `any`, or one whose
