@@ -57,24 +57,37 @@ void check_keys(const YAML::Node& n, const std::string& path,
   }
 }
 
-/// What a GGUF declares, read once per file (path, size and time) in this process.
-engine::result<engine::gguf_facts> cached_facts(const std::string& path) {
+/// `load(path)` once per file in this process, keyed by path, size and modification
+/// time: a file rewritten in place is read again; a failed read is not kept (its error
+/// says what is wrong). A simulation of 1,000 workers would otherwise read the same few
+/// files 1,000 times at start.
+template <class T, class Load> engine::result<T> read_once(const std::string& path, Load load) {
   using key = std::tuple<std::string, uintmax_t, fs::file_time_type>;
   static std::mutex mtx;
-  static std::map<key, engine::gguf_facts> cache;
+  static std::map<key, T> cache;
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
   if (ec)
-    return engine::inspect_gguf(path); // its own error says what is wrong
+    return load(path);
   const key k{path, size, mtime};
-  std::lock_guard<std::mutex> guard{mtx};
-  if (auto i = cache.find(k); i != cache.end())
-    return i->second;
-  auto facts = engine::inspect_gguf(path);
-  if (facts)
-    cache.emplace(k, facts.value());
-  return facts;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (auto i = cache.find(k); i != cache.end())
+      return i->second;
+  }
+  auto loaded = load(path);
+  if (loaded) {
+    std::lock_guard<std::mutex> guard{mtx};
+    cache.emplace(k, loaded.value());
+  }
+  return loaded;
+}
+
+/// What a GGUF declares, read once per file.
+engine::result<engine::gguf_facts> cached_facts(const std::string& path) {
+  return read_once<engine::gguf_facts>(
+      path, [](const std::string& p) { return engine::inspect_gguf(p); });
 }
 
 /// `model.llama` and, for engine: llama, the GGUF's own limits: the file must load, its
@@ -204,30 +217,10 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
 
 namespace {
 
-/// A profile file parsed once per process: a simulation of 1,000 workers would parse
-/// the same few files 1,000 times at start. Keyed by path, size and modification time,
-/// so a file rewritten in place is read again; a failed read is not kept.
+/// A profile file parsed once per file.
 engine::result<engine::profile> cached_profile(const std::string& path) {
-  using key = std::tuple<std::string, uintmax_t, fs::file_time_type>;
-  static std::mutex mtx;
-  static std::map<key, engine::profile> cache;
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
-  if (ec)
-    return engine::load_profile(path); // its own error says what is wrong
-  const key k{path, size, mtime};
-  {
-    std::lock_guard<std::mutex> guard{mtx};
-    if (auto i = cache.find(k); i != cache.end())
-      return i->second;
-  }
-  auto prof = engine::load_profile(path);
-  if (prof) {
-    std::lock_guard<std::mutex> guard{mtx};
-    cache.emplace(k, prof.value());
-  }
-  return prof;
+  return read_once<engine::profile>(path,
+                                    [](const std::string& p) { return engine::load_profile(p); });
 }
 
 } // namespace

@@ -137,6 +137,11 @@ public:
   std::string audit() const;
 
 private:
+  struct audit_state; ///< what audit() counted and found (prefix_index_audit.cpp)
+  void audit_entries(audit_state& a) const;
+  void audit_links(audit_state& a) const;
+  void audit_holders(audit_state& a) const;
+
   using holder_idx = uint32_t;
   using node_idx = uint32_t;
   /// A holder on an entry: holder slot << 3 | tier mask; never 0 (the mask is not).

@@ -200,42 +200,43 @@ void count_route(metrics& m, const route_choice& c, const cluster_view& v) {
         .Increment();
 }
 
-caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context* ctx,
-                        std::string self_name, actor_params params) {
-  auto policy_name = params.str("policy");
-  self->state.policy = policy_registry::instance().make(policy_name, params);
-  self->state.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
-                                split_names(params.str("decode_types")));
-  self->state.links.emplace(ctx->deployment(), ctx->config().cluster, self->state.view);
-  if (params.has("backlog_horizon"))
-    self->state.view.link_budget_horizon = params.dur("backlog_horizon");
-  apply_standby(self->state.view, split_names(params.str("standby")), self_name);
-  self->state.control.emplace(params, ctx->deployment(), self->state.view, *ctx->log());
-  const auto interval = params.dur("load_interval");
-  const auto grace = params.dur("route_grace");
-  const auto me = ctx->local(self_name);
-  auto& m = ctx->node_metrics();
-  auto* no_route =
-      &m.counter("prfaas_scheduler_no_route_total", "Route queries with no worker to serve them");
-  auto* link_up = &m.gauge("prfaas_scheduler_link_up",
-                           "1 while no cross-cluster link is reported down (offload allowed)");
-  link_up->Set(1);
-  address dir;
-  if (auto d = params.str("directory"); !d.empty() && !address::parse(d, dir))
-    dir = ctx->local(d);
-  const auto dir_timeout = params.dur("directory_timeout");
-  const uint32_t block_tokens = read_model(ctx->deployment()).block_tokens;
-  auto* cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
-                                 "Routes decided without the KV directory's answer");
-  threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
-  planned_threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
-  // The model's KV size per prompt: what an offload ships over the link. Building an
-  // engine for it can take seconds (a GGUF: loading, hashing, a probe), which must not
-  // stall this node's actor threads: live, it is built on a thread of its own, and until
-  // then the threshold stays as configured. In a simulation, here and now.
+using self_ptr = caf::stateful_actor<scheduler_state>*;
+
+/// What the scheduler's handlers share: its actor, node, settings and counters. The
+/// actor below is the glue; these are its steps.
+struct scheduler_env {
+  self_ptr self;
+  node_context* ctx;
+  address me;
+  duration interval{}; ///< load polls (and the controllers' tick)
+  duration grace{};    ///< route_grace: what it routed counts until a poll covers it
+  address dir;         ///< the KV directory; empty node = routing is cache-blind
+  duration dir_timeout{};
+  uint32_t block_tokens = 0;
+  prometheus::Counter* no_route = nullptr;
+  prometheus::Gauge* link_up = nullptr;
+  prometheus::Counter* cache_blind = nullptr;
+
+  void build_kv_model() const;
+  void poll(bool prefill, size_t i) const;
+  void tick() const;
+  void on_membership(const membership_event& e) const;
+  void on_link_state(const link::LinkState& st) const;
+  /// One routing decision: the policy's choice, booked against the workers' load.
+  caf::expected<RouteDecision> decide(const RouteQuery& q,
+                                      std::map<std::string, uint32_t> cached) const;
+  /// Routes `q`, after asking the KV directory where its prefix is cached (if any).
+  answer<RouteDecision> route(const RouteQuery& q, remote_message& msg) const;
+};
+
+/// The model's KV size per prompt: what an offload ships over the link. Building an
+/// engine for it can take seconds (a GGUF: loading, hashing, a probe), which must not
+/// stall this node's actor threads: live, it is built on a thread of its own, and until
+/// then the threshold stays as configured. In a simulation, here and now.
+void scheduler_env::build_kv_model() const {
   self->state.inbox = std::make_shared<actor_inbox>(self);
-  auto build_kv_model = [model = read_model(ctx->deployment()), log = ctx->log(),
-                         inbox = self->state.inbox, self] {
+  auto build = [model = read_model(ctx->deployment()), log = ctx->log(), inbox = self->state.inbox,
+                self = self] {
     try {
       std::shared_ptr<engine::engine> e = make_engine(model, "model");
       inbox->post([self, e] {
@@ -247,172 +248,231 @@ caf::behavior scheduler(caf::stateful_actor<scheduler_state>* self, node_context
     }
   };
   if (virtual_time(ctx->system()))
-    build_kv_model();
+    build();
   else
-    self->state.kv_builder = std::thread(build_kv_model);
-  self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
-  self->send(self, caf::tick_atom_v);
-  ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}", policy_name,
-                   self->state.view.prefill.size(), self->state.view.decode.size());
+    self->state.kv_builder = std::thread(build);
+}
 
-  auto poll = [self, ctx, me, interval, grace](bool prefill, size_t i) {
-    auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
-    const auto polled = self->clock().now();
-    auto on_load = [self, ctx, prefill, i, polled, grace](WorkerLoad& l) {
-      apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled,
-                 grace, ctx->config().cluster);
-    };
-    auto on_error = [](caf::error&) {}; // stale load is kept; liveness comes from membership
-    if (prefill)
-      remote_ref<prefill_role>(ctx->msgr(), me, list[i].addr)
-          .request(self, LoadQuery{}, interval * 5)
-          .then(on_load, on_error);
-    else
-      remote_ref<decode_role>(ctx->msgr(), me, list[i].addr)
-          .request(self, LoadQuery{}, interval * 5)
-          .then(on_load, on_error);
+void scheduler_env::poll(bool prefill, size_t i) const {
+  auto& list = prefill ? self->state.view.prefill : self->state.view.decode;
+  const auto polled = self->clock().now();
+  auto on_load = [self = self, ctx = ctx, prefill, i, polled, grace = grace](WorkerLoad& l) {
+    apply_load((prefill ? self->state.view.prefill : self->state.view.decode)[i], l, polled, grace,
+               ctx->config().cluster);
   };
+  auto on_error = [](caf::error&) {}; // stale load is kept; liveness comes from membership
+  if (prefill)
+    remote_ref<prefill_role>(ctx->msgr(), me, list[i].addr)
+        .request(self, LoadQuery{}, interval * 5)
+        .then(on_load, on_error);
+  else
+    remote_ref<decode_role>(ctx->msgr(), me, list[i].addr)
+        .request(self, LoadQuery{}, interval * 5)
+        .then(on_load, on_error);
+}
 
-  // One routing decision: the policy's choice, booked against the workers' load.
-  auto decide = [=](const RouteQuery& q,
-                    std::map<std::string, uint32_t> cached) -> caf::expected<RouteDecision> {
-    route_input in;
-    in.cached_by_node = std::move(cached);
-    in.prompt_tokens = q.prompt_tokens();
-    in.block_ids = {q.block_ids().data(), static_cast<size_t>(q.block_ids_size())};
-    in.exclude_nodes.assign(q.exclude_nodes().begin(), q.exclude_nodes().end());
-    in.local_only = q.local_only();
-    in.decode_node = q.decode_node();
-    in.decode_actor = q.decode_actor();
-    in.exclude_decode_nodes.assign(q.exclude_decode_nodes().begin(),
-                                   q.exclude_decode_nodes().end());
-    auto& v = self->state.view;
-    v.now = self->clock().now();
-    auto c = self->state.policy->decide(in, v);
-    if (!c.mode.empty())
-      publish_threshold(ctx->node_metrics(), *ctx->log(), c);
-    if (c.prefill < 0 || c.decode < 0) {
-      no_route->Increment();
-      return make_error(errc::overloaded,
-                        "no route for request " + q.request_id() + ": " + c.why_not);
-    }
-    auto& p = v.prefill[c.prefill];
-    auto& d = v.decode[c.decode];
-    self->state.control->observe(v.now, c, v, q.max_output_tokens());
-    // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
-    // session's prefix must not look busy with its own cache hits).
-    const auto now = self->clock().now();
-    p.book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
-    d.book(now, 0);
-    count_route(ctx->node_metrics(), c, v);
-    RouteDecision out;
-    out.set_prefill_node(p.addr.node);
-    out.set_prefill_actor(p.addr.actor);
-    out.set_decode_node(d.addr.node);
-    out.set_decode_actor(d.addr.actor);
-    out.set_route(c.route);
-    out.set_uncached_tokens(c.uncached_tokens);
-    out.set_threshold(c.threshold);
-    out.set_policy(self->state.policy->name());
-    if (c.move_cache && c.cache_source >= 0) {
-      auto& src = v.prefill[c.cache_source];
-      out.set_cache_from_node(src.addr.node);
-      out.set_cache_from_actor(src.addr.actor);
-      out.set_cache_blocks(cached_on(in, src) / std::max<uint32_t>(1, block_tokens));
-    }
-    return out;
-  };
-  auto deliver = [](reply_promise<RouteDecision>& rp, caf::expected<RouteDecision> d) {
+void scheduler_env::tick() const {
+  auto& v = self->state.view;
+  // What routing can use now: up, enabled, engine built (as of the last reports; a
+  // worker not heard from yet is not counted, though routing would try it).
+  for (bool prefill : {true, false}) {
+    size_t n = 0;
+    for (auto& w : prefill ? v.prefill : v.decode)
+      n += w.routable() && w.reports > 0 ? 1 : 0;
+    ctx->node_metrics()
+        .gauge("prfaas_scheduler_routable_workers",
+               "Workers routing may choose: node up, taking work, engine built (reported)",
+               {{"role", prefill ? "prefill" : "decode"}})
+        .Set(static_cast<double>(n));
+  }
+  for (size_t i = 0; i < v.prefill.size(); ++i)
+    if (v.prefill[i].up)
+      poll(true, i);
+  for (size_t i = 0; i < v.decode.size(); ++i)
+    if (v.decode[i].up)
+      poll(false, i);
+  self->state.control->tick(self->clock().now(), v, *self->state.policy, ctx->node_metrics(),
+                            *ctx->log());
+  self->delayed_send(self, interval, caf::tick_atom_v);
+}
+
+void scheduler_env::on_membership(const membership_event& e) const {
+  const bool up = e.state != peer_state::down;
+  for (auto* list : {&self->state.view.prefill, &self->state.view.decode})
+    for (auto& w : *list)
+      if (w.addr.node == e.peer)
+        w.up = up;
+}
+
+void scheduler_env::on_link_state(const link::LinkState& st) const {
+  // Link down: no new offloads across it (with one link, the threshold is effectively
+  // infinite) until a monitor reports it back. Unknown (nothing measured yet) is up.
+  auto& v = self->state.view;
+  const bool changed = self->state.links->apply(st, v);
+  link_up->Set(v.link_up ? 1 : 0);
+  publish_links(ctx->node_metrics(), v, ctx->config().cluster);
+  if (changed)
+    ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"", v.link_up ? "up" : "down",
+                     st.cluster(), st.peer_cluster(), st.reason());
+}
+
+/// The wire form of a choice the policy made for `in`.
+RouteDecision decision_of(const route_choice& c, const route_input& in, const cluster_view& v,
+                          const std::string& policy, uint32_t block_tokens) {
+  auto& p = v.prefill[c.prefill];
+  auto& d = v.decode[c.decode];
+  RouteDecision out;
+  out.set_prefill_node(p.addr.node);
+  out.set_prefill_actor(p.addr.actor);
+  out.set_decode_node(d.addr.node);
+  out.set_decode_actor(d.addr.actor);
+  out.set_route(c.route);
+  out.set_uncached_tokens(c.uncached_tokens);
+  out.set_threshold(c.threshold);
+  out.set_policy(policy);
+  if (c.move_cache && c.cache_source >= 0) {
+    auto& src = v.prefill[c.cache_source];
+    out.set_cache_from_node(src.addr.node);
+    out.set_cache_from_actor(src.addr.actor);
+    out.set_cache_blocks(cached_on(in, src) / std::max<uint32_t>(1, block_tokens));
+  }
+  return out;
+}
+
+caf::expected<RouteDecision> scheduler_env::decide(const RouteQuery& q,
+                                                   std::map<std::string, uint32_t> cached) const {
+  route_input in;
+  in.cached_by_node = std::move(cached);
+  in.prompt_tokens = q.prompt_tokens();
+  in.block_ids = {q.block_ids().data(), static_cast<size_t>(q.block_ids_size())};
+  in.exclude_nodes.assign(q.exclude_nodes().begin(), q.exclude_nodes().end());
+  in.local_only = q.local_only();
+  in.decode_node = q.decode_node();
+  in.decode_actor = q.decode_actor();
+  in.exclude_decode_nodes.assign(q.exclude_decode_nodes().begin(), q.exclude_decode_nodes().end());
+  auto& v = self->state.view;
+  v.now = self->clock().now();
+  auto c = self->state.policy->decide(in, v);
+  if (!c.mode.empty())
+    publish_threshold(ctx->node_metrics(), *ctx->log(), c);
+  if (c.prefill < 0 || c.decode < 0) {
+    no_route->Increment();
+    return make_error(errc::overloaded,
+                      "no route for request " + q.request_id() + ": " + c.why_not);
+  }
+  self->state.control->observe(v.now, c, v, q.max_output_tokens());
+  // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
+  // session's prefix must not look busy with its own cache hits).
+  const auto now = self->clock().now();
+  v.prefill[c.prefill].book(now, c.uncached_tokens > 0 ? c.uncached_tokens : q.prompt_tokens());
+  v.decode[c.decode].book(now, 0);
+  count_route(ctx->node_metrics(), c, v);
+  return decision_of(c, in, v, self->state.policy->name(), block_tokens);
+}
+
+answer<RouteDecision> scheduler_env::route(const RouteQuery& q, remote_message& msg) const {
+  if (dir.node.empty() || q.block_ids_size() == 0) {
+    auto r = decide(q, {});
+    if (!r)
+      return std::move(r.error());
+    return std::move(*r);
+  }
+  // Ask the KV directory where the prompt's prefix is cached; without an answer in time
+  // (or while it rebuilds) route cache-blind rather than wait or fail.
+  reply_promise<RouteDecision> rp(self, msg);
+  auto deliver = [rp, env = *this, q](std::map<std::string, uint32_t> cached) mutable {
+    auto d = env.decide(q, std::move(cached));
     if (d)
       rp.deliver(*d);
     else
       rp.deliver(std::move(d.error()));
   };
+  // Routed without knowing the caches: the directory was silent or rebuilding.
+  auto blind = [cache_blind = cache_blind, ctx = ctx] {
+    cache_blind->Increment();
+    ctx->probe("scheduler.cache_blind");
+  };
+  directory::PrefixQuery pq;
+  *pq.mutable_block_ids() = q.block_ids();
+  pq.set_request_id(q.request_id());
+  remote_ref<kv_directory_role>(ctx->msgr(), me, dir)
+      .request(self, pq, dir_timeout)
+      .then(
+          [blind, deliver, bt = block_tokens](directory::PrefixMatch& m) mutable {
+            std::map<std::string, uint32_t> cached;
+            if (!m.rebuilding())
+              for (auto& n : m.nodes())
+                cached[n.node() + "/" + n.actor()] = n.matched_blocks() * bt;
+            else
+              blind();
+            deliver(std::move(cached));
+          },
+          [blind, deliver](caf::error&) mutable {
+            blind();
+            deliver({});
+          });
+  return rp;
+}
 
+/// The scheduler's view and controllers from its parameters and the deployment.
+void set_up(self_ptr self, node_context* ctx, const std::string& name, const actor_params& params) {
+  auto& s = self->state;
+  s.policy = policy_registry::instance().make(params.str("policy"), params);
+  s.view = workers_of(ctx->deployment(), split_names(params.str("prefill_types")),
+                      split_names(params.str("decode_types")));
+  s.links.emplace(ctx->deployment(), ctx->config().cluster, s.view);
+  if (params.has("backlog_horizon"))
+    s.view.link_budget_horizon = params.dur("backlog_horizon");
+  apply_standby(s.view, split_names(params.str("standby")), name);
+  s.control.emplace(params, ctx->deployment(), s.view, *ctx->log());
+}
+
+scheduler_env env_of(self_ptr self, node_context* ctx, const std::string& name,
+                     const actor_params& params) {
+  auto& m = ctx->node_metrics();
+  scheduler_env env{
+      .self = self,
+      .ctx = ctx,
+      .me = ctx->local(name),
+      .interval = params.dur("load_interval"),
+      .grace = params.dur("route_grace"),
+      .dir = {},
+      .dir_timeout = params.dur("directory_timeout"),
+      .block_tokens = read_model(ctx->deployment()).block_tokens,
+      .no_route = &m.counter("prfaas_scheduler_no_route_total",
+                             "Route queries with no worker to serve them"),
+      .link_up = &m.gauge("prfaas_scheduler_link_up",
+                          "1 while no cross-cluster link is reported down (offload allowed)"),
+      .cache_blind = &m.counter("prfaas_scheduler_cache_blind_total",
+                                "Routes decided without the KV directory's answer"),
+  };
+  if (auto d = params.str("directory"); !d.empty() && !address::parse(d, env.dir))
+    env.dir = ctx->local(d);
+  return env;
+}
+
+caf::behavior scheduler(self_ptr self, node_context* ctx, std::string self_name,
+                        actor_params params) {
+  set_up(self, ctx, self_name, params);
+  const auto env = env_of(self, ctx, self_name, params);
+  auto& m = ctx->node_metrics();
+  env.link_up->Set(1);
+  threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
+  planned_threshold_gauge(m).Set(static_cast<double>(params.integer("threshold")));
+  env.build_kv_model();
+  self->send(ctx->transport(), caf::subscribe_atom_v, caf::actor_cast<caf::actor>(self));
+  self->send(self, caf::tick_atom_v);
+  ctx->log()->info("scheduler_started policy={} prefill_workers={} decode_workers={}",
+                   params.str("policy"), self->state.view.prefill.size(),
+                   self->state.view.decode.size());
   return {
       [=](wake_atom) { self->state.inbox->drain(); },
-      [=](caf::tick_atom) {
-        // What routing can use now: up, enabled, engine built (as of the last reports;
-        // a worker not heard from yet is not counted, though routing would try it).
-        for (bool prefill : {true, false}) {
-          size_t n = 0;
-          for (auto& w : prefill ? self->state.view.prefill : self->state.view.decode)
-            n += w.routable() && w.reports > 0 ? 1 : 0;
-          ctx->node_metrics()
-              .gauge("prfaas_scheduler_routable_workers",
-                     "Workers routing may choose: node up, taking work, engine built (reported)",
-                     {{"role", prefill ? "prefill" : "decode"}})
-              .Set(static_cast<double>(n));
-        }
-        for (size_t i = 0; i < self->state.view.prefill.size(); ++i)
-          if (self->state.view.prefill[i].up)
-            poll(true, i);
-        for (size_t i = 0; i < self->state.view.decode.size(); ++i)
-          if (self->state.view.decode[i].up)
-            poll(false, i);
-        self->state.control->tick(self->clock().now(), self->state.view, *self->state.policy,
-                                  ctx->node_metrics(), *ctx->log());
-        self->delayed_send(self, interval, caf::tick_atom_v);
-      },
-      [=](const membership_event& e) {
-        bool up = e.state != peer_state::down;
-        for (auto* list : {&self->state.view.prefill, &self->state.view.decode})
-          for (auto& w : *list)
-            if (w.addr.node == e.peer)
-              w.up = up;
-      },
+      [=](caf::tick_atom) { env.tick(); },
+      [=](const membership_event& e) { env.on_membership(e); },
       [=](remote_message& msg) -> caf::result<remote_message> {
         return dispatch<scheduler_role>(
-            *ctx, msg,
-            [&](link::LinkState& st) {
-              // Link down: no new offloads across it (with one link, the threshold is
-              // effectively infinite) until a monitor reports it back. Unknown (nothing
-              // measured yet) counts as up.
-              auto& v = self->state.view;
-              const bool changed = self->state.links->apply(st, v);
-              link_up->Set(v.link_up ? 1 : 0);
-              publish_links(ctx->node_metrics(), v, ctx->config().cluster);
-              if (changed)
-                ctx->log()->warn("scheduler_link_{} link={}-{} reason=\"{}\"",
-                                 v.link_up ? "up" : "down", st.cluster(), st.peer_cluster(),
-                                 st.reason());
-            },
-            [&](RouteQuery& q) -> answer<RouteDecision> {
-              if (dir.node.empty() || q.block_ids_size() == 0) {
-                auto r = decide(q, {});
-                if (!r)
-                  return std::move(r.error());
-                return std::move(*r);
-              }
-              // Ask the KV directory where the prompt's prefix is cached; without an answer in
-              // time (or while it rebuilds) route cache-blind rather than wait or fail.
-              reply_promise<RouteDecision> rp(self, msg);
-              // Routed without knowing the caches: the directory was silent or rebuilding.
-              auto blind = [cache_blind, ctx] {
-                cache_blind->Increment();
-                ctx->probe("scheduler.cache_blind");
-              };
-              directory::PrefixQuery pq;
-              *pq.mutable_block_ids() = q.block_ids();
-              pq.set_request_id(q.request_id());
-              remote_ref<kv_directory_role>(ctx->msgr(), me, dir)
-                  .request(self, pq, dir_timeout)
-                  .then(
-                      [=](directory::PrefixMatch& m) mutable {
-                        std::map<std::string, uint32_t> cached;
-                        if (!m.rebuilding())
-                          for (auto& n : m.nodes())
-                            cached[n.node() + "/" + n.actor()] = n.matched_blocks() * block_tokens;
-                        else
-                          blind();
-                        deliver(rp, decide(q, std::move(cached)));
-                      },
-                      [=](caf::error&) mutable {
-                        blind();
-                        deliver(rp, decide(q, {}));
-                      });
-              return rp;
-            });
+            *ctx, msg, [&](link::LinkState& st) { env.on_link_state(st); },
+            [&](RouteQuery& q) -> answer<RouteDecision> { return env.route(q, msg); });
       },
   };
 }

@@ -35,10 +35,13 @@ std::vector<token> random_tokens(size_t n, uint64_t seed, uint32_t vocab) {
   return t;
 }
 
-} // namespace
+struct engine_figures {
+  double prefill_s = 0;  ///< a 4K-token prompt, median of 3
+  double decode_tps = 0; ///< batch 8, context ~1.1K
+};
 
-int main() {
-  // Reference engine: prefill a 4K prompt (median of 3), then decode.
+/// Reference engine: prefill a 4K prompt (median of 3), then decode.
+engine_figures bench_reference() {
   auto eng = reference_engine::create({}).value();
   const auto prompt = random_tokens(4096, 1, 256);
   std::vector<double> pre;
@@ -50,7 +53,7 @@ int main() {
     (void)eng->prefill(r, {});
     pre.push_back(seconds_since(t0));
   }
-  const double prefill_s = median(pre);
+  engine_figures f{.prefill_s = median(pre)};
   std::vector<seq_id> batch;
   for (int i = 0; i < 8; ++i) {
     prefill_request r;
@@ -64,17 +67,24 @@ int main() {
   auto t0 = steady::now();
   for (int s = 0; s < steps; ++s)
     (void)eng->decode_step(batch);
-  const double decode_tps = steps * batch.size() / seconds_since(t0);
-  std::printf("reference prefill: 4096 tokens in %.3f s = %.0f tokens/s\n", prefill_s,
-              4096 / prefill_s);
-  std::printf("reference decode: batch 8, context ~1.1K: %.0f tokens/s\n", decode_tps);
+  f.decode_tps = steps * batch.size() / seconds_since(t0);
+  std::printf("reference prefill: 4096 tokens in %.3f s = %.0f tokens/s\n", f.prefill_s,
+              4096 / f.prefill_s);
+  std::printf("reference decode: batch 8, context ~1.1K: %.0f tokens/s\n", f.decode_tps);
+  return f;
+}
 
-  // Block hashing: 128K tokens at several block sizes; median of many runs.
+struct hash_figures {
+  std::string json; ///< per block size
+  double us_128k_512 = 0, gbps_512 = 0;
+};
+
+/// Block hashing: 128K tokens at several block sizes; median of many runs.
+hash_figures bench_hashing() {
   const auto big = random_tokens(131072, 2, 1u << 30);
   const double bytes = 131072.0 * sizeof(token);
   std::vector<block_id> ids;
-  std::string hash_json;
-  double hash_128k_us_512 = 0, gbps_512 = 0;
+  hash_figures f;
   for (uint32_t bt : {16u, 64u, 256u, 512u}) {
     block_hasher h(bt);
     std::vector<double> runs;
@@ -87,21 +97,28 @@ int main() {
     std::printf(
         "hashing: block %3u tokens: 128K-token prompt in %.1f us = %.2f GB/s (median of 200)\n", bt,
         med * 1e6, bytes / med / 1e9);
-    hash_json += (hash_json.empty() ? "" : ",") + std::string("\"block_") + std::to_string(bt) +
-                 "\":{\"us_128k\":" + std::to_string(med * 1e6) +
-                 ",\"gb_per_s\":" + std::to_string(bytes / med / 1e9) + "}";
+    f.json += (f.json.empty() ? "" : ",") + std::string("\"block_") + std::to_string(bt) +
+              "\":{\"us_128k\":" + std::to_string(med * 1e6) +
+              ",\"gb_per_s\":" + std::to_string(bytes / med / 1e9) + "}";
     if (bt == 512) {
-      hash_128k_us_512 = med * 1e6;
-      gbps_512 = bytes / med / 1e9;
+      f.us_128k_512 = med * 1e6;
+      f.gbps_512 = bytes / med / 1e9;
     }
   }
+  return f;
+}
 
-  // Pool: chains of 16 blocks into a pool of 65,536 blocks; inserts past capacity
-  // force LRU evictions; lookups are prefix matches over a chain.
+struct pool_figures {
+  double insert_ops = 0, lookup_ops = 0, evict_ops = 0;
+};
+
+/// Pool: chains of 16 blocks into a pool of 65,536 blocks; inserts past capacity force
+/// LRU evictions; lookups are prefix matches over a chain.
+pool_figures bench_pool() {
   block_pool pool({65536, 0, 1});
   const int chains = 20000, len = 16;
   auto id_of = [](uint64_t c, uint64_t i) { return mix64((c << 8) | i); };
-  t0 = steady::now();
+  auto t0 = steady::now();
   for (int c = 0; c < chains; ++c)
     for (int i = 0; i < len; ++i)
       (void)pool.insert_kv(id_of(c, i),
@@ -123,19 +140,27 @@ int main() {
   t0 = steady::now();
   const size_t evicted = pool.evict_unused();
   const double evict_s = seconds_since(t0);
-  const double insert_ops = chains * len / insert_s;
-  const double lookup_ops = lookups / lookup_s;
-  const double evict_ops = evicted / evict_s;
+  pool_figures f{.insert_ops = chains * len / insert_s,
+                 .lookup_ops = lookups / lookup_s,
+                 .evict_ops = evicted / evict_s};
   std::printf("pool: %.2f M inserts/s (%llu LRU evictions on the way), %.2f M prefix lookups/s "
               "(16 blocks each, %.1f matched avg), %.2f M evictions/s\n",
-              insert_ops / 1e6, static_cast<unsigned long long>(st.evictions), lookup_ops / 1e6,
-              static_cast<double>(matched) / lookups, evict_ops / 1e6);
+              f.insert_ops / 1e6, static_cast<unsigned long long>(st.evictions), f.lookup_ops / 1e6,
+              static_cast<double>(matched) / lookups, f.evict_ops / 1e6);
+  return f;
+}
 
+} // namespace
+
+int main() {
+  const auto e = bench_reference();
+  const auto h = bench_hashing();
+  const auto p = bench_pool();
   std::printf("{\"reference_prefill_tokens_per_s\":%.0f,\"reference_prefill_4k_s\":%.4f,"
               "\"reference_decode_tokens_per_s\":%.0f,\"hash\":{%s},"
               "\"hash_128k_us\":%.2f,\"hash_gb_per_s\":%.2f,"
               "\"pool_insert_ops\":%.0f,\"pool_lookup_ops\":%.0f,\"pool_evict_ops\":%.0f}\n",
-              4096 / prefill_s, prefill_s, decode_tps, hash_json.c_str(), hash_128k_us_512,
-              gbps_512, insert_ops, lookup_ops, evict_ops);
+              4096 / e.prefill_s, e.prefill_s, e.decode_tps, h.json.c_str(), h.us_128k_512,
+              h.gbps_512, p.insert_ops, p.lookup_ops, p.evict_ops);
   return 0;
 }

@@ -105,94 +105,96 @@ lg::body_options body_of(const lg::request_spec& spec, const run_context& ctx) {
 }
 
 /// Sends `spec` and reads the whole response; never throws.
-lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
-                            const run_context& ctx) {
-  const auto& o = ctx.o;
-  lg::request_result r;
-  r.index = spec.index;
-  r.input_tokens = spec.input_tokens;
-  r.requested_output_tokens = spec.output_tokens;
-  r.scheduled_s = spec.arrival_s;
+/// What one exchange received, filled in by the request's handlers as bytes arrive.
+struct received {
+  lg::response_reader reader;
+  int status = 0;
+  std::string retry_after;
+  std::string whole; ///< a non-streamed or error body (at most body_cap bytes)
+  bool timed_out = false, cancelled = false;
+  static constexpr size_t body_cap = 64 << 20;
+};
 
+/// The request for `spec` (recorded in `r` when --record-tokens asks for it).
+httplib::Request build_request(const lg::request_spec& spec, const run_context& ctx,
+                               lg::request_result& r) {
   const auto b = body_of(spec, ctx);
   httplib::Request req;
   req.method = "POST";
   req.path = lg::api_path(ctx.api);
   auto prompt = lg::prompt_text(spec);
   req.body = lg::request_body(ctx.api, prompt, b).dump();
-  if (o.record_tokens)
+  if (ctx.o.record_tokens)
     r.record = lg::request_result::recorded{
         .prompt = std::move(prompt), .temperature = b.temperature, .seed = *b.seed};
   req.headers = {{"Content-Type", "application/json"},
-                 {"Accept", o.stream ? "text/event-stream" : "application/json"}};
+                 {"Accept", ctx.o.stream ? "text/event-stream" : "application/json"}};
+  return req;
+}
 
-  lg::response_reader reader{ctx.api, o.stream};
-  int status = 0;
-  std::string retry_after;
-  std::string whole; // a non-streamed or error body
-  constexpr size_t body_cap = 64 << 20;
-  bool timed_out = false, cancelled = false;
-  auto sent = clock_type::now();
-  r.sent_s = std::chrono::duration<double>(sent - ctx.t0).count();
-  req.response_handler = [&](const httplib::Response& res) {
-    status = res.status;
-    retry_after = res.get_header_value("Retry-After");
+/// The handlers that take the response into `in`: the stream is parsed as it arrives
+/// (first-token timing), anything else kept whole; a timeout or an interrupt stops it.
+void receive_into(httplib::Request& req, received& in, clock_type::time_point sent,
+                  const serve_options& o) {
+  req.response_handler = [&in](const httplib::Response& res) {
+    in.status = res.status;
+    in.retry_after = res.get_header_value("Retry-After");
     return true;
   };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+  req.content_receiver = [&in, sent, &o](const char* data, size_t n, uint64_t, uint64_t) {
     double t = since(sent);
     if (interrupted) {
-      cancelled = true;
+      in.cancelled = true;
       return false;
     }
     if (t > o.timeout_s) {
-      timed_out = true;
+      in.timed_out = true;
       return false;
     }
-    if (status == 200 && o.stream)
-      reader.on_stream_bytes({data, n}, t);
-    else if (whole.size() < body_cap)
-      whole.append(data, std::min(n, body_cap - whole.size()));
+    if (in.status == 200 && o.stream)
+      in.reader.on_stream_bytes({data, n}, t);
+    else if (in.whole.size() < received::body_cap)
+      in.whole.append(data, std::min(n, received::body_cap - in.whole.size()));
     return true;
   };
+}
 
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  bool sent_ok = cli.send(req, res, err);
-  r.e2e_s = since(sent);
-  r.http_status = status;
-  r.output_tokens = reader.output_tokens();
-  r.prfaas = reader.prfaas();
-  if (!sent_ok) {
-    if (timed_out || r.e2e_s >= o.timeout_s) {
-      r.status = lg::outcome::timeout;
-      r.error = "no complete response within --timeout " + std::to_string(o.timeout_s) + " s";
-    } else if (cancelled || interrupted) {
-      r.status = lg::outcome::cancelled;
-      r.error = "interrupted";
-    } else {
-      r.status = lg::outcome::connection_error;
-      r.error = httplib::to_string(err);
-      if (status)
-        r.error += " after HTTP " + std::to_string(status) + " and " +
-                   std::to_string(reader.text_chunks()) + " text chunks";
-    }
-    return r;
+/// No complete response: it timed out, was interrupted, or the connection failed.
+void transport_failure(lg::request_result& r, const received& in, httplib::Error err,
+                       double timeout_s) {
+  if (in.timed_out || r.e2e_s >= timeout_s) {
+    r.status = lg::outcome::timeout;
+    r.error = "no complete response within --timeout " + std::to_string(timeout_s) + " s";
+  } else if (in.cancelled || interrupted) {
+    r.status = lg::outcome::cancelled;
+    r.error = "interrupted";
+  } else {
+    r.status = lg::outcome::connection_error;
+    r.error = httplib::to_string(err);
+    if (in.status)
+      r.error += " after HTTP " + std::to_string(in.status) + " and " +
+                 std::to_string(in.reader.text_chunks()) + " text chunks";
   }
-  if (status != 200) {
-    r.status = lg::outcome::http_error;
-    auto e = lg::parse_error_body(whole);
-    r.error = "HTTP " + std::to_string(status);
-    if (e)
-      r.error += ": " + (e->type.empty() ? "" : e->type + ": ") + e->message;
-    if (!retry_after.empty())
-      r.error += " (Retry-After: " + retry_after + ")";
-    return r;
-  }
-  if (o.stream)
+}
+
+/// An HTTP error status: the server's error body and Retry-After in the error.
+void http_failure(lg::request_result& r, const received& in) {
+  r.status = lg::outcome::http_error;
+  auto e = lg::parse_error_body(in.whole);
+  r.error = "HTTP " + std::to_string(in.status);
+  if (e)
+    r.error += ": " + (e->type.empty() ? "" : e->type + ": ") + e->message;
+  if (!in.retry_after.empty())
+    r.error += " (Retry-After: " + in.retry_after + ")";
+}
+
+/// A 200: the answer's tokens and timing, or what was wrong with it.
+void read_answer(lg::request_result& r, received& in, bool stream) {
+  auto& reader = in.reader;
+  if (stream)
     reader.on_end(r.e2e_s);
   else
-    reader.on_body(whole, r.e2e_s);
+    reader.on_body(in.whole, r.e2e_s);
   r.output_tokens = reader.output_tokens();
   r.prfaas = reader.prfaas();
   r.ttft_s = reader.first_token_s();
@@ -202,10 +204,37 @@ lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
     r.status = reader.error_kind() == "stream_error" ? lg::outcome::stream_error
                                                      : lg::outcome::bad_response;
     r.error = (e->type.empty() ? "" : e->type + ": ") + e->message;
-  } else if (o.stream && !r.ttft_s) {
+  } else if (stream && !r.ttft_s) {
     r.status = lg::outcome::bad_response;
     r.error = "the stream carried no text";
   }
+}
+
+lg::request_result send_one(httplib::Client& cli, const lg::request_spec& spec,
+                            const run_context& ctx) {
+  lg::request_result r;
+  r.index = spec.index;
+  r.input_tokens = spec.input_tokens;
+  r.requested_output_tokens = spec.output_tokens;
+  r.scheduled_s = spec.arrival_s;
+  auto req = build_request(spec, ctx, r);
+  received in{.reader = lg::response_reader{ctx.api, ctx.o.stream}};
+  auto sent = clock_type::now();
+  r.sent_s = std::chrono::duration<double>(sent - ctx.t0).count();
+  receive_into(req, in, sent, ctx.o);
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  bool sent_ok = cli.send(req, res, err);
+  r.e2e_s = since(sent);
+  r.http_status = in.status;
+  r.output_tokens = in.reader.output_tokens();
+  r.prfaas = in.reader.prfaas();
+  if (!sent_ok)
+    transport_failure(r, in, err, ctx.o.timeout_s);
+  else if (in.status != 200)
+    http_failure(r, in);
+  else
+    read_answer(r, in, ctx.o.stream);
   return r;
 }
 

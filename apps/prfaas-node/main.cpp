@@ -105,75 +105,80 @@ std::optional<int> run_tool(const subcommands& s) {
   return std::nullopt;
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"prfaas-node: run nodes of a prfaas deployment"};
+/// The node command's own options (the subcommands have theirs).
+struct node_cli {
   std::string config_file;
   std::string node_name;
   bool all = false, check = false;
   std::string log_level;
   unsigned threads = 2;
   bool live_faults = false;
-  app.add_option("--config,-c", config_file,
-                 "deployment file (YAML); default: the embedded configs/local.yaml, all nodes");
-  auto* node_opt = app.add_option("--node,-n", node_name, "the node of the deployment to run");
-  auto* all_opt = app.add_flag("--all", all, "run every node of the deployment in this process");
-  node_opt->excludes(all_opt);
-  app.add_flag("--check", check, "validate the deployment (and plugins) and exit");
-  app.add_option("--log-level", log_level, "override the configured log level")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
-  app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
-  app.add_flag("--live-faults", live_faults,
-               "chaos testing: the admin endpoint takes PUT /faults/<point> (body: a "
-               "probability) to switch fault points while the node runs");
-  subcommands sub;
-  add_subcommands(app, sub);
-  CLI11_PARSE(app, argc, argv);
-  if (auto code = run_tool(sub))
-    return *code;
 
-  prfaas::deployment_config dep;
-  auto registry = prfaas::actor_registry::with_builtins();
+  void add_to(CLI::App& app) {
+    app.add_option("--config,-c", config_file,
+                   "deployment file (YAML); default: the embedded configs/local.yaml, all nodes");
+    auto* node_opt = app.add_option("--node,-n", node_name, "the node of the deployment to run");
+    auto* all_opt = app.add_flag("--all", all, "run every node of the deployment in this process");
+    node_opt->excludes(all_opt);
+    app.add_flag("--check", check, "validate the deployment (and plugins) and exit");
+    app.add_option("--log-level", log_level, "override the configured log level")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+    app.add_option("--threads", threads, "actor scheduler threads")->check(CLI::Range(1u, 64u));
+    app.add_flag("--live-faults", live_faults,
+                 "chaos testing: the admin endpoint takes PUT /faults/<point> (body: a "
+                 "probability) to switch fault points while the node runs");
+  }
+};
+
+/// The deployment (given or embedded), its plugins loaded and every key validated;
+/// nothing on a configuration error, which is printed.
+std::optional<prfaas::deployment_config> load(node_cli& cli, prfaas::actor_registry& registry) {
   try {
-    if (config_file.empty()) {
+    prfaas::deployment_config dep;
+    if (cli.config_file.empty()) {
       dep =
           prfaas::parse_deployment(prfaas::app::embedded_config, prfaas::app::embedded_config_name);
-      config_file = prfaas::app::embedded_config_name;
-      all = all || node_name.empty();
+      cli.config_file = prfaas::app::embedded_config_name;
+      cli.all = cli.all || cli.node_name.empty();
     } else {
-      dep = prfaas::load_deployment(config_file);
+      dep = prfaas::load_deployment(cli.config_file);
     }
     for (auto& p : dep.plugins)
       prfaas::load_plugin(p, registry);
     registry.validate(dep);
-    if (!log_level.empty())
-      override_log_level(dep, log_level);
+    if (!cli.log_level.empty())
+      override_log_level(dep, cli.log_level);
+    return dep;
   } catch (const prfaas::config_error& e) {
     std::cerr << "prfaas-node: configuration error: " << e.what() << "\n";
-    return exit_config;
   } catch (const prfaas::plugin_error& e) {
     std::cerr << "prfaas-node: " << e.what() << "\n";
-    return exit_config;
   }
-  if (*sub.status)
-    return prfaas::app::run_status(dep, std::cout);
-  if (*sub.prometheus)
-    return prfaas::app::print_prometheus_config(dep, sub.scrape_interval);
-  if (!all && node_name.empty() && !check) {
-    std::cerr << "prfaas-node: give --node NAME or --all\n";
-    return exit_config;
-  }
-  if (!node_name.empty() && !dep.find_node(node_name)) {
-    std::cerr << "prfaas-node: configuration error: " << config_file << ": nodes: no node named \""
-              << node_name << "\"\n";
-    return exit_config;
-  }
-  if (check) {
-    std::cout << "ok: deployment " << dep.name << ", " << dep.nodes.size() << " nodes\n";
-    return 0;
-  }
+  return std::nullopt;
+}
 
+/// Runs until SIGINT/SIGTERM (0) or until a node escalates (exit_escalated).
+int wait_for_signal(const sigset_t& sigs, const std::vector<std::unique_ptr<prfaas::node>>& nodes) {
+  timespec tick{0, 100 * 1000 * 1000};
+  for (;;) {
+    int sig = sigtimedwait(&sigs, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM)
+      return 0;
+    bool escalated = false;
+    for (auto& n : nodes)
+      if (n->escalated()) {
+        std::cerr << "prfaas-node: node " << n->name() << " escalated: " << n->escalation_reason()
+                  << "\n";
+        escalated = true;
+      }
+    if (escalated)
+      return exit_escalated;
+  }
+}
+
+/// Starts the chosen nodes in one actor system and runs them until told to stop.
+int run_nodes(const prfaas::deployment_config& dep, const prfaas::actor_registry& registry,
+              const node_cli& cli) {
   // Signals are taken synchronously by this thread: block them before any other
   // thread (CAF, ZeroMQ, HTTP) exists so those threads inherit the mask.
   sigset_t sigs;
@@ -183,48 +188,66 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   int rc = 0;
-  {
-    caf::actor_system_config cfg;
-    prfaas::configure_actor_system(cfg, threads);
-    caf::actor_system sys{cfg};
-    zmq::context_t zctx{1};
-    std::vector<std::unique_ptr<prfaas::node>> nodes;
-    try {
-      for (auto& n : dep.nodes) {
-        if (!all && n.name != node_name)
-          continue;
-        prfaas::node_options opts;
-        opts.zmq = &zctx;
-        opts.live_faults = live_faults;
-        nodes.push_back(std::make_unique<prfaas::node>(sys, dep, n.name, registry, opts));
-        nodes.back()->start();
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "prfaas-node: " << e.what() << "\n";
-      rc = exit_runtime;
+  caf::actor_system_config cfg;
+  prfaas::configure_actor_system(cfg, cli.threads);
+  caf::actor_system sys{cfg};
+  zmq::context_t zctx{1};
+  std::vector<std::unique_ptr<prfaas::node>> nodes;
+  try {
+    for (auto& n : dep.nodes) {
+      if (!cli.all && n.name != cli.node_name)
+        continue;
+      prfaas::node_options opts;
+      opts.zmq = &zctx;
+      opts.live_faults = cli.live_faults;
+      nodes.push_back(std::make_unique<prfaas::node>(sys, dep, n.name, registry, opts));
+      nodes.back()->start();
     }
-    if (rc == 0) {
-      timespec tick{0, 100 * 1000 * 1000};
-      for (;;) {
-        int sig = sigtimedwait(&sigs, nullptr, &tick);
-        if (sig == SIGINT || sig == SIGTERM)
-          break;
-        bool escalated = false;
-        for (auto& n : nodes)
-          if (n->escalated()) {
-            std::cerr << "prfaas-node: node " << n->name()
-                      << " escalated: " << n->escalation_reason() << "\n";
-            escalated = true;
-          }
-        if (escalated) {
-          rc = exit_escalated;
-          break;
-        }
-      }
-    }
-    for (auto i = nodes.rbegin(); i != nodes.rend(); ++i)
-      (*i)->stop();
-    nodes.clear();
+  } catch (const std::exception& e) {
+    std::cerr << "prfaas-node: " << e.what() << "\n";
+    rc = exit_runtime;
   }
+  if (rc == 0)
+    rc = wait_for_signal(sigs, nodes);
+  for (auto i = nodes.rbegin(); i != nodes.rend(); ++i)
+    (*i)->stop();
+  nodes.clear();
   return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"prfaas-node: run nodes of a prfaas deployment"};
+  node_cli cli;
+  cli.add_to(app);
+  subcommands sub;
+  add_subcommands(app, sub);
+  CLI11_PARSE(app, argc, argv);
+  if (auto code = run_tool(sub))
+    return *code;
+
+  auto registry = prfaas::actor_registry::with_builtins();
+  auto loaded = load(cli, registry);
+  if (!loaded)
+    return exit_config;
+  const auto& dep = *loaded;
+  if (*sub.status)
+    return prfaas::app::run_status(dep, std::cout);
+  if (*sub.prometheus)
+    return prfaas::app::print_prometheus_config(dep, sub.scrape_interval);
+  if (!cli.all && cli.node_name.empty() && !cli.check) {
+    std::cerr << "prfaas-node: give --node NAME or --all\n";
+    return exit_config;
+  }
+  if (!cli.node_name.empty() && !dep.find_node(cli.node_name)) {
+    std::cerr << "prfaas-node: configuration error: " << cli.config_file
+              << ": nodes: no node named \"" << cli.node_name << "\"\n";
+    return exit_config;
+  }
+  if (cli.check) {
+    std::cout << "ok: deployment " << dep.name << ", " << dep.nodes.size() << " nodes\n";
+    return 0;
+  }
+  return run_nodes(dep, registry, cli);
 }

@@ -176,6 +176,45 @@ std::vector<engine::token> prompt_tokens(const loadgen::request_spec& r) {
   return serving::tokenize(loadgen::prompt_text(r));
 }
 
+namespace {
+
+/// How the choice stands against the best cached prefix on either side: the tokens the
+/// chosen worker had (a move brings the other side's over), and the misses counted.
+uint32_t judge_placement(const serving::route_input& in, const serving::cluster_view& view,
+                         int chosen, bool move, replay_result& out) {
+  const auto& w = view.prefill[chosen];
+  const uint32_t said = serving::cached_on(in, w);
+  uint32_t best_same = 0, best_other = 0;
+  for (auto& v : view.prefill) {
+    auto& best = v.prfaas == w.prfaas ? best_same : best_other;
+    best = std::max(best, serving::cached_on(in, v));
+  }
+  const uint32_t got = move ? std::max(said, best_other) : said;
+  if (best_same > got)
+    ++out.missed_affinity;
+  else if (best_other > got)
+    ++out.missed_other_side;
+  out.missed_tokens += std::max({got, best_same, best_other}) - got;
+  return got;
+}
+
+/// The worker takes a job of `seconds` arriving at `now`, first come first served;
+/// returns when it finishes.
+double serve(sim_worker& w, double now, double seconds, uint32_t load, replay_result& out) {
+  const double finish = std::max(now, w.free_at_s) + seconds;
+  w.free_at_s = finish;
+  w.jobs.push_back({finish, load});
+  w.queued_tokens += load;
+  out.busy_s += seconds;
+  out.makespan_s = std::max(out.makespan_s, finish);
+  for (auto& ev : w.changes)
+    if (ev.key.kind == engine::entry_kind::kv && ev.what == pool_event::type::evicted)
+      ++out.cache_evictions;
+  return finish;
+}
+
+} // namespace
+
 replay_result replay(const std::vector<loadgen::request_spec>& requests,
                      serving::routing_policy& policy, const replay_deployment& dep,
                      const replay_options& o) {
@@ -223,18 +262,7 @@ replay_result replay(const std::vector<loadgen::request_spec>& requests,
       w.cache->import_prefix(sim.workers[choice.cache_source]->cache->export_prefix(ids));
       ++out.cache_moves;
     }
-    const uint32_t said = serving::cached_on(in, view.prefill[choice.prefill]);
-    uint32_t best_same = 0, best_other = 0;
-    for (auto& v : view.prefill) {
-      auto& best = v.prfaas == view.prefill[choice.prefill].prfaas ? best_same : best_other;
-      best = std::max(best, serving::cached_on(in, v));
-    }
-    const uint32_t got = move ? std::max(said, best_other) : said; // a move brings it over
-    if (best_same > got)
-      ++out.missed_affinity;
-    else if (best_other > got)
-      ++out.missed_other_side;
-    out.missed_tokens += std::max({got, best_same, best_other}) - got;
+    const uint32_t got = judge_placement(in, view, choice.prefill, move, out);
 
     const auto run = run_prefill(w, prompt, ++seq, o.block_tokens);
     count_request(out.hits, prompt.size(), run.reuse_blocks, o.block_tokens);
@@ -248,17 +276,9 @@ replay_result replay(const std::vector<loadgen::request_spec>& requests,
       ++out.offloaded;
 
     // FIFO service in virtual time; the directory hears of the new blocks at the end.
-    const double finish = std::max(now, w.free_at_s) + run.seconds;
-    w.free_at_s = finish;
     const uint32_t load =
         o.load_counts_computed ? in.prompt_tokens - run.reuse_tokens : in.prompt_tokens;
-    w.jobs.push_back({finish, load});
-    w.queued_tokens += load;
-    out.busy_s += run.seconds;
-    out.makespan_s = std::max(out.makespan_s, finish);
-    for (auto& ev : w.changes)
-      if (ev.key.kind == engine::entry_kind::kv && ev.what == pool_event::type::evicted)
-        ++out.cache_evictions;
+    const double finish = serve(w, now, run.seconds, load, out);
     if (!w.changes.empty())
       unheard.emplace(finish,
                       announcement{static_cast<size_t>(choice.prefill), std::move(w.changes)});

@@ -46,13 +46,12 @@ result<void> check_one(const model_info& info, const kv_chunk& c, size_t i) {
 
 } // namespace
 
-result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_chunk> chunks,
-                                    uint32_t length, bool require_meta,
-                                    const payload_size_fn& expected_payload) {
-  const uint32_t n_layers = info.n_layers();
-  checked_chunks out;
-  out.kv.resize(n_layers);
-  out.state.resize(n_layers);
+namespace {
+
+/// Pass 1: each chunk on its own, and where the meta chunk is (at most one, and only
+/// when `require_meta`).
+result<void> find_meta(const model_info& info, std::span<const kv_chunk> chunks, bool require_meta,
+                       checked_chunks& out) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (auto r = check_one(info, chunks[i], i); !r)
       return r.err();
@@ -66,14 +65,17 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
                         std::to_string(*out.meta) + ")");
     out.meta = i;
   }
-  if (require_meta) {
-    if (!out.meta)
-      return make_error("kv chunks: no meta chunk (sequence record) in " +
-                        std::to_string(chunks.size()) + " chunks");
-    length = chunks[*out.meta].header.token_end;
-  }
-  out.length = length;
+  if (require_meta && !out.meta)
+    return make_error("kv chunks: no meta chunk (sequence record) in " +
+                      std::to_string(chunks.size()) + " chunks");
+  return {};
+}
 
+/// Pass 2: every state and KV chunk indexed by layer, within the length, with the
+/// payload size its range implies.
+result<void> index_layers(std::span<const kv_chunk> chunks, const payload_size_fn& expected_payload,
+                          checked_chunks& out) {
+  const uint32_t length = out.length;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const auto& h = chunks[i].header;
     auto label = [&] { return chunk_label(i, h); };
@@ -100,8 +102,15 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
                         std::to_string(want) + " expected for " +
                         range_str(h.token_begin, h.token_end));
   }
+  return {};
+}
 
-  for (uint32_t layer = 0; layer < n_layers; ++layer) {
+/// Pass 3: every linear layer has its state, every full layer's KV covers [0, length)
+/// exactly once (its chunks sorted by position).
+result<void> check_coverage(const model_info& info, std::span<const kv_chunk> chunks,
+                            checked_chunks& out) {
+  const uint32_t length = out.length;
+  for (uint32_t layer = 0; layer < info.n_layers(); ++layer) {
     if (info.layers[layer] == layer_kind::linear) {
       if (!out.state[layer])
         return make_error("kv chunks: missing linear state for layer " + std::to_string(layer) +
@@ -127,6 +136,24 @@ result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_c
                         std::to_string(covered) + ") but [0, " + std::to_string(length) +
                         ") is required");
   }
+  return {};
+}
+
+} // namespace
+
+result<checked_chunks> check_chunks(const model_info& info, std::span<const kv_chunk> chunks,
+                                    uint32_t length, bool require_meta,
+                                    const payload_size_fn& expected_payload) {
+  checked_chunks out;
+  out.kv.resize(info.n_layers());
+  out.state.resize(info.n_layers());
+  if (auto r = find_meta(info, chunks, require_meta, out); !r)
+    return r.err();
+  out.length = out.meta ? chunks[*out.meta].header.token_end : length;
+  if (auto r = index_layers(chunks, expected_payload, out); !r)
+    return r.err();
+  if (auto r = check_coverage(info, chunks, out); !r)
+    return r.err();
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "sampling.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <unordered_set>
 
@@ -122,6 +123,14 @@ result<void> engine_base::check_prompt(const prefill_request& req, const std::st
       return make_error(who + ": token " + std::to_string(i) + " = " +
                         std::to_string(req.prompt[i]) + " outside vocab");
   return {};
+}
+
+result<void> engine_base::check_prefill(const prefill_request& req, const std::string& who) const {
+  if (auto ok = check_prompt(req, who); !ok)
+    return ok;
+  if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
+    return make_error(who + ": invalid sampling temperature");
+  return check_reuse(req, who);
 }
 
 result<void> engine_base::check_reuse(const prefill_request& req, const std::string& who) const {

@@ -122,6 +122,68 @@ double profile::phi_gbps(uint64_t tokens) const {
   return interpolate(xy, l);
 }
 
+namespace {
+
+/// `prefill_points`: increasing tokens and times, kv_mib non-decreasing where given
+/// (on at least 2 points).
+void read_points(reader& r, const YAML::Node& pts, profile& p) {
+  double last_kv = 0;
+  size_t kv_points = 0;
+  for (size_t i = 0; r.err.empty() && i < pts.size(); ++i) {
+    const std::string path = "prefill_points[" + std::to_string(i) + "].";
+    profile_point pt;
+    r.get(pts[i], "tokens", path, pt.tokens);
+    pt.has_kv = r.get(pts[i], "kv_mib", path, pt.kv_mib, false);
+    r.get(pts[i], "prefill_s", path, pt.prefill_s);
+    double phi = 0;
+    if (r.get(pts[i], "phi_gbps", path, phi, false))
+      pt.phi_gbps = phi;
+    if (!r.err.empty())
+      break;
+    if (pt.tokens == 0 || (pt.has_kv && !(pt.kv_mib > 0)) || !(pt.prefill_s > 0))
+      r.fail("'" + path + "' needs tokens and prefill_s > 0 (and kv_mib > 0 if given)");
+    else if (!p.points.empty() &&
+             (pt.tokens <= p.points.back().tokens || pt.prefill_s < p.points.back().prefill_s))
+      r.fail("'" + path + "' must increase over the previous point (monotone profile)");
+    else if (pt.has_kv && last_kv > pt.kv_mib)
+      r.fail("'" + path + "kv_mib' must not decrease (monotone profile)");
+    if (pt.has_kv)
+      last_kv = pt.kv_mib, ++kv_points;
+    p.points.push_back(pt);
+  }
+  if (r.err.empty() && kv_points < 2)
+    r.fail("'prefill_points' needs kv_mib on at least 2 points");
+}
+
+/// `decode`: the decode step model.
+decode_model read_decode(reader& r, const YAML::Node& d) {
+  decode_model m;
+  r.get(d, "slo_tokens_per_s", "decode.", m.slo_tokens_per_s);
+  r.get(d, "step_base_s", "decode.", m.step_base_s);
+  r.get(d, "per_seq_s", "decode.", m.per_seq_s);
+  r.get(d, "per_ctx_token_s", "decode.", m.per_ctx_token_s);
+  if (r.err.empty() &&
+      (m.slo_tokens_per_s <= 0 || m.step_base_s < 0 || m.per_seq_s < 0 || m.per_ctx_token_s < 0))
+    r.fail("'decode' values must be non-negative and slo_tokens_per_s > 0");
+  return m;
+}
+
+/// `phi_points` (a phi-only profile): increasing tokens, phi_gbps > 0.
+void read_phi_points(reader& r, const YAML::Node& phis, profile& p) {
+  for (size_t i = 0; r.err.empty() && i < phis.size(); ++i) {
+    const std::string path = "phi_points[" + std::to_string(i) + "].";
+    phi_point pt;
+    r.get(phis[i], "tokens", path, pt.tokens);
+    r.get(phis[i], "phi_gbps", path, pt.phi_gbps);
+    if (r.err.empty() && (pt.tokens == 0 || !(pt.phi_gbps > 0) ||
+                          (!p.phi.empty() && pt.tokens <= p.phi.back().tokens)))
+      r.fail("'" + path + "' needs increasing tokens and phi_gbps > 0");
+    p.phi.push_back(pt);
+  }
+}
+
+} // namespace
+
 result<profile> parse_profile(const std::string& text, const std::string& source) {
   YAML::Node root;
   try {
@@ -151,56 +213,13 @@ result<profile> parse_profile(const std::string& text, const std::string& source
       r.fail("'layers' must be a positive multiple of linear_per_full + 1");
     if (!pts.IsSequence() || pts.size() < 2)
       r.fail("'prefill_points' must be a list of at least 2 points");
-    double last_kv = 0;
-    size_t kv_points = 0;
-    for (size_t i = 0; r.err.empty() && i < pts.size(); ++i) {
-      const std::string path = "prefill_points[" + std::to_string(i) + "].";
-      profile_point pt;
-      r.get(pts[i], "tokens", path, pt.tokens);
-      pt.has_kv = r.get(pts[i], "kv_mib", path, pt.kv_mib, false);
-      r.get(pts[i], "prefill_s", path, pt.prefill_s);
-      double phi = 0;
-      if (r.get(pts[i], "phi_gbps", path, phi, false))
-        pt.phi_gbps = phi;
-      if (!r.err.empty())
-        break;
-      if (pt.tokens == 0 || (pt.has_kv && !(pt.kv_mib > 0)) || !(pt.prefill_s > 0))
-        r.fail("'" + path + "' needs tokens and prefill_s > 0 (and kv_mib > 0 if given)");
-      else if (!p.points.empty() &&
-               (pt.tokens <= p.points.back().tokens || pt.prefill_s < p.points.back().prefill_s))
-        r.fail("'" + path + "' must increase over the previous point (monotone profile)");
-      else if (pt.has_kv && last_kv > pt.kv_mib)
-        r.fail("'" + path + "kv_mib' must not decrease (monotone profile)");
-      if (pt.has_kv)
-        last_kv = pt.kv_mib, ++kv_points;
-      p.points.push_back(pt);
-    }
-    if (r.err.empty() && kv_points < 2)
-      r.fail("'prefill_points' needs kv_mib on at least 2 points");
-    if (const YAML::Node d = root["decode"]; d && r.err.empty()) {
-      decode_model m;
-      r.get(d, "slo_tokens_per_s", "decode.", m.slo_tokens_per_s);
-      r.get(d, "step_base_s", "decode.", m.step_base_s);
-      r.get(d, "per_seq_s", "decode.", m.per_seq_s);
-      r.get(d, "per_ctx_token_s", "decode.", m.per_ctx_token_s);
-      if (r.err.empty() && (m.slo_tokens_per_s <= 0 || m.step_base_s < 0 || m.per_seq_s < 0 ||
-                            m.per_ctx_token_s < 0))
-        r.fail("'decode' values must be non-negative and slo_tokens_per_s > 0");
-      p.decode = m;
-    }
+    read_points(r, pts, p);
+    if (const YAML::Node d = root["decode"]; d && r.err.empty())
+      p.decode = read_decode(r, d);
   } else {
     if (!phis.IsSequence() || phis.size() < 1)
       r.fail("'phi_points' must be a non-empty list");
-    for (size_t i = 0; r.err.empty() && i < phis.size(); ++i) {
-      const std::string path = "phi_points[" + std::to_string(i) + "].";
-      phi_point pt;
-      r.get(phis[i], "tokens", path, pt.tokens);
-      r.get(phis[i], "phi_gbps", path, pt.phi_gbps);
-      if (r.err.empty() && (pt.tokens == 0 || !(pt.phi_gbps > 0) ||
-                            (!p.phi.empty() && pt.tokens <= p.phi.back().tokens)))
-        r.fail("'" + path + "' needs increasing tokens and phi_gbps > 0");
-      p.phi.push_back(pt);
-    }
+    read_phi_points(r, phis, p);
   }
   if (!r.err.empty())
     return make_error(r.err);

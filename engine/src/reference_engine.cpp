@@ -133,11 +133,7 @@ token reference_engine::sample(sequence& s) const {
 result<prefill_result> reference_engine::prefill(const prefill_request& req,
                                                  const chunk_sink& sink) {
   const std::string who = "prefill " + seq_str(req.id);
-  if (auto ok = check_prompt(req, who); !ok)
-    return ok.err();
-  if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
-    return make_error(who + ": invalid sampling temperature");
-  if (auto ok = check_reuse(req, who); !ok)
+  if (auto ok = check_prefill(req, who); !ok)
     return ok.err();
 
   auto s = std::make_unique<sequence>();

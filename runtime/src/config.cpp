@@ -285,30 +285,25 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
     out.overflow = choice(n, key("overflow"), {"drop_newest", "drop_oldest"}) == "drop_oldest"
                        ? overflow_policy::drop_oldest
                        : overflow_policy::drop_newest;
-  if (auto n = node["max_envelope_bytes"])
-    out.max_envelope_bytes = size(n, key("max_envelope_bytes"));
-  if (auto n = node["max_bulk_bytes"])
-    out.max_bulk_bytes = size(n, key("max_bulk_bytes"));
-  if (auto n = node["dedup_window"])
-    out.dedup_window = time(n, key("dedup_window"));
-  if (auto n = node["dedup_capacity"])
-    out.dedup_capacity = uint32(n, key("dedup_capacity"));
-  if (auto n = node["zmq_heartbeat_interval"])
-    out.zmq_heartbeat_interval = time(n, key("zmq_heartbeat_interval"));
-  if (auto n = node["zmq_heartbeat_timeout"])
-    out.zmq_heartbeat_timeout = time(n, key("zmq_heartbeat_timeout"));
-  if (auto n = node["zmq_keepalive_idle"])
-    out.zmq_keepalive_idle = time(n, key("zmq_keepalive_idle"));
-  if (auto n = node["zmq_keepalive_interval"])
-    out.zmq_keepalive_interval = time(n, key("zmq_keepalive_interval"));
-  if (auto n = node["zmq_keepalive_count"])
-    out.zmq_keepalive_count = uint32(n, key("zmq_keepalive_count"));
-  if (auto n = node["linger"])
-    out.linger = time(n, key("linger"));
-  if (auto n = node["send_hwm"])
-    out.send_hwm = uint32(n, key("send_hwm"));
-  if (auto n = node["receive_hwm"])
-    out.receive_hwm = uint32(n, key("receive_hwm"));
+  using T = transport_config;
+  for (auto [k, field] : {std::pair{"max_envelope_bytes", &T::max_envelope_bytes},
+                          {"max_bulk_bytes", &T::max_bulk_bytes}})
+    if (auto n = node[k])
+      out.*field = size(n, key(k));
+  for (auto [k, field] : {std::pair{"dedup_window", &T::dedup_window},
+                          {"zmq_heartbeat_interval", &T::zmq_heartbeat_interval},
+                          {"zmq_heartbeat_timeout", &T::zmq_heartbeat_timeout},
+                          {"zmq_keepalive_idle", &T::zmq_keepalive_idle},
+                          {"zmq_keepalive_interval", &T::zmq_keepalive_interval},
+                          {"linger", &T::linger}})
+    if (auto n = node[k])
+      out.*field = time(n, key(k));
+  for (auto [k, field] : {std::pair{"dedup_capacity", &T::dedup_capacity},
+                          {"zmq_keepalive_count", &T::zmq_keepalive_count},
+                          {"send_hwm", &T::send_hwm},
+                          {"receive_hwm", &T::receive_hwm}})
+    if (auto n = node[k])
+      out.*field = uint32(n, key(k));
   if (auto n = node["inline_delivery"])
     out.inline_delivery = boolean(n, key("inline_delivery"));
 }

@@ -47,6 +47,26 @@ void messenger::fail(outbound_request& r, caf::error err) {
   answer(r.sender, r.mid, caf::make_message(std::move(err)));
 }
 
+namespace {
+
+/// The wire form of a request (its id and the peer's incarnation are set when it is
+/// recorded, under the lock).
+wire::Envelope request_envelope(const remote_message& msg, const std::string& node,
+                                std::chrono::nanoseconds budget) {
+  wire::Envelope env;
+  env.set_kind(wire::REQUEST);
+  env.mutable_source()->set_node(msg.source.node.empty() ? node : msg.source.node);
+  env.mutable_source()->set_actor(msg.source.actor.empty() ? "anonymous" : msg.source.actor);
+  env.mutable_destination()->set_node(msg.destination.node);
+  env.mutable_destination()->set_actor(msg.destination.actor);
+  env.set_type(msg.type);
+  env.set_payload(msg.payload);
+  env.set_deadline_budget_ns(budget.count());
+  return env;
+}
+
+} // namespace
+
 void messenger::on_outbound(caf::mailbox_element_ptr& what) {
   auto& content = what->content();
   if (!content.match_elements<remote_message>()) {
@@ -81,15 +101,7 @@ void messenger::on_outbound(caf::mailbox_element_ptr& what) {
       msg.deadline != clock_type::time_point{} ? msg.deadline : t + cfg_.request_timeout;
   if (deadline <= t)
     return reject(errc::request_timeout, "deadline passed before sending");
-  wire::Envelope env;
-  env.set_kind(wire::REQUEST);
-  env.mutable_source()->set_node(msg.source.node.empty() ? node_ : msg.source.node);
-  env.mutable_source()->set_actor(msg.source.actor.empty() ? "anonymous" : msg.source.actor);
-  env.mutable_destination()->set_node(peer);
-  env.mutable_destination()->set_actor(msg.destination.actor);
-  env.set_type(msg.type);
-  env.set_payload(msg.payload);
-  env.set_deadline_budget_ns(to_ns(deadline - t).count());
+  auto env = request_envelope(msg, node_, to_ns(deadline - t));
   uint64_t id = 0;
   bool peer_down = false;
   std::optional<std::pair<clock_type::duration, uint64_t>> arm;

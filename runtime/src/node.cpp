@@ -144,24 +144,7 @@ bool node::wait_escalation(std::chrono::milliseconds timeout) const {
   return escalated_->cv.wait_for(guard, timeout, [&] { return escalated_->flag.load(); });
 }
 
-void node::start() {
-  if (started_)
-    return;
-  started_ = true;
-  metrics_ = std::make_shared<metrics>(cfg_.name);
-  log_ = opts_.log ? opts_.log
-                   : make_node_logger(cfg_.name, incarnation_, cfg_.log.value_or(dep_.log));
-  std::set<std::string> peers;
-  std::map<std::string, std::string> endpoints;
-  for (auto& n : dep_.nodes) {
-    peers.insert(n.name);
-    endpoints[n.name] = n.control;
-  }
-  messenger_ = std::make_shared<messenger>(sys_, cfg_.name, incarnation_, peers, dep_.transport,
-                                           metrics_, log_);
-  faults_ =
-      std::make_shared<fault_points>(dep_.faults, cfg_.name + "#" + std::to_string(incarnation_));
-  messenger_->set_faults(faults_);
+void node::start_wire(const std::map<std::string, std::string>& endpoints) {
   if (opts_.sim) {
     wire_ = opts_.sim->attach(cfg_.name);
   } else {
@@ -177,16 +160,9 @@ void node::start() {
                                ": " + e.what());
     }
   }
-  start_data_plane(); // before the transport: see there
-  transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
-  messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
-  ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
-                                        metrics_, log_);
-  ctx_->set_faults(faults_);
-  ctx_->set_data_plane(data_); // null without a data endpoint
-  if (opts_.serve_admin && !cfg_.admin.empty())
-    start_admin();
+}
 
+void node::start_actors() {
   std::vector<child_spec> children;
   for (auto& a : cfg_.actors) {
     auto* type = reg_.find(a.type);
@@ -222,6 +198,38 @@ void node::start() {
     esc->cv.notify_all();
     log->critical("node_escalated reason=\"{}\"", describe(reason));
   });
+}
+
+void node::start() {
+  if (started_)
+    return;
+  started_ = true;
+  metrics_ = std::make_shared<metrics>(cfg_.name);
+  log_ = opts_.log ? opts_.log
+                   : make_node_logger(cfg_.name, incarnation_, cfg_.log.value_or(dep_.log));
+  std::set<std::string> peers;
+  std::map<std::string, std::string> endpoints;
+  for (auto& n : dep_.nodes) {
+    peers.insert(n.name);
+    endpoints[n.name] = n.control;
+  }
+  messenger_ = std::make_shared<messenger>(sys_, cfg_.name, incarnation_, peers, dep_.transport,
+                                           metrics_, log_);
+  faults_ =
+      std::make_shared<fault_points>(dep_.faults, cfg_.name + "#" + std::to_string(incarnation_));
+  messenger_->set_faults(faults_);
+  start_wire(endpoints);
+  start_data_plane(); // before the transport: see there
+  transport_ = spawn_transport(sys_, messenger_, dep_.failure_detector);
+  messenger_->start(wire_, caf::actor_cast<caf::actor>(transport_));
+  ctx_ = std::make_shared<node_context>(sys_, dep_, cfg_, incarnation_, messenger_, transport_,
+                                        metrics_, log_);
+  ctx_->set_faults(faults_);
+  ctx_->set_data_plane(data_); // null without a data endpoint
+  if (opts_.serve_admin && !cfg_.admin.empty())
+    start_admin();
+
+  start_actors();
   log_->info("node_started deployment={} control={} actors={} peers={}", dep_.name,
              control_endpoint(), cfg_.actors.size(), peers.size() - 1);
 }

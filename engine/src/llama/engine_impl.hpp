@@ -92,6 +92,14 @@ private:
   result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
                            const checked_chunks& checked, int32_t slot);
   void save_checkpoint(sequence& s, uint32_t at);
+  /// Puts `s` into `slot`: the reused prefix's chunks loaded (`req.reuse_tokens` > 0),
+  /// or the slot taken empty.
+  result<void> place(sequence& s, const prefill_request& req, int32_t slot);
+  /// Computes the prompt past the reused prefix in `config_.batch` slices (checkpoints
+  /// on their boundaries), each slice's KV to `sink` as soon as it is computed.
+  result<void> compute_prompt(sequence& s, const prefill_request& req, const chunk_sink& sink);
+  /// The linear layers' state at the prompt's end and the sequence record, to `sink`.
+  void export_end_state(const sequence& s, uint32_t n, const chunk_sink& sink) const;
   token sample(sequence& s, const float* logits);
 
   uint64_t expected_payload(uint32_t layer, uint32_t begin, uint32_t end) const override;

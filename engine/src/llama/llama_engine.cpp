@@ -166,25 +166,7 @@ int32_t llama_engine::run_batch() {
   return rc;
 }
 
-result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
-  const std::string who = "prefill " + seq_str(req.id);
-  if (auto ok = check_prompt(req, who); !ok)
-    return ok.err();
-  if (!std::isfinite(req.sampling.temperature) || req.sampling.temperature < 0.0f)
-    return make_error(who + ": invalid sampling temperature");
-  if (auto ok = check_reuse(req, who); !ok)
-    return ok.err();
-  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
-  if (n >= config_.context)
-    return make_error(who + ": prompt of " + std::to_string(n) + " tokens leaves no room in a " +
-                      std::to_string(config_.context) + "-token context");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto owned = std::make_unique<sequence>();
-  auto& s = *owned;
-  s.id = req.id;
-  const int32_t slot = claim_slot({});
-  if (slot < 0)
-    return make_error(who + ": no slot");
+result<void> llama_engine::place(sequence& s, const prefill_request& req, int32_t slot) {
   const uint32_t r = req.reuse_tokens;
   if (r > 0) { // check_reuse: the chunks tile [0, r) and hold every linear state at r
     auto checked =
@@ -192,23 +174,21 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
           return expected_payload(l, b, e);
         });
     if (!checked)
-      return make_error(who + ": reuse rejected: " + checked.message());
+      return make_error("reuse rejected: " + checked.message());
     if (auto ok = load_chunks(s, req.reuse, *checked, slot); !ok)
-      return make_error(who + ": reuse rejected: " + ok.message());
+      return make_error("reuse rejected: " + ok.message());
   } else {
     s.slot = slot;
     slot_used_[static_cast<size_t>(slot)] = true;
   }
   slot_owner_[static_cast<size_t>(slot)] = req.id;
-  auto fail = [&](const std::string& why) -> result<prefill_result> {
-    free_slot(s);
-    return make_error(who + ": " + why);
-  };
-  s.rec.tokens.assign(req.prompt.begin(), req.prompt.end());
-  s.rec.prompt_tokens = n;
-  s.rec.sampling = req.sampling;
-  s.rec.sampled = req.sampling.first_index;
-  s.rec.identity = info_.identity;
+  return {};
+}
+
+result<void> llama_engine::compute_prompt(sequence& s, const prefill_request& req,
+                                          const chunk_sink& sink) {
+  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
+  const uint32_t r = req.reuse_tokens;
   const uint32_t every = req.checkpoint_interval;
   if (every != 0 && r % every == 0 && r > 0)
     save_checkpoint(s, r);
@@ -216,8 +196,8 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
     uint32_t end = std::min(n, pos + config_.batch);
     if (every != 0)
       end = std::min(end, (pos / every + 1) * every);
-    if (auto ok = decode_slice(slot, req.prompt.subspan(pos, end - pos), pos, end == n); !ok)
-      return fail(ok.message());
+    if (auto ok = decode_slice(s.slot, req.prompt.subspan(pos, end - pos), pos, end == n); !ok)
+      return ok;
     ++s.version;
     if (every != 0 && end % every == 0)
       save_checkpoint(s, end);
@@ -231,6 +211,46 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
     }
     pos = end;
   }
+  return {};
+}
+
+void llama_engine::export_end_state(const sequence& s, uint32_t n, const chunk_sink& sink) const {
+  const auto& st = snapshot(s);
+  for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
+    std::vector<std::byte> payload;
+    codec::export_rec(layout_, st, l, payload);
+    sink(make_chunk(state_header(layout_.n_full() + l, n), std::move(payload)));
+  }
+  sink(make_meta_chunk(info_, s.rec));
+}
+
+result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
+  const std::string who = "prefill " + seq_str(req.id);
+  if (auto ok = check_prefill(req, who); !ok)
+    return ok.err();
+  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
+  if (n >= config_.context)
+    return make_error(who + ": prompt of " + std::to_string(n) + " tokens leaves no room in a " +
+                      std::to_string(config_.context) + "-token context");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto owned = std::make_unique<sequence>();
+  auto& s = *owned;
+  s.id = req.id;
+  const int32_t slot = claim_slot({});
+  if (slot < 0)
+    return make_error(who + ": no slot");
+  if (auto ok = place(s, req, slot); !ok)
+    return make_error(who + ": " + ok.message());
+  s.rec.tokens.assign(req.prompt.begin(), req.prompt.end());
+  s.rec.prompt_tokens = n;
+  s.rec.sampling = req.sampling;
+  s.rec.sampled = req.sampling.first_index;
+  s.rec.identity = info_.identity;
+  if (auto ok = compute_prompt(s, req, sink); !ok) {
+    free_slot(s);
+    return make_error(who + ": " + ok.message());
+  }
+  const uint32_t r = req.reuse_tokens;
   prefill_result out;
   out.first_token = sample(s, llama_get_logits_ith(ctx_.get(), -1));
   out.first_logprobs = s.logprobs;
@@ -241,15 +261,8 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
   if (n - r >= 64 && secs > 0)
     prefill_tps_ = prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * (n - r) / secs : (n - r) / secs;
   out.modeled_time = std::chrono::duration_cast<nanos>(std::chrono::duration<double>(secs));
-  if (sink) {
-    const auto& st = snapshot(s);
-    for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
-      std::vector<std::byte> payload;
-      codec::export_rec(layout_, st, l, payload);
-      sink(make_chunk(state_header(layout_.n_full() + l, n), std::move(payload)));
-    }
-    sink(make_meta_chunk(info_, s.rec));
-  }
+  if (sink)
+    export_end_state(s, n, sink);
   s.last_used = ++clock_;
   seqs_.emplace(req.id, std::move(owned));
   return out;

@@ -54,6 +54,131 @@ error fail(const std::string& what) {
   return make_error("llama state: " + what);
 }
 
+/// The cells of a sequence's stream: one sequence each, at the positions 0..cells-1,
+/// each once (cell_of_pos maps them back).
+result<void> read_cells(reader& rd, const layout& lay, parsed_state& st, uint32_t cells) {
+  if (cells > (1u << 24))
+    return fail("KV section: " + std::to_string(cells) + " cells");
+  st.n_cells = cells;
+  st.cell_of_pos.assign(cells, UINT32_MAX);
+  for (uint32_t c = 0; c < cells; ++c) {
+    const auto pos = rd.get<int32_t>();
+    const auto n_seq = rd.get<uint32_t>();
+    rd.take(lay.cell_ext);
+    rd.get<int32_t>(); // the sequence id it had; the importer uses its own
+    if (!rd.ok)
+      return fail("KV section truncated in cell " + std::to_string(c));
+    if (n_seq != 1)
+      return fail("KV cell " + std::to_string(c) + " shared by " + std::to_string(n_seq) +
+                  " sequences");
+    if (pos < 0 || static_cast<uint32_t>(pos) >= cells || st.cell_of_pos[pos] != UINT32_MAX)
+      return fail("KV cell " + std::to_string(c) + " has position " + std::to_string(pos) +
+                  " (positions must be 0.." + std::to_string(cells - 1) + ", each once)");
+    st.cell_of_pos[pos] = c;
+  }
+  return {};
+}
+
+/// The layer header (V transposed or not, the layer count) and every layer's K rows.
+result<void> read_k(reader& rd, layout& lay, parsed_state& st, uint32_t cells, bool learn) {
+  const auto v_trans = rd.get<uint32_t>();
+  const auto n_layer = rd.get<uint32_t>();
+  if (!rd.ok || v_trans > 1 || n_layer == 0 || n_layer > 4096)
+    return fail("KV section: bad layer header");
+  if (learn) {
+    lay.v_trans = v_trans == 1;
+    lay.kv.assign(n_layer, {});
+  } else if (lay.v_trans != (v_trans == 1) || lay.kv.size() != n_layer)
+    return fail("KV section: " + std::to_string(n_layer) + " layers (v_trans " +
+                std::to_string(v_trans) + "), the model has " + std::to_string(lay.kv.size()));
+  st.k.assign(n_layer, nullptr);
+  st.v.assign(n_layer, nullptr);
+  for (uint32_t l = 0; l < n_layer; ++l) {
+    const auto type = rd.get<int32_t>();
+    const auto row = rd.get<uint64_t>();
+    if (!rd.ok || type < 0 || type >= max_type || row == 0 || row > (1u << 24))
+      return fail("KV layer " + std::to_string(l) + ": bad K header");
+    auto& kl = lay.kv[l];
+    if (learn) {
+      kl.k_type = type;
+      kl.k_row = row;
+    } else if (kl.k_type != type || kl.k_row != row)
+      return fail("KV layer " + std::to_string(l) + ": K type/row size differ from the model's");
+    st.k[l] = rd.take(row * cells);
+    if (!rd.ok)
+      return fail("KV layer " + std::to_string(l) + ": K rows truncated");
+  }
+  return {};
+}
+
+/// Layer `l`'s V: rows, or (transposed) elements by dimension.
+result<void> read_v(reader& rd, layout& lay, parsed_state& st, uint32_t l, uint32_t cells,
+                    bool learn) {
+  auto& kl = lay.kv[l];
+  const auto type = rd.get<int32_t>();
+  if (!rd.ok || type < 0 || type >= max_type)
+    return fail("KV layer " + std::to_string(l) + ": bad V header");
+  if (!lay.v_trans) {
+    const auto row = rd.get<uint64_t>();
+    if (!rd.ok || row == 0 || row > (1u << 24))
+      return fail("KV layer " + std::to_string(l) + ": bad V row size");
+    if (learn) {
+      kl.has_v = true;
+      kl.v_type = type;
+      kl.v_row = row;
+    } else if (kl.v_type != type || kl.v_row != row)
+      return fail("KV layer " + std::to_string(l) + ": V type/row size differ from the model's");
+    st.v[l] = rd.take(row * cells);
+  } else {
+    const auto el = rd.get<uint32_t>();
+    const auto dims = rd.get<uint32_t>();
+    if (!rd.ok || el == 0 || el > 64 || dims == 0 || dims > (1u << 20))
+      return fail("KV layer " + std::to_string(l) + ": bad transposed V header");
+    if (learn) {
+      kl.has_v = true;
+      kl.v_type = type;
+      kl.v_el = el;
+      kl.v_dims = dims;
+    } else if (kl.v_type != type || kl.v_el != el || kl.v_dims != dims)
+      return fail("KV layer " + std::to_string(l) + ": V type/size differ from the model's");
+    st.v[l] = rd.take(uint64_t{el} * dims * cells);
+  }
+  if (!rd.ok)
+    return fail("KV layer " + std::to_string(l) + ": V truncated");
+  return {};
+}
+
+/// The stream `s` of `n_stream` that holds the sequence's `cells` cells.
+result<void> read_stream(reader& rd, layout& lay, parsed_state& st, uint32_t cells, uint32_t s,
+                         uint32_t n_stream, bool learn) {
+  const size_t ext_at = rd.at;
+  if (auto r = read_cells(rd, lay, st, cells); !r)
+    return r;
+  if (auto r = read_k(rd, lay, st, cells, learn); !r)
+    return r;
+  // V: every layer has it, or (MLA, V inside K) none has.
+  for (uint32_t l = 0; l < lay.kv.size(); ++l) {
+    // Learning from a probe whose KV section is known to end here: only the empty later
+    // streams' counts left means no V at all (MLA keeps V inside K).
+    if (learn && rd.left() == 4ull * (n_stream - 1 - s))
+      break;
+    if (!learn && !lay.kv[l].has_v)
+      break;
+    if (auto r = read_v(rd, lay, st, l, cells, learn); !r)
+      return r;
+  }
+  if (learn) {
+    size_t with_v = 0;
+    for (auto& kl : lay.kv)
+      with_v += kl.has_v ? 1 : 0;
+    if (with_v != 0 && with_v != lay.kv.size())
+      return fail("KV section: V in " + std::to_string(with_v) + " of " +
+                  std::to_string(lay.kv.size()) + " layers (unsupported)");
+  }
+  st.ext = lay.cell_ext != 0 ? rd.b.data() + ext_at : nullptr;
+  return {};
+}
+
 /// The attention KV section of one sequence, read against `lay` (discover passes a
 /// layout whose layers it is still learning: `learn`).
 result<void> read_kv(reader& rd, layout& lay, parsed_state& st, bool learn) {
@@ -75,104 +200,8 @@ result<void> read_kv(reader& rd, layout& lay, parsed_state& st, bool learn) {
     if (seen)
       return fail("KV section: a sequence's cells in two streams");
     seen = true;
-    if (cells > (1u << 24))
-      return fail("KV section: " + std::to_string(cells) + " cells");
-    st.n_cells = cells;
-    st.cell_of_pos.assign(cells, UINT32_MAX);
-    std::vector<std::byte> ext_copy;
-    const size_t ext_at = rd.at;
-    for (uint32_t c = 0; c < cells; ++c) {
-      const auto pos = rd.get<int32_t>();
-      const auto n_seq = rd.get<uint32_t>();
-      rd.take(lay.cell_ext);
-      rd.get<int32_t>(); // the sequence id it had; the importer uses its own
-      if (!rd.ok)
-        return fail("KV section truncated in cell " + std::to_string(c));
-      if (n_seq != 1)
-        return fail("KV cell " + std::to_string(c) + " shared by " + std::to_string(n_seq) +
-                    " sequences");
-      if (pos < 0 || static_cast<uint32_t>(pos) >= cells || st.cell_of_pos[pos] != UINT32_MAX)
-        return fail("KV cell " + std::to_string(c) + " has position " + std::to_string(pos) +
-                    " (positions must be 0.." + std::to_string(cells - 1) + ", each once)");
-      st.cell_of_pos[pos] = c;
-    }
-    const auto v_trans = rd.get<uint32_t>();
-    const auto n_layer = rd.get<uint32_t>();
-    if (!rd.ok || v_trans > 1 || n_layer == 0 || n_layer > 4096)
-      return fail("KV section: bad layer header");
-    if (learn) {
-      lay.v_trans = v_trans == 1;
-      lay.kv.assign(n_layer, {});
-    } else if (lay.v_trans != (v_trans == 1) || lay.kv.size() != n_layer)
-      return fail("KV section: " + std::to_string(n_layer) + " layers (v_trans " +
-                  std::to_string(v_trans) + "), the model has " + std::to_string(lay.kv.size()));
-    st.k.assign(n_layer, nullptr);
-    st.v.assign(n_layer, nullptr);
-    for (uint32_t l = 0; l < n_layer; ++l) {
-      const auto type = rd.get<int32_t>();
-      const auto row = rd.get<uint64_t>();
-      if (!rd.ok || type < 0 || type >= max_type || row == 0 || row > (1u << 24))
-        return fail("KV layer " + std::to_string(l) + ": bad K header");
-      auto& kl = lay.kv[l];
-      if (learn) {
-        kl.k_type = type;
-        kl.k_row = row;
-      } else if (kl.k_type != type || kl.k_row != row)
-        return fail("KV layer " + std::to_string(l) + ": K type/row size differ from the model's");
-      st.k[l] = rd.take(row * cells);
-      if (!rd.ok)
-        return fail("KV layer " + std::to_string(l) + ": K rows truncated");
-    }
-    // V: every layer has it, or (MLA, V inside K) none has.
-    for (uint32_t l = 0; l < n_layer; ++l) {
-      // Learning from a probe whose KV section is known to end here: only the empty
-      // later streams' counts left means no V at all (MLA keeps V inside K).
-      if (learn && rd.left() == 4ull * (n_stream - 1 - s))
-        break;
-      if (!learn && !lay.kv[l].has_v)
-        break;
-      auto& kl = lay.kv[l];
-      const auto type = rd.get<int32_t>();
-      if (!rd.ok || type < 0 || type >= max_type)
-        return fail("KV layer " + std::to_string(l) + ": bad V header");
-      if (!lay.v_trans) {
-        const auto row = rd.get<uint64_t>();
-        if (!rd.ok || row == 0 || row > (1u << 24))
-          return fail("KV layer " + std::to_string(l) + ": bad V row size");
-        if (learn) {
-          kl.has_v = true;
-          kl.v_type = type;
-          kl.v_row = row;
-        } else if (kl.v_type != type || kl.v_row != row)
-          return fail("KV layer " + std::to_string(l) +
-                      ": V type/row size differ from the model's");
-        st.v[l] = rd.take(row * cells);
-      } else {
-        const auto el = rd.get<uint32_t>();
-        const auto dims = rd.get<uint32_t>();
-        if (!rd.ok || el == 0 || el > 64 || dims == 0 || dims > (1u << 20))
-          return fail("KV layer " + std::to_string(l) + ": bad transposed V header");
-        if (learn) {
-          kl.has_v = true;
-          kl.v_type = type;
-          kl.v_el = el;
-          kl.v_dims = dims;
-        } else if (kl.v_type != type || kl.v_el != el || kl.v_dims != dims)
-          return fail("KV layer " + std::to_string(l) + ": V type/size differ from the model's");
-        st.v[l] = rd.take(uint64_t{el} * dims * cells);
-      }
-      if (!rd.ok)
-        return fail("KV layer " + std::to_string(l) + ": V truncated");
-    }
-    if (learn) {
-      size_t with_v = 0;
-      for (auto& kl : lay.kv)
-        with_v += kl.has_v ? 1 : 0;
-      if (with_v != 0 && with_v != lay.kv.size())
-        return fail("KV section: V in " + std::to_string(with_v) + " of " +
-                    std::to_string(lay.kv.size()) + " layers (unsupported)");
-    }
-    st.ext = lay.cell_ext != 0 ? rd.b.data() + ext_at : nullptr;
+    if (auto r = read_stream(rd, lay, st, cells, s, n_stream, learn); !r)
+      return r;
   }
   if (!seen) {
     st.n_cells = 0;
@@ -346,7 +375,10 @@ void export_rec(const layout& lay, const parsed_state& st, uint32_t l,
   append(out, st.s[l], lay.rec[l].s_row);
 }
 
-result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts) {
+namespace {
+
+/// Every part has the size the layout gives it, and every full layer covers the length.
+result<void> check_parts(const layout& lay, const state_parts& parts) {
   const uint32_t n = parts.length;
   if (n == 0)
     return fail("cannot build the state of an empty sequence");
@@ -371,7 +403,92 @@ result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts
     if (parts.rec[l].size() != lay.rec_payload(l))
       return fail("linear layer " + std::to_string(l) + ": " + std::to_string(parts.rec[l].size()) +
                   " bytes, expected " + std::to_string(lay.rec_payload(l)));
+  return {};
+}
 
+/// Cell records: position, one sequence, extension (from full layer 0), seq id 0.
+void write_cells(std::vector<std::byte>& out, const layout& lay, const state_parts& parts) {
+  const uint64_t ext = lay.cell_ext;
+  size_t chunk = 0, in_chunk = 0;
+  for (uint32_t p = 0; p < parts.length; ++p) {
+    put<int32_t>(out, static_cast<int32_t>(p));
+    put<uint32_t>(out, 1);
+    if (ext != 0) {
+      while (in_chunk == parts.kv[0][chunk].tokens) {
+        ++chunk;
+        in_chunk = 0;
+      }
+      append(out, parts.kv[0][chunk].payload.data() + in_chunk * ext, static_cast<size_t>(ext));
+      ++in_chunk;
+    }
+    put<int32_t>(out, 0);
+  }
+}
+
+/// The KV section: one stream with the cells, every layer's K, then its V.
+void write_kv(std::vector<std::byte>& out, const layout& lay, const state_parts& parts) {
+  const uint64_t ext = lay.cell_ext;
+  put<uint32_t>(out, lay.n_stream);
+  put<uint32_t>(out, parts.length);
+  write_cells(out, lay, parts);
+  put<uint32_t>(out, lay.v_trans ? 1 : 0);
+  put<uint32_t>(out, lay.n_full());
+  for (uint32_t l = 0; l < lay.kv.size(); ++l) {
+    const auto& kl = lay.kv[l];
+    put<int32_t>(out, kl.k_type);
+    put<uint64_t>(out, kl.k_row);
+    for (auto& pc : parts.kv[l])
+      append(out, pc.payload.data() + (l == 0 ? ext * pc.tokens : 0),
+             static_cast<size_t>(kl.k_row * pc.tokens));
+  }
+  for (uint32_t l = 0; l < lay.kv.size(); ++l) {
+    const auto& kl = lay.kv[l];
+    if (!kl.has_v)
+      continue;
+    put<int32_t>(out, kl.v_type);
+    if (!lay.v_trans) {
+      put<uint64_t>(out, kl.v_row);
+      for (auto& pc : parts.kv[l])
+        append(out, pc.payload.data() + (l == 0 ? ext * pc.tokens : 0) + kl.k_row * pc.tokens,
+               static_cast<size_t>(kl.v_row * pc.tokens));
+    } else {
+      put<uint32_t>(out, kl.v_el);
+      put<uint32_t>(out, kl.v_dims);
+      for (uint32_t d = 0; d < kl.v_dims; ++d)
+        for (auto& pc : parts.kv[l])
+          append(out,
+                 pc.payload.data() + (l == 0 ? ext * pc.tokens : 0) + kl.k_row * pc.tokens +
+                     uint64_t{d} * pc.tokens * kl.v_el,
+                 static_cast<size_t>(uint64_t{kl.v_el} * pc.tokens));
+    }
+  }
+  for (uint32_t s = 1; s < lay.n_stream; ++s)
+    put<uint32_t>(out, 0);
+}
+
+/// The recurrent section: one cell at the last position, R then S of every layer.
+void write_rec(std::vector<std::byte>& out, const layout& lay, const state_parts& parts) {
+  put<uint32_t>(out, 1);
+  put<int32_t>(out, static_cast<int32_t>(parts.length - 1));
+  put<uint32_t>(out, 0);
+  put<uint32_t>(out, 0);
+  put<uint32_t>(out, lay.rec_n_layer_total);
+  for (int pass = 0; pass < 2; ++pass)
+    for (uint32_t l = 0; l < lay.rec.size(); ++l) {
+      const auto& rl = lay.rec[l];
+      put<int32_t>(out, pass == 0 ? rl.r_type : rl.s_type);
+      put<uint64_t>(out, pass == 0 ? rl.r_row : rl.s_row);
+      append(out, parts.rec[l].data() + (pass == 0 ? 0 : rl.r_row),
+             static_cast<size_t>(pass == 0 ? rl.r_row : rl.s_row));
+    }
+}
+
+} // namespace
+
+result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts) {
+  if (auto ok = check_parts(lay, parts); !ok)
+    return ok.err();
+  const uint32_t n = parts.length;
   std::vector<std::byte> out;
   uint64_t size = 64 + (lay.has_rec ? lay.rec_bytes() + 24 * lay.rec.size() + 32 : 0);
   if (lay.has_kv)
@@ -379,76 +496,74 @@ result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts
   out.reserve(static_cast<size_t>(size));
   put<uint32_t>(out, lay.magic);
   put<int32_t>(out, 0);
-  if (lay.has_kv) {
-    put<uint32_t>(out, lay.n_stream);
-    put<uint32_t>(out, n);
-    // Cell records: position, one sequence, extension (from full layer 0), seq id 0.
-    const uint64_t ext = lay.cell_ext;
-    size_t chunk = 0, in_chunk = 0;
-    for (uint32_t p = 0; p < n; ++p) {
-      put<int32_t>(out, static_cast<int32_t>(p));
-      put<uint32_t>(out, 1);
-      if (ext != 0) {
-        while (in_chunk == parts.kv[0][chunk].tokens) {
-          ++chunk;
-          in_chunk = 0;
-        }
-        append(out, parts.kv[0][chunk].payload.data() + in_chunk * ext, static_cast<size_t>(ext));
-        ++in_chunk;
-      }
-      put<int32_t>(out, 0);
-    }
-    put<uint32_t>(out, lay.v_trans ? 1 : 0);
-    put<uint32_t>(out, lay.n_full());
-    for (uint32_t l = 0; l < lay.kv.size(); ++l) {
-      const auto& kl = lay.kv[l];
-      put<int32_t>(out, kl.k_type);
-      put<uint64_t>(out, kl.k_row);
-      for (auto& pc : parts.kv[l])
-        append(out, pc.payload.data() + (l == 0 ? ext * pc.tokens : 0),
-               static_cast<size_t>(kl.k_row * pc.tokens));
-    }
-    for (uint32_t l = 0; l < lay.kv.size(); ++l) {
-      const auto& kl = lay.kv[l];
-      if (!kl.has_v)
-        continue;
-      put<int32_t>(out, kl.v_type);
-      if (!lay.v_trans) {
-        put<uint64_t>(out, kl.v_row);
-        for (auto& pc : parts.kv[l])
-          append(out, pc.payload.data() + (l == 0 ? ext * pc.tokens : 0) + kl.k_row * pc.tokens,
-                 static_cast<size_t>(kl.v_row * pc.tokens));
-      } else {
-        put<uint32_t>(out, kl.v_el);
-        put<uint32_t>(out, kl.v_dims);
-        for (uint32_t d = 0; d < kl.v_dims; ++d)
-          for (auto& pc : parts.kv[l])
-            append(out,
-                   pc.payload.data() + (l == 0 ? ext * pc.tokens : 0) + kl.k_row * pc.tokens +
-                       uint64_t{d} * pc.tokens * kl.v_el,
-                   static_cast<size_t>(uint64_t{kl.v_el} * pc.tokens));
-      }
-    }
-    for (uint32_t s = 1; s < lay.n_stream; ++s)
-      put<uint32_t>(out, 0);
-  }
-  if (lay.has_rec) {
-    put<uint32_t>(out, 1);
-    put<int32_t>(out, static_cast<int32_t>(n - 1));
-    put<uint32_t>(out, 0);
-    put<uint32_t>(out, 0);
-    put<uint32_t>(out, lay.rec_n_layer_total);
-    for (int pass = 0; pass < 2; ++pass)
-      for (uint32_t l = 0; l < lay.rec.size(); ++l) {
-        const auto& rl = lay.rec[l];
-        put<int32_t>(out, pass == 0 ? rl.r_type : rl.s_type);
-        put<uint64_t>(out, pass == 0 ? rl.r_row : rl.s_row);
-        append(out, parts.rec[l].data() + (pass == 0 ? 0 : rl.r_row),
-               static_cast<size_t>(pass == 0 ? rl.r_row : rl.s_row));
-      }
-  }
+  if (lay.has_kv)
+    write_kv(out, lay, parts);
+  if (lay.has_rec)
+    write_rec(out, lay, parts);
   return out;
 }
+
+namespace {
+
+/// The check that matters for a candidate layout: the probe, parsed and rebuilt from
+/// its parts, is the same bytes.
+result<void> rebuilds_exactly(const layout& lay, bytes full) {
+  auto check = parse(lay, full);
+  if (!check)
+    return check.err();
+  state_parts parts;
+  parts.length = check->length;
+  std::vector<std::vector<std::byte>> storage;
+  storage.reserve(lay.kv.size() + lay.rec.size());
+  for (uint32_t l = 0; l < lay.kv.size(); ++l) {
+    storage.emplace_back();
+    export_kv(lay, *check, l, 0, check->length, storage.back());
+    parts.kv.push_back({{storage.back(), check->length}});
+  }
+  for (uint32_t l = 0; l < lay.rec.size(); ++l) {
+    storage.emplace_back();
+    export_rec(lay, *check, l, storage.back());
+    parts.rec.push_back(storage.back());
+  }
+  auto rebuilt = build(lay, parts);
+  if (!rebuilt)
+    return rebuilt.err();
+  // The probe is sequence 0 of a fresh context: stream 0, cells in position order, seq
+  // id 0 — exactly what build() writes. Anything else is a format we misread.
+  if (rebuilt->size() != full.size() || std::memcmp(rebuilt->data(), full.data(), full.size()) != 0)
+    return fail("the probe state rebuilt from its parts differs from the original (" +
+                std::to_string(rebuilt->size()) + " vs " + std::to_string(full.size()) +
+                " bytes): this llama.cpp writes a state format prfaas does not know");
+  return {};
+}
+
+/// The layout the probe state has if its cells carry `lay.cell_ext` extension bytes
+/// (`tail`: a hybrid model's recurrent part, at the state's end).
+result<void> learn_sections(layout& lay, bytes full, bytes tail, size_t header) {
+  parsed_state st;
+  size_t at = header;
+  if (lay.has_kv) {
+    // The KV section is the whole state, or (hybrid) the part before the recurrent one.
+    reader kv_rd{full.first(full.size() - tail.size())};
+    kv_rd.at = header;
+    auto r = read_kv(kv_rd, lay, st, true);
+    if (!r)
+      return r;
+    if (kv_rd.left() != 0)
+      return fail("KV section: " + std::to_string(kv_rd.left()) + " bytes left over");
+    if (st.n_cells < 2)
+      return fail("the probe sequence needs at least two tokens");
+    at = kv_rd.at;
+  }
+  if (lay.has_rec) {
+    reader rec_rd{full.subspan(at)};
+    if (auto r = read_rec(rec_rd, lay, st, true); !r)
+      return r;
+  }
+  return rebuilds_exactly(lay, full);
+}
+
+} // namespace
 
 result<layout> discover(bytes full, bytes partial, bool hybrid, bool recurrent_only) {
   constexpr size_t header = 8; // magic, seq id
@@ -469,64 +584,8 @@ result<layout> discover(bytes full, bytes partial, bool hybrid, bool recurrent_o
     lay.has_kv = !recurrent_only;
     lay.has_rec = hybrid || recurrent_only;
     lay.cell_ext = ext;
-    parsed_state st;
-    reader rd{full};
-    rd.at = header;
-    if (lay.has_kv) {
-      // The KV section is the whole state, or (hybrid) the part before the recurrent one.
-      reader kv_rd{full.first(full.size() - tail.size())};
-      kv_rd.at = header;
-      auto r = read_kv(kv_rd, lay, st, true);
-      if (!r || kv_rd.left() != 0) {
-        last =
-            r ? fail("KV section: " + std::to_string(kv_rd.left()) + " bytes left over") : r.err();
-        continue;
-      }
-      if (st.n_cells < 2) {
-        last = fail("the probe sequence needs at least two tokens");
-        continue;
-      }
-      rd.at = kv_rd.at;
-    }
-    if (lay.has_rec) {
-      reader rec_rd{full.subspan(rd.at)};
-      if (auto r = read_rec(rec_rd, lay, st, true); !r) {
-        last = r.err();
-        continue;
-      }
-    }
-    // The check that matters: rebuilt from its parts, the probe is the same bytes.
-    auto check = parse(lay, full);
-    if (!check) {
-      last = check.err();
-      continue;
-    }
-    state_parts parts;
-    parts.length = check->length;
-    std::vector<std::vector<std::byte>> storage;
-    storage.reserve(lay.kv.size() + lay.rec.size());
-    for (uint32_t l = 0; l < lay.kv.size(); ++l) {
-      storage.emplace_back();
-      export_kv(lay, *check, l, 0, check->length, storage.back());
-      parts.kv.push_back({{storage.back(), check->length}});
-    }
-    for (uint32_t l = 0; l < lay.rec.size(); ++l) {
-      storage.emplace_back();
-      export_rec(lay, *check, l, storage.back());
-      parts.rec.push_back(storage.back());
-    }
-    auto rebuilt = build(lay, parts);
-    if (!rebuilt) {
-      last = rebuilt.err();
-      continue;
-    }
-    // The probe is sequence 0 of a fresh context: stream 0, cells in position order,
-    // seq id 0 — exactly what build() writes. Anything else is a format we misread.
-    if (rebuilt->size() != full.size() ||
-        std::memcmp(rebuilt->data(), full.data(), full.size()) != 0) {
-      last = fail("the probe state rebuilt from its parts differs from the original (" +
-                  std::to_string(rebuilt->size()) + " vs " + std::to_string(full.size()) +
-                  " bytes): this llama.cpp writes a state format prfaas does not know");
+    if (auto r = learn_sections(lay, full, tail, header); !r) {
+      last = r.err();
       continue;
     }
     return lay;

@@ -30,20 +30,7 @@ void release_chunk(void*, void* hint) {
   delete static_cast<chunk_bytes*>(hint);
 }
 
-/// A copy of `bytes` with one byte flipped (the corrupt fault).
-chunk_bytes corrupted_copy(const bulk_buffer& bytes, uint64_t at) {
-  std::vector<std::byte> bad(bytes.data(), bytes.data() + bytes.size());
-  bad[at % bad.size()] ^= std::byte{0x5a};
-  return make_bulk(std::move(bad));
-}
-
 } // namespace
-
-bool zmq_data_plane_impl::chance(double p) {
-  if (!faults_on_ || p <= 0)
-    return false;
-  return std::uniform_real_distribution<double>{0.0, 1.0}(rng_) < p;
-}
 
 // -- commands ------------------------------------------------------------------------
 
@@ -208,16 +195,7 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
     return chunk_send::paced;
   }
   auto& c = t.chunks[index];
-  data_wire::header h;
-  h.k = data_wire::kind::chunk;
-  h.id = t.id;
-  h.index = index;
-  h.checksum = c.checksum;
-  h.source = cfg_.node;
-  if (t.finished) {
-    h.flags |= data_wire::flag_total;
-    h.total = static_cast<uint32_t>(t.chunks.size());
-  }
+  auto h = chunk_header(t, index);
   // Fault points (seeded; off by default): one decision per transmission.
   bool drop = p.blackhole || chance(cfg_.faults.drop);
   bool delay = !drop && chance(cfg_.faults.delay);
@@ -254,6 +232,13 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
       return chunk_send::blocked;
     }
   }
+  mark_sent(p, t, index, used, seq, again, now);
+  return chunk_send::sent;
+}
+
+void zmq_data_plane_impl::mark_sent(dp_peer& p, outbound_transfer& t, uint32_t index, size_t conn,
+                                    uint32_t seq, bool again, dp_clock::time_point now) {
+  auto& c = t.chunks[index];
   p.bucket.take(c.size);
   if (c.st == out_chunk::state::in_flight) {
     p.conns[c.conn].in_flight_bytes -= c.size;
@@ -264,8 +249,8 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
     p.report.bytes_queued -= c.size;
     t.queued_bytes -= c.size;
   }
-  p.conns[used].in_flight_bytes += c.size;
-  c.conn = static_cast<int>(used);
+  p.conns[conn].in_flight_bytes += c.size;
+  c.conn = static_cast<int>(conn);
   c.seq = seq;
   c.sent_at = now;
   c.resend = false;
@@ -278,40 +263,21 @@ zmq_data_plane_impl::chunk_send zmq_data_plane_impl::send_chunk(dp_peer& p, outb
     p.retransmits->Increment();
     probe_hit(metrics_, "data.chunk_retransmit");
   }
-  return chunk_send::sent;
 }
 
-void zmq_data_plane_impl::flush_delayed(dp_clock::time_point now) {
-  while (!delayed_.empty() && delayed_.front().due <= now) {
-    auto d = delayed_.front();
-    auto i = outbound_.find(d.id);
-    if (i != outbound_.end() && d.index < i->second.chunks.size()) {
-      auto& t = i->second;
-      auto& c = t.chunks[d.index];
-      // Still held back (not re-sent meanwhile, not acknowledged)?
-      if (c.st == out_chunk::state::in_flight && c.seq == 0) {
-        auto& p = *peers_.at(t.peer);
-        data_wire::header h;
-        h.k = data_wire::kind::chunk;
-        h.id = t.id;
-        h.index = d.index;
-        h.checksum = c.checksum;
-        h.source = cfg_.node;
-        h.seq = p.conns[c.conn].next_seq;
-        if (t.finished) {
-          h.flags |= data_wire::flag_total;
-          h.total = static_cast<uint32_t>(t.chunks.size());
-        }
-        if (!send_frame(p, static_cast<size_t>(c.conn), h, nullptr, c.data)) {
-          blocked_ = true;
-          return;
-        }
-        c.seq = p.conns[c.conn].next_seq++;
-        c.sent_at = now;
-      }
-    }
-    delayed_.pop_front();
+data_wire::header zmq_data_plane_impl::chunk_header(const outbound_transfer& t,
+                                                    uint32_t index) const {
+  data_wire::header h;
+  h.k = data_wire::kind::chunk;
+  h.id = t.id;
+  h.index = index;
+  h.checksum = t.chunks[index].checksum;
+  h.source = cfg_.node;
+  if (t.finished) {
+    h.flags |= data_wire::flag_total;
+    h.total = static_cast<uint32_t>(t.chunks.size());
   }
+  return h;
 }
 
 void zmq_data_plane_impl::pump(dp_clock::time_point now) {

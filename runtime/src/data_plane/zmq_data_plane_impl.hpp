@@ -35,6 +35,9 @@ using dp_clock = std::chrono::steady_clock;
 using chunk_bytes = bulk_ptr;
 
 /// A request from any thread to the I/O thread.
+/// A copy of `bytes` with one byte flipped (the corrupt fault; sender_faults.cpp).
+chunk_bytes corrupted_copy(const bulk_buffer& bytes, uint64_t at);
+
 struct dp_command {
   enum class op : uint8_t { open, push, finish, cancel } what = op::push;
   uint64_t id = 0;
@@ -258,9 +261,16 @@ private:
   /// Connections of `p`, least bytes in flight first.
   std::vector<size_t> by_load(const dp_peer& p) const;
   bool chance(double p);
+  /// The header of a CHUNK frame carrying chunk `index` of `t` (its seq is the
+  /// connection's, set as it goes out).
+  data_wire::header chunk_header(const outbound_transfer& t, uint32_t index) const;
   enum class chunk_send : uint8_t { sent, blocked, paced };
   chunk_send send_chunk(dp_peer& p, outbound_transfer& t, uint32_t index, bool again,
                         dp_clock::time_point now);
+  /// Books chunk `index` of `t` as sent now on connection `conn` with sequence `seq`
+  /// (credit, pacing, counters; `again`: a retransmission).
+  void mark_sent(dp_peer& p, outbound_transfer& t, uint32_t index, size_t conn, uint32_t seq,
+                 bool again, dp_clock::time_point now);
   void flush_delayed(dp_clock::time_point now);
   void drain_replies(dp_peer& p, size_t conn);
   void on_reply(dp_peer& p, size_t conn, const data_wire::header& h, const zmq::message_t* payload);

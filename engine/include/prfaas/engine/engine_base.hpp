@@ -59,6 +59,9 @@ protected:
   /// prefill() checks, part 2: something left to compute, and the reuse chunks tile
   /// exactly [0, reuse_tokens) (validated like an import, without meta chunk).
   result<void> check_reuse(const prefill_request& req, const std::string& who) const;
+  /// Both parts, and a sampling temperature that is a number not below 0 (for the
+  /// engines that sample).
+  result<void> check_prefill(const prefill_request& req, const std::string& who) const;
   /// decode_step() checks: every id known, none twice.
   result<void> check_batch(std::span<const seq_id> batch) const;
   /// import_sequence() checks: id free, the meta chunk's model identity (check_identity,

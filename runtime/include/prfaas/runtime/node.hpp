@@ -106,6 +106,11 @@ private:
   /// /overview, /cluster and the page at /ui (with the observer that feeds them).
   void install_cluster_page();
   void start_data_plane();
+  /// The control wire: the simulated network's, or a ZeroMQ one bound to the control
+  /// endpoint that reaches every node of `endpoints`.
+  void start_wire(const std::map<std::string, std::string>& endpoints);
+  /// The node's actors under its supervisor, which escalates to the node.
+  void start_actors();
   data_plane_ptr attach_sim_data_plane(data_plane_config dc);
   std::string health_json();
 
