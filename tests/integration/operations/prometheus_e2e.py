@@ -10,10 +10,12 @@ the gateway agrees with what the bench measured at the client.
      short ones stay in the PD cluster, long ones are offloaded), then we wait for a
      scrape of every target that started after the load ended.
   3. For each route, `histogram_quantile` over prfaas_gateway_ttft_seconds for p50 and
-     p99 lands in the bucket holding the bench's own figure (its nearest-rank rule,
-     client-side TTFT) or an adjacent one: the gateway times from acceptance, the
-     client from sending. It lands exactly in the bucket of the gateway's own
-     per-request TTFT (the `prfaas` object of each response) at Prometheus's rank.
+     p99 lands exactly in the bucket of the gateway's own per-request TTFT (the
+     `prfaas` object of each response) at Prometheus's rank, and in no higher bucket
+     than the client's TTFT at that rank: the gateway times from acceptance, the
+     client from sending, so per request the client's figure is the larger (checked
+     for every request). How much larger depends on the client's own scheduling on a
+     busy machine, so the bench's percentiles are printed beside them, not judged.
   4. Finished requests by route, as Prometheus counts them (e2e histogram with
      outcome="ok", and the TTFT histogram), equal the bench's route split exactly.
 
@@ -40,6 +42,8 @@ SKIP = 77
 SCRAPE_INTERVAL = "1s"
 MIN_PER_ROUTE = 50
 QUANTILES = (0.5, 0.99)
+# Two processes read the machine's clock at slightly different points of a request.
+CLOCK_SLACK_S = 0.002
 # Prompt lengths straddle the deployment's offload threshold (t = 256 tokens, ~1 token
 # per byte with the reference model): log-normal around 256, so both routes get a
 # good share. Four output tokens keep the run short.
@@ -398,8 +402,20 @@ def check_counts(checks, prom, routes):
     return ok
 
 
+def check_client_after_server(checks, routes):
+    """Every request: the client's TTFT is at least the gateway's (the client starts its
+    clock before the gateway accepts and stops it after the first token has left)."""
+    for route, e in sorted(routes.items()):
+        late = [(c, s) for c, s in zip(e["client"], e["server"]) if c + CLOCK_SLACK_S < s]
+        checks.add(not late, f"route {route}: client TTFT >= gateway TTFT for all "
+                   f"{len(e['client'])} requests" + (f" (not for {late[:3]})" if late else ""))  # fmt: skip
+
+
 def check_quantiles(checks, prom, routes, bounds):
-    """Per route and quantile: Prometheus's estimate, the bench's figure, their buckets."""
+    """Per route and quantile: Prometheus's estimate lands in the bucket of the gateway's
+    own TTFT at Prometheus's rank, and in no higher bucket than the client's figure at
+    that rank (per request the client's TTFT is the larger). How far above the client's
+    figure is is timing (the client's own scheduling), so it is printed, not judged."""
     rows = []
     for q in QUANTILES:
         expr = f"histogram_quantile({q}, sum by (le, route) (prfaas_gateway_ttft_seconds_bucket))"
@@ -407,18 +423,23 @@ def check_quantiles(checks, prom, routes, bounds):
         for route, e in sorted(routes.items()):
             est = estimates.get(route)
             bench = nearest_rank(e["client"], q)
-            # The observation Prometheus's rank q*n falls on, from the gateway's own figures.
-            server = sorted(e["server"])[max(1, math.ceil(q * len(e["server"]))) - 1]
+            # The observation Prometheus's rank q*n falls on, from the gateway's own figures,
+            # and the client's figure at the same rank.
+            rank = max(1, math.ceil(q * len(e["server"]))) - 1
+            server = sorted(e["server"])[rank]
+            client = sorted(e["client"])[rank]
             if est is None or math.isnan(est):
                 checks.add(False, f"route {route} p{q * 100:g}: no estimate from Prometheus")
                 continue
-            ib, ip, isv = (bucket_of(bounds, v) for v in (bench, est, server))
+            ib, ip, isv, ic = (bucket_of(bounds, v) for v in (bench, est, server, client))
             rows.append((route, q, bench, est, ib, ip))
-            checks.add(abs(ip - ib) <= 1, f"route {route} p{q * 100:g}: prometheus "
-                       f"{est * 1e3:.2f} ms in {bucket_text(bounds, ip)}, bench {bench * 1e3:.2f}"
-                       f" ms in {bucket_text(bounds, ib)} (same or adjacent bucket)")  # fmt: skip
-            checks.add(ip == isv, f"route {route} p{q * 100:g}: prometheus bucket = bucket of "
-                       f"the gateway's own TTFT at that rank ({server * 1e3:.2f} ms)")  # fmt: skip
+            checks.add(ip == isv, f"route {route} p{q * 100:g}: prometheus {est * 1e3:.2f} ms "
+                       f"in {bucket_text(bounds, ip)} = bucket of the gateway's own TTFT at "
+                       f"that rank ({server * 1e3:.2f} ms)")  # fmt: skip
+            checks.add(ip <= ic, f"route {route} p{q * 100:g}: prometheus bucket no higher "
+                       f"than the client's TTFT at that rank ({client * 1e3:.2f} ms in "
+                       f"{bucket_text(bounds, ic)}); bench p{q * 100:g} {bench * 1e3:.2f} ms "
+                       f"in {bucket_text(bounds, ib)}")  # fmt: skip
     return rows
 
 
@@ -454,6 +475,7 @@ def run(node_bin, bench_bin, deployment, scratch):
         print("checks:")
         check_requests(checks, report, routes)
         counts = check_counts(checks, prom, routes)
+        check_client_after_server(checks, routes)
         rows = check_quantiles(checks, prom, routes, bounds)
         print_summary(routes, counts, rows, bounds)
         if not checks.passed():
