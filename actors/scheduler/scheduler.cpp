@@ -17,7 +17,8 @@
 // Exposes prfaas_scheduler_routes_total{route}, _placements_total{basis,route},
 // _no_route_total, _link_up, _threshold_tokens, _planned_threshold_tokens,
 // _bandwidth_scarce and _threshold_changes_total{reason}; with several links also
-// _cluster_link_up, _cluster_link_over_budget{pd_cluster,prfaas_cluster} and
+// _cluster_link_up, _cluster_link_over_budget, _cluster_link_utilisation,
+// _cluster_link_queue_seconds{pd_cluster,prfaas_cluster} and
 // _cluster_routes_total{prfaas_cluster}.
 
 #include <algorithm>
@@ -180,6 +181,14 @@ void publish_links(metrics& m, const cluster_view& v, const std::string& own) {
             "drain time over the horizon above 1)",
             labels)
         .Set(l.over_budget(v.link_budget_horizon) ? 1 : 0);
+    m.gauge("prfaas_scheduler_cluster_link_utilisation",
+            "This link's measured PrfaaS egress over its capacity, as the scheduler routes by it",
+            labels)
+        .Set(l.utilisation);
+    m.gauge("prfaas_scheduler_cluster_link_queue_seconds",
+            "This link's backlog drain time (two reports in a row), as the scheduler routes by it",
+            labels)
+        .Set(l.queue_seconds);
   }
 }
 
