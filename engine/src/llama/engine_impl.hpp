@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <llama.h>
 
@@ -50,10 +51,10 @@ private:
     uint64_t last_used = 0;        ///< for the choice of whom to park
     /// Linear-layer payloads (state_codec) at recorded lengths.
     std::map<uint32_t, std::vector<std::vector<std::byte>>> checkpoints;
-    /// A parsed copy of the state, valid while `snap_version == version`.
+    /// A parsed copy of the state (in the engine's snapshot buffer), valid while
+    /// `snap_version == version` and the buffer still holds this sequence's state.
     uint64_t version = 0;
     uint64_t snap_version = UINT64_MAX;
-    std::vector<std::byte> snap_blob;
     codec::parsed_state snap;
   };
 
@@ -76,14 +77,22 @@ private:
 
   /// The state of llama seq `slot` (flags 0 or PARTIAL_ONLY).
   std::vector<std::byte> read_state(int32_t slot, uint32_t flags) const;
+  /// The same into `buf`, reusing its memory: it only grows, so a buffer read again
+  /// and again (a prefill's snapshot per slice, its checkpoints) is neither zeroed nor
+  /// faulted in again — fresh pages cost more here than the copy. The state's bytes.
+  codec::bytes read_state_into(int32_t slot, uint32_t flags, std::vector<std::byte>& buf) const;
   /// A free slot, parking the least recently used sequence not in `pinned` if needed;
   /// -1 when every slot is pinned.
   int32_t claim_slot(std::span<const seq_id> pinned);
   result<void> make_resident(sequence& s, std::span<const seq_id> pinned);
   void park(sequence& s);
   void free_slot(sequence& s);
-  /// The parsed snapshot of `s` (refreshed when the sequence changed since).
+  /// The parsed snapshot of `s` (refreshed when the sequence changed since, or the
+  /// buffer was taken by another sequence's). Valid until the next snapshot.
   const codec::parsed_state& snapshot(const sequence& s) const;
+  bool snapshot_current(const sequence& s) const {
+    return snap_of_ == s.id && s.snap_version == s.version;
+  }
   result<void> decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0,
                             bool logits);
   /// llama_decode(batch_), in turn, on the process's compute thread (cpu_gate).
@@ -91,6 +100,8 @@ private:
   /// Loads validated chunks (state_codec build) into `s`'s slot.
   result<void> load_chunks(sequence& s, std::span<const kv_chunk> chunks,
                            const checked_chunks& checked, int32_t slot);
+  /// The linear layers' state of `s` at `at` (its current length) kept for prefix reuse;
+  /// read from the snapshot when that is current, else on its own (PARTIAL_ONLY).
   void save_checkpoint(sequence& s, uint32_t at);
   /// Puts `s` into `slot`: the reused prefix's chunks loaded (`req.reuse_tokens` > 0),
   /// or the slot taken empty.
@@ -124,6 +135,12 @@ private:
   uint64_t clock_ = 0;
   uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
   uint64_t swaps_ = 0;
+  std::vector<std::byte> rec_scratch_; ///< save_checkpoint's read, reused (read_state_into)
+  /// The one snapshot buffer, reused by every sequence's snapshot (read_state_into): a
+  /// prefill reads its whole state after every slice, and fresh buffers for those reads
+  /// cost more in page faults than the reads themselves.
+  mutable std::vector<std::byte> snap_buf_;
+  mutable std::optional<seq_id> snap_of_; ///< whose state snap_buf_ holds
   double cpu_wait_s_ = 0; ///< this engine's graphs queued on the process's compute thread
   /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.
   double prefill_tps_ = 0, decode_s_per_token_ = 0;

@@ -192,6 +192,13 @@ result<void> llama_engine::compute_prompt(sequence& s, const prefill_request& re
   const uint32_t every = req.checkpoint_interval;
   if (every != 0 && r % every == 0 && r > 0)
     save_checkpoint(s, r);
+  if (sink && snap_buf_.size() < layout_.state_bytes(n)) {
+    // Every slice reads the whole state (snapshot): one buffer for the largest of them
+    // now, rather than a larger one, zeroed and faulted in, every few slices.
+    snap_of_.reset();
+    snap_buf_ = {};
+    snap_buf_.resize(static_cast<size_t>(layout_.state_bytes(n)));
+  }
   for (uint32_t pos = r; pos < n;) {
     uint32_t end = std::min(n, pos + config_.batch);
     if (every != 0)
@@ -199,8 +206,6 @@ result<void> llama_engine::compute_prompt(sequence& s, const prefill_request& re
     if (auto ok = decode_slice(s.slot, req.prompt.subspan(pos, end - pos), pos, end == n); !ok)
       return ok;
     ++s.version;
-    if (every != 0 && end % every == 0)
-      save_checkpoint(s, end);
     if (sink) {
       const auto& st = snapshot(s);
       for (uint32_t l = 0; l < layout_.n_full(); ++l) {
@@ -209,6 +214,8 @@ result<void> llama_engine::compute_prompt(sequence& s, const prefill_request& re
         sink(make_chunk(kv_header(l, pos, end, end), std::move(payload)));
       }
     }
+    if (every != 0 && end % every == 0)
+      save_checkpoint(s, end); // after the export: from the snapshot it just read
     pos = end;
   }
   return {};

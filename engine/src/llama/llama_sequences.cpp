@@ -41,6 +41,18 @@ std::vector<std::byte> llama_engine::read_state(int32_t slot, uint32_t flags) co
   return out;
 }
 
+codec::bytes llama_engine::read_state_into(int32_t slot, uint32_t flags,
+                                           std::vector<std::byte>& buf) const {
+  const size_t n = llama_state_seq_get_size_ext(ctx_.get(), slot, flags);
+  if (buf.size() < n) {
+    buf = {};              // nothing in it is kept: no copy into the larger one
+    buf.resize(n + n / 4); // a prefill's state grows slice by slice: room for the next ones
+  }
+  const size_t got = llama_state_seq_get_data_ext(
+      ctx_.get(), reinterpret_cast<uint8_t*>(buf.data()), n, slot, flags);
+  return {buf.data(), got};
+}
+
 int32_t llama_engine::claim_slot(std::span<const seq_id> pinned) {
   for (uint32_t i = 0; i < slot_used_.size(); ++i)
     if (!slot_used_[i])
@@ -102,16 +114,26 @@ result<void> llama_engine::make_resident(sequence& s, std::span<const seq_id> pi
 
 const codec::parsed_state& llama_engine::snapshot(const sequence& cs) const {
   auto& s = const_cast<sequence&>(cs); // a cache of what the state is; not the state
-  if (s.snap_version == s.version)
+  if (snapshot_current(s))
     return s.snap;
-  s.snap_blob = s.slot >= 0 ? read_state(s.slot, 0) : s.parked;
-  auto p = codec::parse(layout_, s.snap_blob);
+  snap_of_.reset();
+  codec::bytes blob;
+  if (s.slot >= 0) {
+    blob = read_state_into(s.slot, 0, snap_buf_);
+  } else {
+    if (snap_buf_.size() < s.parked.size())
+      snap_buf_.resize(s.parked.size());
+    std::copy(s.parked.begin(), s.parked.end(), snap_buf_.begin());
+    blob = {snap_buf_.data(), s.parked.size()};
+  }
+  auto p = codec::parse(layout_, blob);
   // The layout was learnt from this context and checked on a probe: a state it cannot
   // parse is a bug, not input. Fail loudly rather than export garbage.
   if (!p)
     throw std::logic_error("llama engine: own state unreadable: " + p.message());
   s.snap = std::move(p).value();
   s.snap_version = s.version;
+  snap_of_ = s.id;
   return s.snap;
 }
 
@@ -119,15 +141,23 @@ void llama_engine::save_checkpoint(sequence& s, uint32_t at) {
   auto& cp = s.checkpoints[at];
   if (layout_.n_linear() == 0)
     return; // a transformer's "state" at any length is its KV: nothing to keep
-  const auto blob = read_state(s.slot, layout_.has_kv ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0);
+  cp.resize(layout_.n_linear());
+  auto keep = [&](const codec::parsed_state& st) {
+    for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
+      cp[l].clear();
+      codec::export_rec(layout_, st, l, cp[l]);
+    }
+  };
+  if (snapshot_current(s) && s.snap.rec_pos + 1 == static_cast<int32_t>(at)) {
+    keep(s.snap); // the whole state was just read (the slice's KV export): its linear part
+    return;
+  }
+  const codec::bytes blob = read_state_into(
+      s.slot, layout_.has_kv ? LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY : 0, rec_scratch_);
   auto p = layout_.has_kv ? codec::parse_recurrent(layout_, blob) : codec::parse(layout_, blob);
   if (!p)
     throw std::logic_error("llama engine: own recurrent state unreadable: " + p.message());
-  cp.resize(layout_.n_linear());
-  for (uint32_t l = 0; l < layout_.n_linear(); ++l) {
-    cp[l].clear();
-    codec::export_rec(layout_, *p, l, cp[l]);
-  }
+  keep(*p);
 }
 
 token llama_engine::sample(sequence& s, const float* logits) {

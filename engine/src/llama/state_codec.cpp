@@ -313,6 +313,13 @@ uint64_t layout::rec_payload(uint32_t l) const {
   return rec[l].r_row + rec[l].s_row;
 }
 
+uint64_t layout::state_bytes(uint32_t n) const {
+  uint64_t size = 64 + (has_rec ? rec_bytes() + 24 * rec.size() + 32 : 0);
+  if (has_kv)
+    size += uint64_t{n} * (16 + kv_bytes_per_token()) + 64 * kv.size() + 8 * n_stream;
+  return size;
+}
+
 uint64_t layout::kv_bytes_per_token() const {
   uint64_t n = 0;
   for (uint32_t l = 0; l < n_full(); ++l)
@@ -488,12 +495,8 @@ void write_rec(std::vector<std::byte>& out, const layout& lay, const state_parts
 result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts) {
   if (auto ok = check_parts(lay, parts); !ok)
     return ok.err();
-  const uint32_t n = parts.length;
   std::vector<std::byte> out;
-  uint64_t size = 64 + (lay.has_rec ? lay.rec_bytes() + 24 * lay.rec.size() + 32 : 0);
-  if (lay.has_kv)
-    size += uint64_t{n} * (16 + lay.kv_bytes_per_token()) + 64 * lay.kv.size() + 8 * lay.n_stream;
-  out.reserve(static_cast<size_t>(size));
+  out.reserve(static_cast<size_t>(lay.state_bytes(parts.length)));
   put<uint32_t>(out, lay.magic);
   put<int32_t>(out, 0);
   if (lay.has_kv)

@@ -85,6 +85,9 @@ struct layout {
   uint64_t kv_bytes_per_token() const;
   /// Recurrent-state bytes of one sequence over every linear layer.
   uint64_t rec_bytes() const;
+  /// Bytes of a whole sequence state of `n` tokens, headers included (at least what
+  /// llama_state_seq_get_size_ext gives for it).
+  uint64_t state_bytes(uint32_t n) const;
 };
 
 /// One sequence's state, parsed: pointers into the blob it was parsed from (which
