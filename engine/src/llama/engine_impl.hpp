@@ -138,7 +138,9 @@ private:
   std::vector<std::byte> rec_scratch_; ///< save_checkpoint's read, reused (read_state_into)
   /// The one snapshot buffer, reused by every sequence's snapshot (read_state_into): a
   /// prefill reads its whole state after every slice, and fresh buffers for those reads
-  /// cost more in page faults than the reads themselves.
+  /// cost more in page faults than the reads themselves. It keeps the size of the
+  /// largest state read (+25%): at most one sequence's state at the context's length,
+  /// i.e. bounded by the KV cache llama.cpp allocates for the context anyway.
   mutable std::vector<std::byte> snap_buf_;
   mutable std::optional<seq_id> snap_of_; ///< whose state snap_buf_ holds
   double cpu_wait_s_ = 0; ///< this engine's graphs queued on the process's compute thread
