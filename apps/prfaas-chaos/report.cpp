@@ -171,6 +171,8 @@ json report::to_json() const {
                 {"detect_within_s",
                  f.fault.detect_within ? json(f.fault.detect_within->count()) : json(nullptr)},
                 {"recovered_s", opt(f.seen.recovered_s)},
+                {"held_s", opt(f.seen.held_s)},
+                {"held_by", f.seen.held_by},
                 {"recover_within_s",
                  f.fault.recover_within ? json(f.fault.recover_within->count()) : json(nullptr)},
                 {"detect_ok", f.detect_ok},
@@ -231,8 +233,11 @@ void fault_text(std::ostream& o, const fault_outcome& f) {
     o << "    undone at " << secs(f.undone_s) << ", never seen faulty (nothing to recover)\n";
   else if (f.undone_s)
     o << "    undone at " << secs(f.undone_s) << ", healthy again after "
-      << secs(f.seen.recovered_s) << bound(f.fault.recover_within)
-      << (f.recover_ok ? "" : "  MISSED") << "\n";
+      << secs(f.seen.recovered_s)
+      << (f.seen.held_s ? " from the end of " + f.seen.held_by + " (" + secs(f.seen.held_s) +
+                              " later), which began before this one had recovered"
+                        : std::string{})
+      << bound(f.fault.recover_within) << (f.recover_ok ? "" : "  MISSED") << "\n";
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "faults.hpp"
 #include "load.hpp"
@@ -23,6 +24,26 @@ struct event {
   size_t fault;
   bool apply; ///< else undo
 };
+
+/// The nodes a fault acts on: its node, a blackhole's ends, every node of a link's two
+/// clusters (of every cluster, for "the only link").
+std::set<std::string> nodes_touched(const fault_spec& f, const deployment_config& d) {
+  std::set<std::string> out;
+  if (!f.node.empty())
+    out.insert(f.node);
+  if (!f.from.empty())
+    out.insert(f.from);
+  out.insert(f.to.begin(), f.to.end());
+  if (f.kind == fault_kind::link_down || f.kind == fault_kind::rate)
+    for (auto& n : d.nodes)
+      if (f.link.empty() || std::find(f.link.begin(), f.link.end(), n.cluster) != f.link.end())
+        out.insert(n.name);
+  return out;
+}
+
+bool overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& n) { return b.count(n) > 0; });
+}
 
 std::vector<event> timeline(const scenario& s) {
   std::vector<event> ev;
@@ -99,7 +120,8 @@ std::optional<double> healed_at(const std::vector<fault_outcome>& faults) {
     if (!f.undone_s)
       return std::nullopt;
     const double unseen = f.fault.kind == fault_kind::fault_point ? 1.0 : 10.0;
-    heal = std::max(heal, *f.undone_s + f.seen.recovered_s.value_or(unseen));
+    heal = std::max(heal,
+                    *f.undone_s + f.seen.held_s.value_or(0) + f.seen.recovered_s.value_or(unseen));
   }
   return heal + 2;
 }
@@ -207,8 +229,16 @@ report run_scenario(const scenario& s, const environment& env, const run_options
       applied_s[e.fault] = since(t0);
     } else {
       inject.undo(e.fault);
-      watchers[e.fault]->undone(clock_type::now());
+      const auto now = clock_type::now();
+      watchers[e.fault]->undone(now);
       undone_s[e.fault] = since(t0);
+      // A fault on some of the same nodes still recovering from before this one began
+      // could not be whole while this one lasted: its recovery counts from now.
+      const auto touched = nodes_touched(f, topo.deployment());
+      for (size_t j = 0; j < watchers.size(); ++j)
+        if (j != e.fault && watchers[j] &&
+            overlap(touched, nodes_touched(s.faults[j], topo.deployment())))
+          watchers[j]->held_until(now, f.describe());
     }
     progress.event((e.apply ? "applied " : "undone  ") + f.describe() + " at " +
                    std::to_string(since(t0)) + " s");

@@ -76,6 +76,15 @@ void watcher::undone(clock_type::time_point at) {
   undone_ = at;
 }
 
+void watcher::held_until(clock_type::time_point at, const std::string& by) {
+  std::lock_guard g{mu_};
+  if (!undone_ || result_.recovered_s || at <= *undone_)
+    return;
+  held_until_ = at;
+  result_.held_s = since(*undone_, at);
+  result_.held_by = by;
+}
+
 void watcher::finish(std::chrono::milliseconds limit) {
   auto until = clock_type::now() + limit;
   while (!done_ && clock_type::now() < until)
@@ -171,11 +180,11 @@ void watcher::run() {
   for (auto& g : gauges_)
     observers.push_back(g);
   while (!stop_) {
-    std::optional<clock_type::time_point> applied, undone;
+    std::optional<clock_type::time_point> applied, undone, held;
     bool detected, recovered;
     {
       std::lock_guard g{mu_};
-      applied = applied_, undone = undone_;
+      applied = applied_, undone = undone_, held = held_until_;
       detected = result_.detected_s.has_value();
       recovered = result_.recovered_s.has_value();
     }
@@ -211,12 +220,12 @@ void watcher::run() {
           result_.routed_across = *r - *routes_at_detection_;
       // Recovered: the fault is over and every observer sees the deployment whole.
       if (undone && detected && !recovered && healthy == asked && asked > 0) {
-        result_.recovered_s = since(*undone, now);
+        result_.recovered_s = std::max(0.0, since(held_until_.value_or(*undone), now));
         recovered = true;
       }
     }
-    bool no_more_to_see =
-        recovered || (undone && now - *undone > patience) || (!f_.ends() && detected);
+    bool no_more_to_see = recovered || (undone && now - held.value_or(*undone) > patience) ||
+                          (!f_.ends() && detected);
     if (no_more_to_see) {
       done_ = true;
       return;

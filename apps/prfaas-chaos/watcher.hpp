@@ -31,7 +31,12 @@ using clock_type = std::chrono::steady_clock;
 struct detection {
   std::optional<double> detected_s;  ///< after the fault was applied
   std::string detected_by;           ///< the observing node
-  std::optional<double> recovered_s; ///< after the fault was undone
+  std::optional<double> recovered_s; ///< after the fault was undone (or `held_s` after)
+  /// A later fault on some of the same nodes began before this one had recovered and
+  /// ended `held_s` after this one's undo: recovery is counted from there (the
+  /// deployment cannot be whole while it lasts). `held_by` describes it.
+  std::optional<double> held_s;
+  std::string held_by;
   /// link_down of one of several links: offloads routed across it between detection
   /// and the fault's end (none is the rule).
   std::optional<double> routed_across;
@@ -58,6 +63,9 @@ public:
   /// The fault was applied / undone at `at`.
   void applied(clock_type::time_point at);
   void undone(clock_type::time_point at);
+  /// Another fault, begun before this one recovered, ended at `at`: if this one is
+  /// undone and not yet recovered, its recovery is counted from `at` (detection::held_s).
+  void held_until(clock_type::time_point at, const std::string& by);
   /// Waits up to `limit` for the watch to finish (recovered, or nothing left to see),
   /// then stops it.
   void finish(std::chrono::milliseconds limit);
@@ -93,6 +101,7 @@ private:
 
   mutable std::mutex mu_;
   std::optional<clock_type::time_point> applied_, undone_; ///< by mu_
+  std::optional<clock_type::time_point> held_until_;       ///< by mu_
   detection result_;                                       ///< by mu_
   std::atomic<bool> stop_{false}, done_{false};
   std::thread thread_;

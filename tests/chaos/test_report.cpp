@@ -92,6 +92,22 @@ TEST_CASE("a run passes only without losses and within every bound") {
       CHECK_FALSE(r.passed());
     }
   }
+  SECTION("recovery held by a later fault on the same nodes counts from that one's end") {
+    detection d{1.0, "m", 3.0};
+    d.held_s = 12.0; // the later fault ended 12 s after this one was undone
+    d.held_by = "blackhole a <-> b for 2 s";
+    r.faults[0] = judge(f, 5, 8, d);
+    CHECK(r.faults[0].recover_ok); // 3 s after the later fault's end, within 5
+    CHECK(r.passed());
+    CHECK(r.text().find("healthy again after 3.000 s from the end of blackhole a <-> b for 2 s") !=
+          std::string::npos);
+    SECTION("and still within the bound") {
+      d.recovered_s = 6.0;
+      r.faults[0] = judge(f, 5, 8, d);
+      CHECK_FALSE(r.faults[0].recover_ok);
+      CHECK_FALSE(r.passed());
+    }
+  }
   SECTION("a lost request") {
     r.requests = classify({rec("ok"), rec("timeout")}, 10);
     CHECK_FALSE(r.passed());
