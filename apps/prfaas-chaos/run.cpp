@@ -186,16 +186,32 @@ private:
   size_t faults_, applied_ = 0, undone_ = 0;
 };
 
-} // namespace
-
-report run_scenario(const scenario& s, const environment& env, const run_options& opts) {
-  topology topo{s, env};
+/// Refuses a scenario this deployment cannot run (or skips one this host cannot).
+void check_runnable(const scenario& s, const topology& topo) {
   check_nodes(s, topo.nodes());
   check_links(s, topo.deployment());
   check_points(s);
   for (auto& f : s.faults)
     if (auto why = unsupported(f, topo); !why.empty())
       throw skipped(why);
+}
+
+/// Fault `ended` was undone at `now`: a fault on some of the same nodes still recovering
+/// from before it began could not be whole while it lasted, so its recovery counts from
+/// now (watcher::held_until).
+void hold_overlapping(const scenario& s, size_t ended, const deployment_config& d,
+                      std::vector<std::unique_ptr<watcher>>& watchers, clock_type::time_point now) {
+  const auto touched = nodes_touched(s.faults[ended], d);
+  for (size_t j = 0; j < watchers.size(); ++j)
+    if (j != ended && watchers[j] && overlap(touched, nodes_touched(s.faults[j], d)))
+      watchers[j]->held_until(now, s.faults[ended].describe());
+}
+
+} // namespace
+
+report run_scenario(const scenario& s, const environment& env, const run_options& opts) {
+  topology topo{s, env};
+  check_runnable(s, topo);
 
   report rep;
   rep.scenario = s.name;
@@ -232,13 +248,7 @@ report run_scenario(const scenario& s, const environment& env, const run_options
       const auto now = clock_type::now();
       watchers[e.fault]->undone(now);
       undone_s[e.fault] = since(t0);
-      // A fault on some of the same nodes still recovering from before this one began
-      // could not be whole while this one lasted: its recovery counts from now.
-      const auto touched = nodes_touched(f, topo.deployment());
-      for (size_t j = 0; j < watchers.size(); ++j)
-        if (j != e.fault && watchers[j] &&
-            overlap(touched, nodes_touched(s.faults[j], topo.deployment())))
-          watchers[j]->held_until(now, f.describe());
+      hold_overlapping(s, e.fault, topo.deployment(), watchers, now);
     }
     progress.event((e.apply ? "applied " : "undone  ") + f.describe() + " at " +
                    std::to_string(since(t0)) + " s");
