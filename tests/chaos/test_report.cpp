@@ -19,6 +19,11 @@ request_record rec(const std::string& status, unsigned got = 8, double e2e_ms = 
                        {"e2e_ms", e2e_ms}}};
 }
 
+/// The report's text has `line` in it.
+bool says(const report& r, const std::string& line) {
+  return r.text().find(line) != std::string::npos;
+}
+
 } // namespace
 
 TEST_CASE("every request has exactly one outcome") {
@@ -85,7 +90,7 @@ TEST_CASE("a run passes only without losses and within every bound") {
     r.faults[0] = judge(brief, 5, 5.3, detection{});
     CHECK(r.faults[0].recover_ok);
     CHECK(r.passed());
-    CHECK(r.text().find("never seen faulty") != std::string::npos);
+    CHECK(says(r, "never seen faulty"));
     SECTION("but one it saw must be healthy again in time") {
       r.faults[0] = judge(brief, 5, 5.3, detection{0.2, "m", std::nullopt});
       CHECK_FALSE(r.faults[0].recover_ok);
@@ -99,8 +104,7 @@ TEST_CASE("a run passes only without losses and within every bound") {
     r.faults[0] = judge(f, 5, 8, d);
     CHECK(r.faults[0].recover_ok); // 3 s after the later fault's end, within 5
     CHECK(r.passed());
-    CHECK(r.text().find("healthy again after 3.000 s from the end of blackhole a <-> b for 2 s") !=
-          std::string::npos);
+    CHECK(says(r, "healthy again after 3.000 s from the end of blackhole a <-> b for 2 s"));
     SECTION("and still within the bound") {
       d.recovered_s = 6.0;
       r.faults[0] = judge(f, 5, 8, d);
@@ -138,22 +142,21 @@ TEST_CASE("one link of several down: nothing routed across it, and the faster li
   seen.routed_across = 0;
   r.faults.push_back(judge(f, 10, 18, seen));
   CHECK(r.passed());
-  CHECK(r.text().find("offloads routed across it from detection to its end: 0") !=
-        std::string::npos);
+  CHECK(says(r, "offloads routed across it from detection to its end: 0"));
 
   SECTION("an offload routed across the downed link fails the run") {
     seen.routed_across = 2;
     r.faults[0] = judge(f, 10, 18, seen);
     CHECK_FALSE(r.faults[0].across_ok);
     CHECK_FALSE(r.passed());
-    CHECK(r.text().find("ROUTED ACROSS") != std::string::npos);
+    CHECK(says(r, "ROUTED ACROSS"));
   }
   SECTION("the slower link taking more fails the run") {
     seen.routes_before = {{"east", {5, 400e6}}, {"west", {9, 100e6}}};
     r.faults[0] = judge(f, 10, 18, seen);
     CHECK_FALSE(r.faults[0].rates_ok);
     CHECK_FALSE(r.passed());
-    CHECK(r.text().find("AGAINST THE RATES") != std::string::npos);
+    CHECK(says(r, "AGAINST THE RATES"));
   }
   SECTION("too few offloads to judge the split") {
     seen.routes_before = {{"east", {2, 400e6}}, {"west", {3, 100e6}}};
