@@ -124,8 +124,13 @@ class server:
                      r'prfaas_scheduler_routable_workers\{[^}]*role="decode"[^}]*\} 1', b) is not None)
                  if kind == "prfaas" else wait_http(self.port, "/health", 180))
         if not ready:
+            code = self.proc.poll()
             self.stop()
-            raise RuntimeError(kind + " did not become ready; see " + self.log.name)
+            with open(self.log.name) as f:
+                tail = f.readlines()[-30:]
+            raise RuntimeError("%s did not become ready (%s); the end of its log:\n%s" % (
+                kind, "exited with %d" % code if code is not None else "still running after 180 s",
+                "".join(tail)))
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         c.request("GET", "/v1/models")
         self.model_id = json.loads(c.getresponse().read())["data"][0]["id"]
