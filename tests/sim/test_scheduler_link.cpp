@@ -1,7 +1,8 @@
 // The scheduler reacting to link state, in virtual time: link monitors at both ends of
 // the prfaas—pd link publish to the scheduler (their `subscribers`); while the link is
 // down, long prompts are no longer offloaded and go to the PD cluster's prefill worker;
-// when the monitors see the link back, offload resumes. The failure detector is set
+// when the monitors see the link back, offload resumes. With links to two PrfaaS
+// clusters, each link's state is published on its own. The failure detector is set
 // far slower than the monitors so that only the link state can explain the switch.
 
 #include <algorithm>
@@ -185,20 +186,26 @@ const std::string controller_yaml = two_clusters(
       - { type: stub_decode, name: dec }
 )");
 
-/// What a link monitor on the PrfaaS side would publish.
-void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bps,
-             uint64_t backlog_bytes) {
+/// What the monitor on PrfaaS cluster `from`'s side publishes about its link to pd.
+void publish_from(sim_fixture& f, const std::string& from, prfaas::link::Condition state,
+                  double capacity_bps, double throughput_bps, uint64_t backlog_bytes) {
   prfaas::link::LinkState st;
-  st.set_cluster("prfaas");
+  st.set_cluster(from);
   st.set_peer_cluster("pd");
   st.set_state(state);
-  st.set_capacity_bps(1e9);
+  st.set_capacity_bps(capacity_bps);
   st.set_throughput_bps(throughput_bps);
-  st.set_utilisation(throughput_bps / 1e9);
+  st.set_utilisation(throughput_bps / capacity_bps);
   st.set_backlog_bytes(backlog_bytes);
   auto out = f.request("d0", prfaas::make_remote({"d0", "lm"}, {"d0", "sched"}, st), 1s);
   f.advance(1ms);
   REQUIRE(out->done);
+}
+
+/// What a link monitor on the PrfaaS side would publish (a 1 Gbit/s link).
+void publish(sim_fixture& f, prfaas::link::Condition state, double throughput_bps,
+             uint64_t backlog_bytes) {
+  publish_from(f, "prfaas", state, 1e9, throughput_bps, backlog_bytes);
 }
 
 double gauge(sim_fixture& f, const std::string& name) {
@@ -444,4 +451,95 @@ TEST_CASE(
   CHECK(t_of() == 16000);
   CHECK(metric_of(f, "d0", "prfaas_scheduler_threshold_changes_total", "reason=\"back_to_plan\"") >=
         1);
+}
+
+namespace {
+
+// One PD cluster with links to two PrfaaS clusters (the three-dc shape): the scheduler
+// publishes each link's state as it routes by it, labelled by the link's two clusters.
+const std::string two_links_yaml = R"(
+deployment: scheduler-two-links
+failure_detector: { interval: 100ms, misses: 200, suspect_misses: 100 }
+transport: { retry_interval: 100ms, request_timeout: 2s }
+clusters:
+  east: { kind: prefill-only }
+  west: { kind: prefill-only }
+  pd: { kind: pd }
+links:
+  - { between: [east, pd], rate: 1gbit }
+  - { between: [west, pd], rate: 100mbit }
+nodes:
+  - name: e0
+    cluster: east
+    control: "tcp://127.0.0.1:7100"
+    data: "tcp://127.0.0.1:7200"
+    actors:
+      - { type: stub_worker, name: pf }
+  - name: w0
+    cluster: west
+    control: "tcp://127.0.0.1:7102"
+    data: "tcp://127.0.0.1:7202"
+    actors:
+      - { type: stub_worker, name: pf }
+  - name: d0
+    cluster: pd
+    control: "tcp://127.0.0.1:7101"
+    data: "tcp://127.0.0.1:7201"
+    actors:
+      - { type: scheduler, name: sched, policy: prfaas, threshold: 1000, backlog_horizon: 10s,
+          prefill_types: stub_worker, decode_types: stub_decode,
+          scarce_queue_tokens: 1000000000, abundant_queue_tokens: 1000000000 }
+      - { type: stub_worker, name: pdp }
+      - { type: stub_decode, name: dec }
+)";
+
+double link_gauge(sim_fixture& f, const std::string& name, const std::string& prfaas_cluster) {
+  return metric_of(f, "d0", "prfaas_scheduler_cluster_link_" + name,
+                   "pd_cluster=\"pd\",prfaas_cluster=\"" + prfaas_cluster + "\"");
+}
+
+} // namespace
+
+TEST_CASE("with two links the scheduler publishes each one's up, utilisation, queue and "
+          "budget as it routes by them") {
+  sim_fixture f{two_links_yaml, registry_with_decode()};
+  f.start("e0");
+  f.start("w0");
+  f.start("d0");
+  f.advance(1s);
+
+  // east busy but keeping up (60%, no backlog); west idle.
+  publish_from(f, "east", prfaas::link::LINK_UP, 1e9, 6e8, 0);
+  publish_from(f, "west", prfaas::link::LINK_UP, 1e8, 0, 0);
+  CHECK(link_gauge(f, "up", "east") == 1);
+  CHECK(link_gauge(f, "up", "west") == 1);
+  CHECK(link_gauge(f, "utilisation", "east") == Approx(0.6));
+  CHECK(link_gauge(f, "utilisation", "west") == 0);
+  CHECK(link_gauge(f, "queue_seconds", "east") == 0);
+  CHECK(link_gauge(f, "over_budget", "east") == 0);
+
+  // east backs up: 100 MB waiting at 0.5 Gbit/s is 1.6 s to drain, counted from the
+  // second report in a row; with 0.5 utilisation and a 10 s horizon (0.16) it is still
+  // within budget.
+  publish_from(f, "east", prfaas::link::LINK_DEGRADED, 1e9, 5e8, 100'000'000);
+  CHECK(link_gauge(f, "queue_seconds", "east") == 0); // one report is not yet a backlog
+  publish_from(f, "east", prfaas::link::LINK_DEGRADED, 1e9, 5e8, 100'000'000);
+  CHECK(link_gauge(f, "queue_seconds", "east") == Approx(1.6));
+  CHECK(link_gauge(f, "utilisation", "east") == Approx(0.5));
+  CHECK(link_gauge(f, "over_budget", "east") == 0);
+
+  // Twice the backlog at full utilisation: over its budget, and a long prompt goes
+  // west (within its budget) rather than east.
+  publish_from(f, "east", prfaas::link::LINK_DEGRADED, 1e9, 1e9, 2'000'000'000);
+  publish_from(f, "east", prfaas::link::LINK_DEGRADED, 1e9, 1e9, 2'000'000'000);
+  CHECK(link_gauge(f, "queue_seconds", "east") == Approx(16.0));
+  CHECK(link_gauge(f, "over_budget", "east") == 1);
+  CHECK(link_gauge(f, "over_budget", "west") == 0);
+  CHECK(route(f, 20000) == "prfaas:w0");
+
+  // east down: its up gauge says so, and nothing goes there.
+  publish_from(f, "east", prfaas::link::LINK_DOWN, 1e9, 0, 0);
+  CHECK(link_gauge(f, "up", "east") == 0);
+  CHECK(link_gauge(f, "up", "west") == 1);
+  CHECK(route(f, 20000) == "prfaas:w0");
 }
