@@ -1,6 +1,7 @@
 #include "scheduler/long_term.hpp"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -139,8 +140,46 @@ replanner::profiles replan_profiles(const actor_params& p, const deployment_conf
 
 } // namespace
 
+namespace {
+
+/// This PD cluster's share of each PrfaaS cluster it links to: its weight over the weights
+/// of every PD cluster linked to that one (a weight is the cluster's `share`, 1 where unset,
+/// as the PrfaaS workers' fair queueing counts it; with no shares set they serve first
+/// come first served, and an even split is the plan's estimate).
+std::map<std::string, replanner::settings::prfaas_link> links_of(const deployment_config& dep,
+                                                                 const std::string& own) {
+  std::map<std::string, replanner::settings::prfaas_link> out;
+  auto weight = [&](const std::string& c) {
+    auto it = dep.clusters.find(c);
+    return it == dep.clusters.end() || it->second.share == 0
+               ? 1.0
+               : static_cast<double>(it->second.share);
+  };
+  auto kind = [&](const std::string& c) {
+    auto it = dep.clusters.find(c);
+    return it == dep.clusters.end() ? std::string{} : it->second.kind;
+  };
+  for (auto& l : dep.link_list) {
+    const std::string prfaas = kind(l.a) == "prefill-only" ? l.a : l.b;
+    const std::string pd = prfaas == l.a ? l.b : l.a;
+    if (pd != own || kind(prfaas) != "prefill-only")
+      continue;
+    double all = 0;
+    for (auto& m : dep.link_list) {
+      const bool touches = m.a == prfaas || m.b == prfaas;
+      const std::string other = m.a == prfaas ? m.b : m.a;
+      if (touches && kind(other) != "prefill-only")
+        all += weight(other);
+    }
+    out[prfaas] = {static_cast<double>(l.rate_bps), all > 0 ? weight(own) / all : 1.0};
+  }
+  return out;
+}
+
+} // namespace
+
 long_term::long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
-                     spdlog::logger&) {
+                     const std::string& own_cluster, spdlog::logger&) {
   if (p.dur("convert_interval") > std::chrono::nanoseconds{0})
     roles_.emplace(role_settings(p), v);
   if (p.dur("replan_interval") <= std::chrono::nanoseconds{0})
@@ -148,6 +187,7 @@ long_term::long_term(const actor_params& p, const deployment_config& dep, const 
   auto s = plan_settings(p);
   for (auto& l : dep.link_list)
     s.link_rate_bps = std::max(s.link_rate_bps, static_cast<double>(l.rate_bps));
+  s.links = links_of(dep, own_cluster);
   plan_.emplace(s, replan_profiles(p, dep, v), static_cast<uint64_t>(p.integer("threshold")));
 }
 

@@ -32,8 +32,10 @@ public:
   /// From the scheduler's parameters. Re-planning needs prefill timings for both sides
   /// (the PrfaaS workers' profile and the PD cluster's) and a decode model on the PD
   /// one; check_deployment refuses a deployment without them.
+  /// `own_cluster`: the scheduler's PD cluster (with several links, whose share of each
+  /// PrfaaS cluster a re-plan counts on).
   long_term(const actor_params& p, const deployment_config& dep, const cluster_view& v,
-            spdlog::logger& log);
+            const std::string& own_cluster, spdlog::logger& log);
   /// With replan_interval set: both sides' profiles are declared, load, and have what
   /// the planner needs. Throws config_error naming replan_interval.
   static void check_deployment(const actor_params& p, const deployment_config& dep,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "prefill/prefill_queue.hpp"
+#include "prfaas/planner/multi.hpp"
 #include "prfaas/planner/planner.hpp"
 
 namespace prfaas::serving {
@@ -37,6 +38,132 @@ uint32_t routable_prfaas(const cluster_view& v) {
   for (auto& w : v.prefill)
     n += w.prfaas && w.routable() ? 1 : 0;
   return n;
+}
+
+uint32_t routable_prfaas_of(const cluster_view& v, const std::string& cluster) {
+  uint32_t n = 0;
+  for (auto& w : v.prefill)
+    n += w.prfaas && w.routable() && w.cluster == cluster ? 1 : 0;
+  return n;
+}
+
+} // namespace
+
+/// A point of a plan as move() weighs it.
+struct plan_point {
+  double threshold = 0;
+  uint32_t n_p = 0, n_d = 0;
+  double lambda = 0;   ///< predicted Λ (req/s)
+  double capacity = 0; ///< the prefill capacity the t search maximises
+  std::string binding;
+};
+
+class plan_space {
+public:
+  virtual ~plan_space() = default;
+  /// The model at t and split (n_p, n_d).
+  virtual plan_point at(double t, uint32_t n_p, uint32_t n_d) const = 0;
+  /// The best t at split (n_p, n_d).
+  virtual plan_point best_t(uint32_t n_p, uint32_t n_d) const = 0;
+  /// The best split with N_p in [lo, hi] of `total`, each at its best t.
+  virtual plan_point best_split(uint32_t total, uint32_t lo, uint32_t hi) const = 0;
+};
+
+namespace {
+
+/// One link: Eq. 3–8 (planner.hpp).
+class one_link final : public plan_space {
+public:
+  one_link(planner::throughput_model m, uint32_t n_prfaas) : m_(std::move(m)), n_(n_prfaas) {}
+  plan_point at(double t, uint32_t n_p, uint32_t n_d) const override {
+    return of(m_.evaluate(t, n_, n_p, n_d));
+  }
+  plan_point best_t(uint32_t n_p, uint32_t n_d) const override {
+    return of(planner::best_threshold(m_, n_, n_p, n_d));
+  }
+  plan_point best_split(uint32_t total, uint32_t lo, uint32_t hi) const override {
+    return of(planner::best_split(m_, n_, total, lo, hi));
+  }
+
+private:
+  static plan_point of(const planner::operating_point& op) {
+    return {op.threshold,
+            op.n_p,
+            op.n_d,
+            op.lambda,
+            planner::prefill_capacity(op),
+            planner::to_string(op.binding)};
+  }
+  planner::throughput_model m_;
+  uint32_t n_;
+};
+
+/// Several links: the LP of this PD cluster and the PrfaaS clusters it links to
+/// (planner/multi.hpp).
+class several_links final : public plan_space {
+public:
+  explicit several_links(planner::multi_inputs in) : m_(std::move(in)) {}
+  plan_point at(double t, uint32_t n_p, uint32_t n_d) const override {
+    return of(m_.evaluate({{t, n_p, n_d}}));
+  }
+  plan_point best_t(uint32_t n_p, uint32_t n_d) const override {
+    return of(planner::best_threshold(m_, n_p, n_d));
+  }
+  plan_point best_split(uint32_t, uint32_t lo, uint32_t hi) const override {
+    return of(planner::best_split(m_, lo, hi));
+  }
+
+private:
+  /// The binding constraint named as Eq. 6's terms are: the PD cluster's decode or
+  /// prefill, else a link, else a PrfaaS cluster's compute.
+  static plan_point of(const planner::multi_point& mp) {
+    const auto& c = mp.choice.at(0);
+    plan_point out{c.threshold, c.n_p, c.n_d, mp.lambda, mp.prefill_lambda, "pd_decode"};
+    const auto any = [](const auto& list) {
+      return std::any_of(list.begin(), list.end(), [](const auto& f) { return f.binding; });
+    };
+    if (mp.pd.at(0).decode_binding)
+      out.binding = planner::to_string(planner::constraint::pd_decode);
+    else if (mp.pd.at(0).prefill_binding)
+      out.binding = planner::to_string(planner::constraint::pd_prefill);
+    else if (any(mp.links))
+      out.binding = planner::to_string(planner::constraint::link);
+    else if (any(mp.prfaas))
+      out.binding = planner::to_string(planner::constraint::prfaas_prefill);
+    return out;
+  }
+  planner::multi_model m_;
+};
+
+/// The LP's inputs for this PD cluster's links, from the one-link inputs `in` (the
+/// window's lengths, the scaled profiles): every link that is up, at its usable
+/// bandwidth, to a PrfaaS cluster with routable workers. Empty when none is.
+std::optional<planner::multi_inputs> several_inputs(const cluster_view& v,
+                                                    const replanner::settings& s,
+                                                    const planner::case_inputs& in,
+                                                    double& usable_gbps) {
+  planner::multi_inputs out;
+  static_cast<planner::workload_inputs&>(out) = in;
+  out.name = in.name;
+  out.pd.push_back({"pd", in.pd, 1});
+  usable_gbps = 0;
+  for (auto& l : v.links) {
+    const auto cfg =
+        s.links.count(l.cluster) ? s.links.at(l.cluster) : replanner::settings::prfaas_link{};
+    double usable = l.capacity_bps > 0 ? l.capacity_bps : cfg.rate_bps;
+    if (l.queue_seconds > 0 && l.throughput_bps > 0)
+      usable = l.throughput_bps; // backed up: what it delivers, as with one link
+    const uint32_t n = routable_prfaas_of(v, l.cluster);
+    if (!l.up || usable <= 0 || n == 0 || cfg.share <= 0)
+      continue;
+    // This PD cluster's share of the cluster's workers: its prefill times stretched.
+    out.prfaas.push_back({l.cluster, {slowed(in.prfaas.profile, 1 / cfg.share), n}});
+    out.links.push_back({out.prfaas.size() - 1, 0, usable / 1e9});
+    usable_gbps += usable / 1e9;
+  }
+  if (out.prfaas.empty())
+    return std::nullopt;
+  return out;
 }
 
 } // namespace
@@ -125,8 +252,17 @@ std::optional<replanner::decision> replanner::tick(time_point now, const cluster
   if (auto held = measure(v, pd, in, d))
     return held;
   try {
-    planner::throughput_model m{std::move(in)};
-    move(m, pd, d);
+    if (v.links.size() >= 2) {
+      auto several = several_inputs(v, s_, in, d.usable_gbps);
+      if (!several) {
+        d.reason = "no_link"; // no link up to a cluster with routable workers
+        return d;
+      }
+      move(several_links{std::move(*several)}, pd, d);
+    } else {
+      const uint32_t n_prfaas = in.prfaas.instances;
+      move(one_link{planner::throughput_model{std::move(in)}, n_prfaas}, pd, d);
+    }
   } catch (const std::invalid_argument&) {
     d.reason = "no_workers"; // nothing to decode on at the window's lengths
   }
@@ -177,27 +313,26 @@ std::optional<replanner::decision> replanner::measure(const cluster_view& v, con
   return std::nullopt;
 }
 
-bool replanner::wants_split(const planner::operating_point& best, double committed_lambda,
+bool replanner::wants_split(uint32_t best_prefill, double best_lambda, double committed_lambda,
                             uint32_t committed) {
-  const bool better = best.n_p != committed && best.lambda > committed_lambda * (1 + s_.t_gain);
-  streak_ = better ? (best.n_p == streak_prefill_ ? streak_ + 1 : 1) : 0;
-  streak_prefill_ = better ? best.n_p : 0;
+  const bool better = best_prefill != committed && best_lambda > committed_lambda * (1 + s_.t_gain);
+  streak_ = better ? (best_prefill == streak_prefill_ ? streak_ + 1 : 1) : 0;
+  streak_prefill_ = better ? best_prefill : 0;
   // A conversion drains a node: worth it for a clearly better plan at once, or for a
   // smaller gain that re-plan after re-plan points to the same split (else a split chosen
   // on a noisy window, or a flat optimum's neighbour, would hold for good).
-  const bool go =
-      best.n_p != committed && (best.lambda > committed_lambda * (1 + s_.split_gain) ||
-                                (better && s_.split_patience > 0 && streak_ >= s_.split_patience));
+  const bool go = best_prefill != committed &&
+                  (best_lambda > committed_lambda * (1 + s_.split_gain) ||
+                   (better && s_.split_patience > 0 && streak_ >= s_.split_patience));
   if (go)
     streak_ = 0;
   return go;
 }
 
-void replanner::move(const planner::throughput_model& m, const pd_instances& pd, decision& d) {
-  const uint32_t n_prfaas = m.inputs().prfaas.instances;
+void replanner::move(const plan_space& m, const pd_instances& pd, decision& d) {
   const uint32_t total = pd.prefill + pd.decode;
-  d.lambda_now = m.evaluate(static_cast<double>(planned_), n_prfaas, pd.prefill, pd.decode).lambda;
-  auto target = planner::best_threshold(m, n_prfaas, pd.prefill, pd.decode);
+  d.lambda_now = m.at(static_cast<double>(planned_), pd.prefill, pd.decode).lambda;
+  auto target = m.best_t(pd.prefill, pd.decode);
   if (pd.max_prefill > pd.min_prefill) {
     const uint32_t hi = std::min(pd.max_prefill, total - 1);
     const uint32_t lo = std::min(pd.min_prefill, hi);
@@ -205,23 +340,22 @@ void replanner::move(const planner::throughput_model& m, const pd_instances& pd,
     // what a new one must beat, not the split of the moment: else a re-plan during a
     // drain would call it back.
     const uint32_t committed = std::clamp(target_prefill_.value_or(pd.prefill), lo, hi);
-    target = planner::best_threshold(m, n_prfaas, committed, total - committed);
-    const auto best = planner::best_split(m, n_prfaas, total, lo, hi);
-    if (wants_split(best, target.lambda, committed))
+    target = m.best_t(committed, total - committed);
+    const auto best = m.best_split(total, lo, hi);
+    if (wants_split(best.n_p, best.lambda, target.lambda, committed))
       target = best;
     target_prefill_ = target.n_p;
     d.prefill_after = target.n_p;
   }
   d.lambda_plan = target.lambda;
-  d.binding = planner::to_string(target.binding);
+  d.binding = target.binding;
   const auto t_plan = std::clamp<uint64_t>(
       static_cast<uint64_t>(std::llround(std::max(target.threshold, 0.0))), s_.min_t, s_.max_t);
   d.t_plan = t_plan;
   const double from = static_cast<double>(std::max<uint64_t>(planned_, 1));
   const double ratio = static_cast<double>(std::max<uint64_t>(t_plan, 1)) / from;
-  const auto here = m.evaluate(from, n_prfaas, target.n_p, total - target.n_p);
-  const bool worth =
-      planner::prefill_capacity(target) > planner::prefill_capacity(here) * (1 + s_.t_gain);
+  const auto here = m.at(from, target.n_p, total - target.n_p);
+  const bool worth = target.capacity > here.capacity * (1 + s_.t_gain);
   if (worth && std::abs(std::log(ratio)) > std::log1p(s_.hysteresis)) {
     const double step = std::clamp(ratio, 1 / s_.max_step, s_.max_step);
     planned_ =

@@ -32,6 +32,13 @@
 // Each re-plan returns what it decided and why, with the predicted Λ at the current
 // operating point and at the plan's, for logs and metrics.
 //
+// With links to several PrfaaS clusters (cluster_view::links), the model is the M × N
+// planner's LP (planner/multi.hpp) with this PD cluster alone and every PrfaaS cluster
+// it links to: each link at its usable bandwidth, each cluster at its routable workers
+// scaled by this PD cluster's share of them (a PrfaaS cluster serving several PD
+// clusters is not all this one's), the same t and split searches and the same moves.
+// With one link it is the one-cluster model (Eq. 3–8) exactly as before.
+//
 // Not modelled: queueing (the planner is a capacity model), prefix-cache placement
 // (the lengths are already uncached), and the decode speed is the profile's, not a
 // measurement (decode workers do not report their step time).
@@ -39,6 +46,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -47,6 +55,9 @@
 #include "scheduler/policy.hpp"
 
 namespace prfaas::serving {
+
+/// The model a re-plan searches (replanner.cpp): one link's, or the LP of several.
+class plan_space;
 
 class replanner {
 public:
@@ -74,6 +85,13 @@ public:
     size_t max_samples = 8192;
     uint64_t min_t = 0, max_t = 1u << 20; ///< the planned t stays within these
     double link_rate_bps = 0;             ///< the configured link rate, until a monitor reports one
+    /// With links to several PrfaaS clusters, per PrfaaS cluster: its link's configured
+    /// rate (until a monitor reports one) and this PD cluster's share of its workers.
+    struct prfaas_link {
+      double rate_bps = 0;
+      double share = 1; ///< 0..1: see long_term.cpp (PD clusters' `share` over a cluster)
+    };
+    std::map<std::string, prfaas_link> links;
   };
 
   /// The profiles of the two sides (prefill timing on both, a decode model on the PD one).
@@ -137,9 +155,10 @@ private:
   bool restart_on_shift(time_point now);
   std::optional<decision> measure(const cluster_view& v, const pd_instances& pd,
                                   planner::case_inputs& in, decision& d);
-  void move(const planner::throughput_model& m, const pd_instances& pd, decision& d);
-  /// Whether the best split replaces the committed one (keeps the streak).
-  bool wants_split(const planner::operating_point& best, double committed_lambda,
+  void move(const plan_space& m, const pd_instances& pd, decision& d);
+  /// Whether the best split (`best_prefill` PD prefill instances, predicting `best_lambda`)
+  /// replaces the committed one (keeps the streak).
+  bool wants_split(uint32_t best_prefill, double best_lambda, double committed_lambda,
                    uint32_t committed);
 
   settings s_;

@@ -433,7 +433,7 @@ void set_up(self_ptr self, node_context* ctx, const std::string& name, const act
   if (params.has("backlog_horizon"))
     s.view.link_budget_horizon = params.dur("backlog_horizon");
   apply_standby(s.view, split_names(params.str("standby")), name);
-  s.control.emplace(params, ctx->deployment(), s.view, *ctx->log());
+  s.control.emplace(params, ctx->deployment(), s.view, ctx->config().cluster, *ctx->log());
 }
 
 scheduler_env env_of(self_ptr self, node_context* ctx, const std::string& name,

@@ -38,6 +38,8 @@ struct series {
   std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue, pdp_active,
       decode_active, decode_waiting, threshold, scarce, planned, pd_prefill, planned_pd_prefill,
       link_up;
+  /// With several schedulers (one per PD cluster): each one's planned t, by cluster.
+  std::map<std::string, std::vector<double>> planned_by_cluster;
   std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps,
       link_backlog_mb;
 };
@@ -76,6 +78,10 @@ public:
         workers_.push_back({n.cluster, prfaas, decode, &m.gauge("prfaas_worker_queue_depth", "", l),
                             &m.gauge("prfaas_worker_active", "", l)});
       }
+      for (auto& a : n.actors)
+        if (a.type == "scheduler")
+          planned_of_.emplace_back(n.cluster,
+                                   &m.gauge("prfaas_scheduler_planned_threshold_tokens", "", {}));
       for (auto& a : n.actors)
         if (a.type == "scheduler" && !threshold_) {
           threshold_ = &m.gauge("prfaas_scheduler_threshold_tokens", "", {});
@@ -296,6 +302,9 @@ private:
     s_.link_up.push_back(link_up_ ? link_up_->Value() : 1);
     s_.pd_prefill.push_back(pd_prefill_ ? pd_prefill_->Value() : 0);
     s_.planned_pd_prefill.push_back(planned_pd_ ? planned_pd_->Value() : 0);
+    if (planned_of_.size() >= 2)
+      for (auto& [cluster, g] : planned_of_)
+        s_.planned_by_cluster[cluster].push_back(g->Value());
     for (auto& [a, b] : cross_links_) {
       auto key = a + "->" + b;
       auto t = w_.fabric().totals(a, b);
@@ -351,22 +360,26 @@ private:
                     {"utilisation", s_.link_util.at(key)},
                     {"capacity_gbps", s_.link_capacity_gbps.at(key)},
                     {"backlog_mb", s_.link_backlog_mb.at(key)}};
-    return {{"t_s", s_.t_s},
-            {"in_flight", s_.in_flight},
-            {"completed", s_.completed},
-            {"threshold_tokens", s_.threshold},
-            {"bandwidth_scarce", s_.scarce},
-            {"planned_threshold_tokens", s_.planned},
-            {"scheduler_link_up", s_.link_up},
-            {"pd_prefill_workers", s_.pd_prefill},
-            {"planned_pd_prefill_workers", s_.planned_pd_prefill},
-            {"prfaas_queue", s_.prfaas_queue},
-            {"prfaas_active", s_.prfaas_active},
-            {"pd_prefill_queue", s_.pdp_queue},
-            {"pd_prefill_active", s_.pdp_active},
-            {"decode_active", s_.decode_active},
-            {"decode_waiting", s_.decode_waiting},
-            {"links", links}};
+    json out{{"t_s", s_.t_s},
+             {"in_flight", s_.in_flight},
+             {"completed", s_.completed},
+             {"threshold_tokens", s_.threshold},
+             {"bandwidth_scarce", s_.scarce},
+             {"planned_threshold_tokens", s_.planned},
+             {"scheduler_link_up", s_.link_up},
+             {"pd_prefill_workers", s_.pd_prefill},
+             {"planned_pd_prefill_workers", s_.planned_pd_prefill},
+             {"prfaas_queue", s_.prfaas_queue},
+             {"prfaas_active", s_.prfaas_active},
+             {"pd_prefill_queue", s_.pdp_queue},
+             {"pd_prefill_active", s_.pdp_active},
+             {"decode_active", s_.decode_active},
+             {"decode_waiting", s_.decode_waiting},
+             {"links", links}};
+    // The series above are the first scheduler's; with several, each one's planned t.
+    if (!s_.planned_by_cluster.empty())
+      out["planned_threshold_tokens_by_cluster"] = s_.planned_by_cluster;
+    return out;
   }
 
   const run_options& o_;
@@ -385,6 +398,8 @@ private:
   prometheus::Gauge* link_up_ = nullptr;    ///< the scheduler's view: no monitor reports it down
   prometheus::Gauge* pd_prefill_ = nullptr; ///< PD prefill workers taking work (conversion)
   prometheus::Gauge* planned_pd_ = nullptr; ///< ... the re-planner's target
+  /// Every scheduler's planned-t gauge, with its PD cluster.
+  std::vector<std::pair<std::string, prometheus::Gauge*>> planned_of_;
   std::vector<std::pair<std::string, std::string>> cross_links_;
   std::map<std::string, double> last_bytes_;
   sim_world::time_point t0_{}, last_sample_{};

@@ -2,6 +2,8 @@
 
 #include <glpk.h>
 
+#include "threshold_scan.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -306,6 +308,47 @@ multi_plan optimise_multi(const multi_model& m) {
   }
   out.best = m.evaluate(best);
   return out;
+}
+
+multi_point best_threshold(const multi_model& m, uint32_t n_p, uint32_t n_d) {
+  if (m.inputs().pd.size() != 1)
+    throw std::invalid_argument("planner: a threshold search needs exactly one PD cluster");
+  const auto& d = m.inputs().lengths;
+  auto at = [&](double t) { return std::vector<pd_choice>{{t, n_p, n_d}}; };
+  // t just below the smallest length offloads everything; n_p = 0 allows nothing else.
+  const double t_all = d.min() * (1 - 1e-9);
+  double best_t = t_all;
+  if (n_p > 0 && d.size() > 1) {
+    double best = m.rate(at(t_all), false);
+    detail::scan_log_thresholds(std::log(d.min()), std::log(d.max()),
+                                std::max<uint32_t>(m.inputs().threshold_points, 8),
+                                m.inputs().refine_rounds, [&](double u) {
+                                  const double cap = m.rate(at(std::exp(u)), false);
+                                  if (!(cap > best))
+                                    return false;
+                                  best = cap, best_t = std::exp(u);
+                                  return true;
+                                });
+  }
+  return m.evaluate(at(best_t));
+}
+
+multi_point best_split(const multi_model& m, uint32_t np_min, uint32_t np_max) {
+  if (m.inputs().pd.size() != 1)
+    throw std::invalid_argument("planner: a split search needs exactly one PD cluster");
+  const uint32_t total = m.inputs().pd[0].spec.instances;
+  multi_point best;
+  bool have = false;
+  for (uint32_t n_p = np_min; n_p <= np_max && n_p < total; ++n_p) {
+    auto op = best_threshold(m, n_p, total - n_p);
+    const bool better = !have || op.lambda > best.lambda ||
+                        (op.lambda == best.lambda && op.prefill_lambda > best.prefill_lambda);
+    if (better)
+      best = std::move(op), have = true;
+  }
+  if (!have)
+    throw std::invalid_argument("planner: no split in the range leaves a decode instance");
+  return best;
 }
 
 } // namespace prfaas::planner

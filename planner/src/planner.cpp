@@ -1,5 +1,7 @@
 #include "prfaas/planner/planner.hpp"
 
+#include "threshold_scan.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -33,25 +35,15 @@ operating_point best_threshold(const throughput_model& m, uint32_t n_prfaas, uin
   if (n_p == 0 || d.size() == 1)
     return m.evaluate(t_all, n_prfaas, n_p, n_d);
   const uint32_t points = std::max<uint32_t>(m.inputs().threshold_points, 8);
-  double lo = std::log(d.min()), hi = std::log(d.max());
-  auto at = [&](double u) { return m.evaluate(std::exp(u), n_prfaas, n_p, n_d); };
-  double best_u = lo;
   operating_point best = m.evaluate(t_all, n_prfaas, n_p, n_d);
-  auto scan = [&](double a, double b, uint32_t k) {
-    for (uint32_t i = 0; i <= k; ++i) {
-      const double u = a + (b - a) * i / k;
-      const auto op = at(u);
-      if (prefill_capacity(op) > prefill_capacity(best))
-        best = op, best_u = u;
-    }
-  };
-  scan(lo, hi, points);
-  double step = (hi - lo) / points;
-  for (uint32_t r = 0; r < m.inputs().refine_rounds; ++r) {
-    const double a = std::max(lo, best_u - step), b = std::min(hi, best_u + step);
-    scan(a, b, 64);
-    step = (b - a) / 64;
-  }
+  detail::scan_log_thresholds(std::log(d.min()), std::log(d.max()), points,
+                              m.inputs().refine_rounds, [&](double u) {
+                                const auto op = m.evaluate(std::exp(u), n_prfaas, n_p, n_d);
+                                if (!(prefill_capacity(op) > prefill_capacity(best)))
+                                  return false;
+                                best = op;
+                                return true;
+                              });
   return best;
 }
 

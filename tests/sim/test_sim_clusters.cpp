@@ -2,10 +2,14 @@
 // clusters prfaas0 and prfaas1, PD clusters pd0..pd2, each PD cluster's two links at
 // 100/20, 20/5 and 5/100 Gbit/s): every cluster's clients are served, each PD cluster
 // offloads over its own links only, a link cut for 30 s takes nothing once routing knows,
-// and the same seed gives the same JSON.
+// and the same seed gives the same JSON. With online re-planning on, each PD cluster's
+// scheduler plans with the M x N model and its planned t goes where the M x N planner
+// puts that cluster's.
 
 #include <catch2/catch.hpp>
 
+#include "prfaas/planner/config.hpp"
+#include "prfaas/planner/multi.hpp"
 #include "run_command.hpp"
 
 namespace {
@@ -57,4 +61,41 @@ TEST_CASE("two PrfaaS x three PD clusters: every cluster served, a cut link take
   CHECK(cut["last_failed_over_s"].get<double>() < 5); // down_after 2 s + a 1 s publish
   // Virtual time and one seed: the same run, byte for byte.
   CHECK(prfaas::sim::simulate(o).dump() == r.dump());
+}
+
+TEST_CASE("two PrfaaS x three PD clusters re-planning online: each PD cluster's planned t "
+          "goes to the M x N plan's for it",
+          "[clusters]") {
+  // configs/sim/two-by-three-replan.yaml: the same deployment, every scheduler starting at
+  // t = 4000 and re-planning every 10 s; configs/planner/two-by-three.yaml is the same
+  // deployment for the planner.
+  auto o = two_by_three();
+  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/two-by-three-replan.yaml";
+  o.duration_s = 150;
+  o.link_downs.clear();
+  const auto r = prfaas::sim::simulate(o);
+  CHECK(r["summary"]["requests"]["ok"] == r["summary"]["issued"]);
+  const auto plan = prfaas::planner::optimise_multi(prfaas::planner::multi_model(
+      prfaas::planner::load_multi_config(std::string{PRFAAS_SOURCE_DIR} +
+                                         "/configs/planner/two-by-three.yaml")
+          .inputs));
+  const auto& series = r["timeseries"]["planned_threshold_tokens_by_cluster"];
+  const auto& t_s = r["timeseries"]["t_s"];
+  REQUIRE(series.size() == 3);
+  size_t j = 0;
+  for (auto& [cluster, ts] : series.items()) { // pd0, pd1, pd2: the planner's a, b, c
+    const double want = plan.best.choice.at(j++).threshold;
+    INFO(cluster << ": the M x N plan's t " << want << ", planned " << ts.dump());
+    CHECK(ts.front().get<double>() == 4000);
+    // The first re-plan gathers, the next ones move t by at most 4x each: by 60 s the
+    // planned t has left 4000, and from then on it stays within a factor 2 of the plan
+    // (the window is this cluster's last 120 s of requests, ~2 a second: its tail is
+    // a sample). Planning as if every linked PrfaaS worker were this cluster's alone, as
+    // the one-link model would, puts it near half the plan's.
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (t_s.at(i).get<double>() >= 60) {
+        CHECK(ts.at(i).get<double>() >= want / 2);
+        CHECK(ts.at(i).get<double>() <= want * 2);
+      }
+  }
 }

@@ -67,6 +67,57 @@ TEST_CASE("M = N = 1 is the case study's plan (Table 6)", "[planner][multi]") {
   CHECK(m.rate({{want.threshold, want.n_p, want.n_d}}, true) == Approx(want.lambda).epsilon(1e-9));
 }
 
+TEST_CASE("with one link the LP's t and split searches are the one-cluster model's",
+          "[planner][multi]") {
+  const auto& c = paper().cfg.inputs;
+  const throughput_model one(c);
+  const multi_model lp(case_study_grid(1, 1));
+  const uint32_t n = c.prfaas.instances, total = c.pd.instances;
+  for (uint32_t n_p : {1u, 3u, 5u}) {
+    INFO("split " << n_p << " / " << total - n_p);
+    const auto want = best_threshold(one, n, n_p, total - n_p);
+    const auto got = best_threshold(lp, n_p, total - n_p);
+    CHECK(got.lambda == Approx(want.lambda).epsilon(1e-6));
+    CHECK(got.prefill_lambda == Approx(prefill_capacity(want)).epsilon(1e-6));
+    CHECK(c.lengths.split_index(got.choice[0].threshold) == c.lengths.split_index(want.threshold));
+  }
+  const auto want = best_split(one, n, total, 1, total - 1);
+  const auto got = best_split(lp, 1, total - 1);
+  CHECK(got.choice[0].n_p == want.n_p);
+  CHECK(got.lambda == Approx(want.lambda).epsilon(1e-6));
+  // The joint search lands on the same plan (Table 6).
+  CHECK(got.lambda == Approx(optimise_multi(lp).best.lambda).epsilon(1e-4));
+}
+
+TEST_CASE("one PD cluster with two links: the searches use both, and a slower second link "
+          "adds what it carries",
+          "[planner][multi]") {
+  // Two PrfaaS clusters of 2 instances each, behind 100 and 100 Gbit/s, or behind 100
+  // and 1 Gbit/s, against one cluster of 2 behind 100.
+  auto fast = case_study_grid(2, 1, 2, 100);
+  auto slow = fast;
+  slow.links[1].gbps = 1;
+  const multi_model both(fast), lopsided(slow), half(case_study_grid(1, 1, 2, 100));
+  const uint32_t total = paper().cfg.inputs.pd.instances;
+  const auto b = best_split(both, 1, total - 1);
+  const auto l = best_split(lopsided, 1, total - 1);
+  const auto h = best_split(half, 1, total - 1);
+  INFO("both " << b.lambda << ", lopsided " << l.lambda << ", one cluster of two " << h.lambda);
+  CHECK(b.lambda > l.lambda);
+  CHECK(l.lambda > h.lambda);
+  // Each at least as good as what the joint optimum finds (the searches scan t finely;
+  // optimise_multi bisects on Λ): within 1%.
+  for (const auto* m : {&both, &lopsided}) {
+    const auto joint = optimise_multi(*m).best.lambda;
+    const auto searched = best_split(*m, 1, total - 1).lambda;
+    CHECK(searched == Approx(joint).epsilon(0.01));
+  }
+  // The slow link carries no more than it can.
+  CHECK(l.links[1].gbps <= 1 * (1 + 1e-9));
+  // More than one PD cluster is not what these searches are for.
+  CHECK_THROWS_AS(best_threshold(multi_model(case_study_grid(1, 2)), 1, 7), std::invalid_argument);
+}
+
 TEST_CASE("two PrfaaS clusters of half the size behind half-rate links plan as one",
           "[planner][multi]") {
   const auto one = optimise_multi(multi_model(case_study_grid(1, 2, 4, 100))).best;

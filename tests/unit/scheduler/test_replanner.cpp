@@ -13,6 +13,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "prfaas/planner/multi.hpp"
 #include "prfaas/planner/planner.hpp"
 #include "prfaas/runtime/actor_registry.hpp"
 #include "prfaas/runtime/config.hpp"
@@ -198,6 +199,100 @@ TEST_CASE("replanner: holds without enough samples, with the link down, without 
   REQUIRE(d);
   CHECK(std::string(d->reason) == "no_workers");
   CHECK(r.planned() == 4096);
+}
+
+namespace {
+
+/// The case study's PD cluster with links to two PrfaaS clusters of 2 workers each,
+/// east behind 100 Gbit/s and west behind 10 Gbit/s (as their monitors report them).
+cluster_view two_links() {
+  cluster_view v;
+  for (const char* c : {"east", "west"})
+    for (int i = 0; i < 2; ++i)
+      v.prefill.push_back(
+          {.addr = {std::string(c) + std::to_string(i), "pf"}, .cluster = c, .prfaas = true});
+  for (int i = 0; i < 3; ++i)
+    v.prefill.push_back({.addr = {"pdp" + std::to_string(i), "pf"}, .cluster = "pd"});
+  for (int i = 0; i < 5; ++i)
+    v.decode.push_back({.addr = {"dec" + std::to_string(i), "dec"}, .cluster = "pd"});
+  v.links = {{.cluster = "east", .capacity_bps = 100e9}, {.cluster = "west", .capacity_bps = 10e9}};
+  v.link_capacity_bps = 110e9;
+  return v;
+}
+
+/// The LP the replanner should build for `ls` on two_links(): each PrfaaS cluster's
+/// workers at `shares` of their time (this PD cluster's part of them), the links as
+/// given (a link of 0 is left out, as a link that is down).
+pl::multi_model lp_of(const std::vector<uint64_t>& ls, double east_gbps, double west_gbps,
+                      double east_share = 1, double west_share = 1) {
+  auto p = kimi();
+  pl::multi_inputs in;
+  in.lengths = pl::length_distribution::empirical(ls);
+  in.output_tokens = 1024;
+  in.slo_tokens_per_s = p.pd.decode->slo_tokens_per_s;
+  in.threshold_points = 128;
+  in.refine_rounds = 2;
+  in.pd.push_back({"pd", {p.pd, 8}, 1});
+  const std::pair<double, double> east{east_gbps, east_share}, west{west_gbps, west_share};
+  for (auto [gbps, share] : {east, west}) {
+    if (gbps <= 0)
+      continue;
+    auto prof = p.prfaas;
+    for (auto& pt : prof.points)
+      pt.prefill_s /= share;
+    in.prfaas.push_back({"c" + std::to_string(in.prfaas.size()), {prof, 2}});
+    in.links.push_back({in.prfaas.size() - 1, 0, gbps});
+  }
+  return pl::multi_model{in};
+}
+
+} // namespace
+
+TEST_CASE("replanner: with links to two PrfaaS clusters it plans with the M x N model, each "
+          "link at its bandwidth, each cluster at this PD cluster's share of it") {
+  const auto ls = lengths(2000, 9.9, 21);
+  auto check_plan = [&](const cluster_view& v, replanner::settings s, const pl::multi_model& m) {
+    replanner r{s, kimi(), 100};
+    r.tick(t0, v, fixed_split);
+    feed(r, ls, t0 + 10s, 100);
+    auto d = r.tick(t0 + 10s, v, fixed_split);
+    REQUIRE(d);
+    const auto want = pl::best_threshold(m, 3, 5);
+    INFO("plan t " << d->t_plan << " lambda " << d->lambda_plan << "; LP t "
+                   << want.choice[0].threshold << " lambda " << want.lambda);
+    CHECK(d->t_plan == static_cast<uint64_t>(std::llround(want.choice[0].threshold)));
+    CHECK(d->lambda_plan == Approx(want.lambda));
+    CHECK(d->lambda_now == Approx(m.evaluate({{100, 3, 5}}).lambda));
+    return *d;
+  };
+  auto v = two_links();
+  const auto both = check_plan(v, fast(), lp_of(ls, 100, 10));
+  CHECK(both.usable_gbps == Approx(110));
+
+  // west's link down: east alone. The plan predicts less.
+  v.links[1].up = false;
+  const auto east_only = check_plan(v, fast(), lp_of(ls, 100, 0));
+  CHECK(east_only.lambda_plan < both.lambda_plan);
+  CHECK(east_only.usable_gbps == Approx(100));
+
+  // Both up, east shared with another PD cluster of the same weight: half of east's workers.
+  v = two_links();
+  auto s = fast();
+  s.links["east"] = {.rate_bps = 100e9, .share = 0.5};
+  const auto shared = check_plan(v, s, lp_of(ls, 100, 10, 0.5, 1));
+  CHECK(shared.lambda_plan < both.lambda_plan);
+
+  // No link up: nothing to plan with.
+  v = two_links();
+  for (auto& l : v.links)
+    l.up = false;
+  replanner r{fast(), kimi(), 100};
+  r.tick(t0, v, fixed_split);
+  feed(r, ls, t0 + 10s, 100);
+  auto d = r.tick(t0 + 10s, v, fixed_split);
+  REQUIRE(d);
+  CHECK(std::string(d->reason) == "no_link");
+  CHECK(r.planned() == 100);
 }
 
 TEST_CASE("replanner: a PD cluster slower than its profile scales the PD times and lowers t") {

@@ -134,4 +134,16 @@ struct multi_plan {
 
 multi_plan optimise_multi(const multi_model& m);
 
+// The searches of planner.hpp on the LP, for a model of one PD cluster and the PrfaaS
+// clusters it links to (what one PD cluster's scheduler re-plans with): with one link
+// they are best_threshold and best_split of the one-cluster model.
+
+/// At split (n_p, n_d): the t whose prefill capacity (the LP without the decode rows)
+/// is highest, on the same grid and refinement as best_threshold, evaluated with every
+/// row. Throws std::invalid_argument unless the model has exactly one PD cluster.
+multi_point best_threshold(const multi_model& m, uint32_t n_p, uint32_t n_d);
+/// The best Λ over N_p in [np_min, np_max] (N_p + N_d = the PD cluster's instances),
+/// each at its best t; ties go to the higher prefill capacity.
+multi_point best_split(const multi_model& m, uint32_t np_min, uint32_t np_max);
+
 } // namespace prfaas::planner
