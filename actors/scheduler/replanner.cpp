@@ -118,7 +118,7 @@ private:
   /// prefill, else a link, else a PrfaaS cluster's compute.
   static plan_point of(const planner::multi_point& mp) {
     const auto& c = mp.choice.at(0);
-    plan_point out{c.threshold, c.n_p, c.n_d, mp.lambda, mp.prefill_lambda, "pd_decode"};
+    plan_point out{c.threshold, c.n_p, c.n_d, mp.lambda, mp.prefill_lambda, {}};
     const auto any = [](const auto& list) {
       return std::any_of(list.begin(), list.end(), [](const auto& f) { return f.binding; });
     };
@@ -130,6 +130,8 @@ private:
       out.binding = planner::to_string(planner::constraint::link);
     else if (any(mp.prfaas))
       out.binding = planner::to_string(planner::constraint::prfaas_prefill);
+    else // nothing at its bound (a flat LP): named as the one-cluster model's default
+      out.binding = planner::to_string(planner::constraint::pd_decode);
     return out;
   }
   planner::multi_model m_;

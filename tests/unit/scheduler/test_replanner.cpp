@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -263,6 +264,15 @@ TEST_CASE("replanner: with links to two PrfaaS clusters it plans with the M x N 
     CHECK(d->t_plan == static_cast<uint64_t>(std::llround(want.choice[0].threshold)));
     CHECK(d->lambda_plan == Approx(want.lambda));
     CHECK(d->lambda_now == Approx(m.evaluate({{100, 3, 5}}).lambda));
+    // Named as Eq. 6's terms: the LP's binding rows at the plan.
+    const bool link_binds =
+        std::any_of(want.links.begin(), want.links.end(), [](const auto& l) { return l.binding; });
+    if (want.pd[0].decode_binding)
+      CHECK(d->binding == "pd_decode");
+    else if (want.pd[0].prefill_binding)
+      CHECK(d->binding == "pd_prefill");
+    else if (link_binds)
+      CHECK(d->binding == "link");
     return *d;
   };
   auto v = two_links();
