@@ -24,6 +24,13 @@ bool says(const report& r, const std::string& line) {
   return r.text().find(line) != std::string::npos;
 }
 
+/// `r`'s first fault judged again as `out`: whether that judgement's `check` and the
+/// whole run both fail.
+bool fails_on(report& r, fault_outcome out, bool fault_outcome::*check) {
+  r.faults[0] = std::move(out);
+  return !(r.faults[0].*check) && !r.passed();
+}
+
 } // namespace
 
 TEST_CASE("every request has exactly one outcome") {
@@ -71,18 +78,15 @@ TEST_CASE("a run passes only without losses and within every bound") {
   CHECK(r.passed());
 
   SECTION("detected too late") {
-    r.faults[0] = judge(f, 5, 8, detection{2.5, "m", 4.0});
-    CHECK_FALSE(r.faults[0].detect_ok);
-    CHECK_FALSE(r.passed());
+    CHECK(fails_on(r, judge(f, 5, 8, detection{2.5, "m", 4.0}), &fault_outcome::detect_ok));
   }
   SECTION("never detected") {
     r.faults[0] = judge(f, 5, 8, detection{});
     CHECK_FALSE(r.passed());
   }
   SECTION("not healthy again in time") {
-    r.faults[0] = judge(f, 5, 8, detection{1.0, "m", std::nullopt});
-    CHECK_FALSE(r.faults[0].recover_ok);
-    CHECK_FALSE(r.passed());
+    CHECK(
+        fails_on(r, judge(f, 5, 8, detection{1.0, "m", std::nullopt}), &fault_outcome::recover_ok));
   }
   SECTION("a fault no observer saw has nothing to recover from") {
     fault_spec brief = f;
@@ -92,9 +96,8 @@ TEST_CASE("a run passes only without losses and within every bound") {
     CHECK(r.passed());
     CHECK(says(r, "never seen faulty"));
     SECTION("but one it saw must be healthy again in time") {
-      r.faults[0] = judge(brief, 5, 5.3, detection{0.2, "m", std::nullopt});
-      CHECK_FALSE(r.faults[0].recover_ok);
-      CHECK_FALSE(r.passed());
+      CHECK(fails_on(r, judge(brief, 5, 5.3, detection{0.2, "m", std::nullopt}),
+                     &fault_outcome::recover_ok));
     }
   }
   SECTION("recovery held by a later fault on the same nodes counts from that one's end") {
@@ -107,9 +110,7 @@ TEST_CASE("a run passes only without losses and within every bound") {
     CHECK(says(r, "healthy again after 3.000 s from the end of blackhole a <-> b for 2 s"));
     SECTION("and still within the bound") {
       d.recovered_s = 6.0;
-      r.faults[0] = judge(f, 5, 8, d);
-      CHECK_FALSE(r.faults[0].recover_ok);
-      CHECK_FALSE(r.passed());
+      CHECK(fails_on(r, judge(f, 5, 8, d), &fault_outcome::recover_ok));
     }
   }
   SECTION("a lost request") {
@@ -146,16 +147,12 @@ TEST_CASE("one link of several down: nothing routed across it, and the faster li
 
   SECTION("an offload routed across the downed link fails the run") {
     seen.routed_across = 2;
-    r.faults[0] = judge(f, 10, 18, seen);
-    CHECK_FALSE(r.faults[0].across_ok);
-    CHECK_FALSE(r.passed());
+    CHECK(fails_on(r, judge(f, 10, 18, seen), &fault_outcome::across_ok));
     CHECK(says(r, "ROUTED ACROSS"));
   }
   SECTION("the slower link taking more fails the run") {
     seen.routes_before = {{"east", {5, 400e6}}, {"west", {9, 100e6}}};
-    r.faults[0] = judge(f, 10, 18, seen);
-    CHECK_FALSE(r.faults[0].rates_ok);
-    CHECK_FALSE(r.passed());
+    CHECK(fails_on(r, judge(f, 10, 18, seen), &fault_outcome::rates_ok));
     CHECK(says(r, "AGAINST THE RATES"));
   }
   SECTION("too few offloads to judge the split") {
