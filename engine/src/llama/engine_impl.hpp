@@ -34,6 +34,8 @@ public:
   static result<std::unique_ptr<engine>> create(const llama_config& c);
 
   result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
+  std::vector<result<prefill_result>> prefill_batch(std::span<const prefill_request> reqs,
+                                                    std::span<const chunk_sink> sinks) override;
   result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
   void release(seq_id id) override;
@@ -106,9 +108,32 @@ private:
   /// Puts `s` into `slot`: the reused prefix's chunks loaded (`req.reuse_tokens` > 0),
   /// or the slot taken empty.
   result<void> place(sequence& s, const prefill_request& req, int32_t slot);
-  /// Computes the prompt past the reused prefix in `config_.batch` slices (checkpoints
-  /// on their boundaries), each slice's KV to `sink` as soon as it is computed.
-  result<void> compute_prompt(sequence& s, const prefill_request& req, const chunk_sink& sink);
+  /// One prefill of a prefill_batch call while it runs.
+  struct prefill_item {
+    const prefill_request* req = nullptr;
+    const chunk_sink* sink = nullptr;
+    std::unique_ptr<sequence> s; ///< placed in a slot, with its reused prefix
+    uint32_t pos = 0;            ///< the prompt is computed up to here
+    std::string error;           ///< why it failed (then nothing more is done for it)
+    std::optional<prefill_result> done;
+  };
+  /// Checks the item's request and places it in a slot (with its reused prefix), or
+  /// says why not in `it.error`. `earlier`: the items of the same call before it.
+  void start_prefill(prefill_item& it, std::span<const prefill_item> earlier);
+  /// Computes every placed item's prompt past its reused prefix, in rounds of one
+  /// llama_decode each: a round takes the next slice of each unfinished item in turn, up
+  /// to `config_.batch` tokens in all, and a slice ends at its item's next checkpoint or
+  /// at its prompt's end. After a round, each slice's KV goes to its item's sink,
+  /// checkpoints are kept, and a finished item samples its first token and sends its
+  /// end state.
+  void compute_prompts(std::span<prefill_item> items);
+  /// The slices of one round into batch_ (a slice per unfinished item, in turn).
+  struct slice {
+    prefill_item* it;
+    uint32_t end;
+    int32_t logits_at; ///< its batch index when the slice ends the prompt, else -1
+  };
+  std::vector<slice> fill_round(std::span<prefill_item> items);
   /// The linear layers' state at the prompt's end and the sequence record, to `sink`.
   void export_end_state(const sequence& s, uint32_t n, const chunk_sink& sink) const;
   token sample(sequence& s, const float* logits);
@@ -135,6 +160,7 @@ private:
   uint64_t clock_ = 0;
   uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
   uint64_t swaps_ = 0;
+  uint64_t prefill_decodes_ = 0; ///< llama_decode calls of prefills
   std::vector<std::byte> rec_scratch_; ///< save_checkpoint's read, reused (read_state_into)
   /// The one snapshot buffer, reused by every sequence's snapshot (read_state_into): a
   /// prefill reads its whole state after every slice, and fresh buffers for those reads

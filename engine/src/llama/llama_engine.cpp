@@ -1,7 +1,9 @@
 // The llama.cpp engine (llama_engine.hpp): one llama_context per instance, prfaas
 // sequences as llama.cpp sequence ids ("slots"), continuous batching (one llama_decode
-// for a decode step of the whole batch), prefill in n_batch slices, and the sequence
-// state cut into prfaas chunks by state_codec.hpp.
+// for a decode step of the whole batch), prefill in n_batch slices — several prompts'
+// slices in one llama_decode when they are prefilled together (prefill_batch), as
+// llama-server batches its slots' prompts — and the sequence state cut into prfaas chunks
+// by state_codec.hpp.
 //
 // What llama.cpp's API does not allow, and what this engine does instead:
 //  * Layer-by-layer streaming while a prefill runs: llama_decode computes every layer
@@ -126,6 +128,8 @@ result<void> llama_engine::init() {
     if (llama_vocab_is_eog(vocab_, t))
       info_.end_tokens.push_back(t);
   info_.state_bytes_total = layout_.rec_bytes();
+  // Several prompts share a llama_decode when there are slots for them (prefill_batch).
+  info_.prefill_batch_tokens = config_.slots > 1 ? config_.batch : 0;
   info_.identity = llama_detail::full_identity(model_->identity_base, layout_text(layout_));
   info_.fingerprint = checksum(info_.identity);
   flops_per_token_ = 2.0 * static_cast<double>(llama_model_n_params(model_->model));
@@ -185,40 +189,91 @@ result<void> llama_engine::place(sequence& s, const prefill_request& req, int32_
   return {};
 }
 
-result<void> llama_engine::compute_prompt(sequence& s, const prefill_request& req,
-                                          const chunk_sink& sink) {
-  const uint32_t n = static_cast<uint32_t>(req.prompt.size());
-  const uint32_t r = req.reuse_tokens;
-  const uint32_t every = req.checkpoint_interval;
-  if (every != 0 && r % every == 0 && r > 0)
-    save_checkpoint(s, r);
-  if (sink && snap_buf_.size() < layout_.state_bytes(n)) {
-    // Every slice reads the whole state (snapshot): one buffer for the largest of them
-    // now, rather than a larger one, zeroed and faulted in, every few slices.
+std::vector<llama_engine::slice> llama_engine::fill_round(std::span<prefill_item> items) {
+  std::vector<slice> round;
+  uint32_t used = 0;
+  for (auto& it : items) {
+    const uint32_t n = static_cast<uint32_t>(it.req->prompt.size());
+    if (!it.error.empty() || it.pos >= n)
+      continue;
+    if (used == config_.batch)
+      break;
+    const uint32_t every = it.req->checkpoint_interval;
+    uint32_t end = std::min(n, it.pos + (config_.batch - used));
+    if (every != 0)
+      end = std::min(end, (it.pos / every + 1) * every);
+    for (uint32_t p = it.pos; p < end; ++p, ++used) {
+      batch_.token[used] = it.req->prompt[p];
+      batch_.pos[used] = static_cast<llama_pos>(p);
+      batch_.n_seq_id[used] = 1;
+      batch_.seq_id[used][0] = it.s->slot;
+      batch_.logits[used] = p + 1 == n;
+    }
+    round.push_back({&it, end, end == n ? static_cast<int32_t>(used - 1) : -1});
+  }
+  batch_.n_tokens = static_cast<int32_t>(used);
+  return round;
+}
+
+void llama_engine::compute_prompts(std::span<prefill_item> items) {
+  uint64_t largest = 0; // the largest state a snapshot will read
+  for (auto& it : items) {
+    if (!it.error.empty())
+      continue;
+    const uint32_t r = it.req->reuse_tokens, every = it.req->checkpoint_interval;
+    if (every != 0 && r % every == 0 && r > 0)
+      save_checkpoint(*it.s, r);
+    it.pos = r;
+    if (*it.sink)
+      largest = std::max(largest, layout_.state_bytes(it.req->prompt.size()));
+  }
+  if (snap_buf_.size() < largest) {
+    // Every slice reads its sequence's whole state (snapshot): one buffer for the
+    // largest of them now, rather than a larger one, zeroed and faulted in, every few
+    // slices.
     snap_of_.reset();
     snap_buf_ = {};
-    snap_buf_.resize(static_cast<size_t>(layout_.state_bytes(n)));
+    snap_buf_.resize(static_cast<size_t>(largest));
   }
-  for (uint32_t pos = r; pos < n;) {
-    uint32_t end = std::min(n, pos + config_.batch);
-    if (every != 0)
-      end = std::min(end, (pos / every + 1) * every);
-    if (auto ok = decode_slice(s.slot, req.prompt.subspan(pos, end - pos), pos, end == n); !ok)
-      return ok;
-    ++s.version;
-    if (sink) {
-      const auto& st = snapshot(s);
-      for (uint32_t l = 0; l < layout_.n_full(); ++l) {
-        std::vector<std::byte> payload;
-        codec::export_kv(layout_, st, l, pos, end, payload);
-        sink(make_chunk(kv_header(l, pos, end, end), std::move(payload)));
-      }
+  for (auto round = fill_round(items); !round.empty(); round = fill_round(items)) {
+    ++prefill_decodes_;
+    if (const int32_t rc = run_batch(); rc != 0) {
+      for (auto& sl : round)
+        sl.it->error = "llama_decode returned " + std::to_string(rc) +
+                       (rc == 1 ? " (no room in the KV cache)" : "");
+      continue;
     }
-    if (every != 0 && end % every == 0)
-      save_checkpoint(s, end); // after the export: from the snapshot it just read
-    pos = end;
+    for (auto& sl : round) {
+      auto& it = *sl.it;
+      auto& s = *it.s;
+      const uint32_t n = static_cast<uint32_t>(it.req->prompt.size());
+      const uint32_t every = it.req->checkpoint_interval;
+      ++s.version;
+      if (*it.sink) {
+        const auto& st = snapshot(s);
+        for (uint32_t l = 0; l < layout_.n_full(); ++l) {
+          std::vector<std::byte> payload;
+          codec::export_kv(layout_, st, l, it.pos, sl.end, payload);
+          (*it.sink)(make_chunk(kv_header(l, it.pos, sl.end, sl.end), std::move(payload)));
+        }
+      }
+      if (every != 0 && sl.end % every == 0)
+        save_checkpoint(s, sl.end); // after the export: from the snapshot it just read
+      it.pos = sl.end;
+      if (sl.logits_at < 0)
+        continue;
+      // Its last slice: the first token now (the next round's llama_decode overwrites the
+      // logits), its end state to its sink while the others compute on.
+      prefill_result out;
+      out.first_token = sample(s, llama_get_logits_ith(ctx_.get(), sl.logits_at));
+      out.first_logprobs = s.logprobs;
+      s.rec.pending = out.first_token;
+      out.computed_tokens = n - it.req->reuse_tokens;
+      if (*it.sink)
+        export_end_state(s, n, *it.sink);
+      it.done = std::move(out);
+    }
   }
-  return {};
 }
 
 void llama_engine::export_end_state(const sequence& s, uint32_t n, const chunk_sink& sink) const {
@@ -231,47 +286,87 @@ void llama_engine::export_end_state(const sequence& s, uint32_t n, const chunk_s
   sink(make_meta_chunk(info_, s.rec));
 }
 
-result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
+void llama_engine::start_prefill(prefill_item& it, std::span<const prefill_item> earlier) {
+  const auto& req = *it.req;
   const std::string who = "prefill " + seq_str(req.id);
-  if (auto ok = check_prefill(req, who); !ok)
-    return ok.err();
+  if (auto ok = check_prefill(req, who); !ok) {
+    it.error = ok.message();
+    return;
+  }
+  for (auto& e : earlier)
+    if (e.req->id == req.id) {
+      it.error = who + ": the id is twice in one batch";
+      return;
+    }
   const uint32_t n = static_cast<uint32_t>(req.prompt.size());
-  if (n >= config_.context)
-    return make_error(who + ": prompt of " + std::to_string(n) + " tokens leaves no room in a " +
-                      std::to_string(config_.context) + "-token context");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto owned = std::make_unique<sequence>();
-  auto& s = *owned;
+  if (n >= config_.context) {
+    it.error = who + ": prompt of " + std::to_string(n) + " tokens leaves no room in a " +
+               std::to_string(config_.context) + "-token context";
+    return;
+  }
+  it.s = std::make_unique<sequence>();
+  auto& s = *it.s;
   s.id = req.id;
-  const int32_t slot = claim_slot({});
-  if (slot < 0)
-    return make_error(who + ": no slot");
-  if (auto ok = place(s, req, slot); !ok)
-    return make_error(who + ": " + ok.message());
+  const int32_t slot = claim_slot({}); // the batch's own sequences are not parkable yet
+  if (slot < 0) {
+    it.error = who + ": no slot";
+    return;
+  }
+  if (auto ok = place(s, req, slot); !ok) {
+    it.error = who + ": " + ok.message();
+    return;
+  }
   s.rec.tokens.assign(req.prompt.begin(), req.prompt.end());
   s.rec.prompt_tokens = n;
   s.rec.sampling = req.sampling;
   s.rec.sampled = req.sampling.first_index;
   s.rec.identity = info_.identity;
-  if (auto ok = compute_prompt(s, req, sink); !ok) {
-    free_slot(s);
-    return make_error(who + ": " + ok.message());
+}
+
+result<prefill_result> llama_engine::prefill(const prefill_request& req, const chunk_sink& sink) {
+  auto out = prefill_batch({&req, 1}, {&sink, 1});
+  return std::move(out.front());
+}
+
+std::vector<result<prefill_result>>
+llama_engine::prefill_batch(std::span<const prefill_request> reqs,
+                            std::span<const chunk_sink> sinks) {
+  static const chunk_sink no_sink;
+  std::vector<result<prefill_result>> out;
+  out.reserve(reqs.size());
+  // At most a slot per prefill: more requests than slots go in several groups.
+  for (size_t first = 0; first < reqs.size(); first += config_.slots) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<prefill_item> items(std::min<size_t>(config_.slots, reqs.size() - first));
+    for (size_t i = 0; i < items.size(); ++i) {
+      items[i].req = &reqs[first + i];
+      items[i].sink = first + i < sinks.size() ? &sinks[first + i] : &no_sink;
+      start_prefill(items[i], std::span(items).first(i));
+    }
+    compute_prompts(items);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    uint32_t computed = 0;
+    for (auto& it : items) {
+      if (it.error.empty() && !it.done) // cannot happen: every placed prompt ends or fails
+        it.error = "prefill " + seq_str(it.req->id) + ": not computed";
+      if (!it.error.empty()) {
+        if (it.s)
+          free_slot(*it.s);
+        out.push_back(make_error(it.error));
+        continue;
+      }
+      it.done->modeled_time =
+          std::chrono::duration_cast<nanos>(std::chrono::duration<double>(secs));
+      computed += it.done->computed_tokens;
+      it.s->last_used = ++clock_;
+      seqs_.emplace(it.req->id, std::move(it.s));
+      out.push_back(std::move(*it.done));
+    }
+    prompt_tokens_ += computed;
+    if (computed >= 64 && secs > 0)
+      prefill_tps_ = prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * computed / secs : computed / secs;
   }
-  const uint32_t r = req.reuse_tokens;
-  prefill_result out;
-  out.first_token = sample(s, llama_get_logits_ith(ctx_.get(), -1));
-  out.first_logprobs = s.logprobs;
-  s.rec.pending = out.first_token;
-  out.computed_tokens = n - r;
-  prompt_tokens_ += n - r;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (n - r >= 64 && secs > 0)
-    prefill_tps_ = prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * (n - r) / secs : (n - r) / secs;
-  out.modeled_time = std::chrono::duration_cast<nanos>(std::chrono::duration<double>(secs));
-  if (sink)
-    export_end_state(s, n, sink);
-  s.last_used = ++clock_;
-  seqs_.emplace(req.id, std::move(owned));
   return out;
 }
 
@@ -389,6 +484,10 @@ std::vector<engine_counter> llama_engine::counters() const {
       {"llama_eval_seconds", "llama.cpp's time in single-token evaluations", p.t_eval_ms / 1e3},
       {"llama_prompt_tokens_computed", "prompt tokens this engine's prefills computed",
        static_cast<double>(prompt_tokens_)},
+      {"llama_prefill_decodes",
+       "llama_decode calls of prefills (each a slice of one prompt, or of several prefilled "
+       "together)",
+       static_cast<double>(prefill_decodes_)},
       {"llama_sequence_swaps", "sequences parked to host memory or loaded back",
        static_cast<double>(swaps_)},
       {"llama_cpu_turn_wait_seconds",

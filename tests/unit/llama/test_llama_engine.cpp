@@ -153,6 +153,88 @@ TEST_CASE("a prefill from a reused prefix equals a context sliced at the reuse b
   }
 }
 
+TEST_CASE("prompts prefilled together: one llama_decode for short ones, each as if alone") {
+  for (const char* model : {"tiny-qwen35", "tiny-kimi-linear", "tiny-qwen2"}) {
+    INFO("model " << model);
+    auto alone = make(model);
+    auto together = make(model, 4);
+    auto decode = make(model, 4);
+    auto tok = vocab_of(model);
+    CHECK(together->info().prefill_batch_tokens == settings(model).batch);
+    CHECK(alone->info().prefill_batch_tokens == 256); // two slots: two prompts at once
+    CHECK(make(model, 1)->info().prefill_batch_tokens == 0);
+    xoshiro256 rng(23);
+    for (bool short_ones : {true, false}) {
+      INFO((short_ones ? "four short prompts" : "slices across checkpoints, six prompts"));
+      std::vector<std::vector<token>> prompts;
+      const size_t count = short_ones ? 4 : 6; // six: more than the four slots
+      for (size_t i = 0; i < count; ++i)
+        prompts.push_back(prompt_of(*tok, rng, short_ones ? 1 + rng.below(60) : 1 + rng.below(700),
+                                    i % 2 == 0));
+      std::vector<prefill_request> reqs(count);
+      std::vector<std::vector<kv_chunk>> chunks(count);
+      std::vector<chunk_sink> sinks;
+      for (size_t i = 0; i < count; ++i) {
+        reqs[i].id = 20 + i;
+        reqs[i].prompt = prompts[i];
+        reqs[i].checkpoint_interval = short_ones ? 0 : block;
+        reqs[i].sampling = i % 2 == 0 ? sampling_params{} : sampling_params{0.9f, rng.next()};
+        sinks.push_back([&chunks, i](kv_chunk&& c) { chunks[i].push_back(std::move(c)); });
+      }
+      const double decodes = counter(*together, "llama_prefill_decodes");
+      auto results = together->prefill_batch(reqs, sinks);
+      REQUIRE(results.size() == count);
+      if (short_ones) // at most 240 tokens: one slice each, all in one llama_decode
+        CHECK(counter(*together, "llama_prefill_decodes") - decodes == 1);
+      for (size_t i = 0; i < count; ++i) {
+        INFO("prompt " << i << " of " << prompts[i].size() << " tokens");
+        REQUIRE(results[i].ok());
+        CHECK(results[i]->computed_tokens == prompts[i].size());
+        CHECK(together->length(reqs[i].id) == prompts[i].size());
+        // Its chunks on another engine decode what the engine that prefilled it does.
+        const seq_id id = 60 + static_cast<seq_id>(i);
+        REQUIRE(decode->import_sequence(id, over_the_wire(chunks[i])).ok());
+        std::vector<token> got{results[i]->first_token};
+        auto rest = decode_n(*decode, id, new_tokens);
+        got.insert(got.end(), rest.begin(), rest.end());
+        decode->release(id);
+        std::vector<token> own{results[i]->first_token};
+        rest = decode_n(*together, reqs[i].id, new_tokens);
+        own.insert(own.end(), rest.begin(), rest.end());
+        together->release(reqs[i].id);
+        CHECK(got == own);
+        // And what one engine prefilling it alone does, on the hybrids: llama.cpp
+        // splits a batch of several sequences into ubatches of equal length per
+        // sequence for their recurrent layers. A plain transformer's attention sums
+        // over the batch's padded KV length, so its logits may differ from a lone
+        // prefill's in the last bits (as llama-server's do), and sampling follows them.
+        if (std::string(model) != "tiny-qwen2")
+          CHECK(got == one_context(*alone, 1, reqs[i]));
+      }
+    }
+    // One bad request fails alone: a token outside the vocabulary, an id given twice.
+    const auto ok_prompt = prompt_of(*tok, rng, 30, true);
+    std::vector<token> bad_prompt = ok_prompt;
+    bad_prompt[3] = static_cast<token>(tok->vocab_size() + 5);
+    std::vector<prefill_request> reqs(3);
+    reqs[0].id = 7;
+    reqs[0].prompt = ok_prompt;
+    reqs[1].id = 8;
+    reqs[1].prompt = bad_prompt;
+    reqs[2].id = 7;
+    reqs[2].prompt = ok_prompt;
+    auto results = together->prefill_batch(reqs, {});
+    REQUIRE(results.size() == 3);
+    CHECK(results[0].ok());
+    REQUIRE_FALSE(results[1].ok());
+    CHECK_THAT(results[1].message(), Catch::Contains("prefill sequence 8"));
+    REQUIRE_FALSE(results[2].ok());
+    CHECK_THAT(results[2].message(), Catch::Contains("twice in one batch"));
+    CHECK(together->contains(7));
+    CHECK_FALSE(together->contains(8));
+  }
+}
+
 TEST_CASE("a 90%-cached prompt of 2K+ tokens evaluates only its uncached tokens") {
   auto e = make("tiny-qwen35");
   auto tok = vocab_of("tiny-qwen35");

@@ -66,6 +66,18 @@ public:
   /// Prefill `req.prompt` into a new sequence `req.id` (optionally starting from a
   /// reused prefix), streaming chunks into `sink` (may be empty).
   virtual result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) = 0;
+  /// Several prefills at once, each as `prefill` does it (its own sequence id, reuse
+  /// and sink `sinks[i]`): an engine that gains from it computes them together
+  /// (model_info::prefill_batch_tokens says how much), the others one after the other.
+  /// One result per request, in order; one request's error leaves the others' intact.
+  virtual std::vector<result<prefill_result>> prefill_batch(std::span<const prefill_request> reqs,
+                                                            std::span<const chunk_sink> sinks) {
+    std::vector<result<prefill_result>> out;
+    out.reserve(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i)
+      out.push_back(prefill(reqs[i], i < sinks.size() ? sinks[i] : chunk_sink{}));
+    return out;
+  }
 
   /// One decode step for each sequence in `batch` (distinct ids): feeds its pending
   /// token, samples the next one. Returns the sampled tokens, in batch order.

@@ -85,6 +85,10 @@ struct model_info {
   /// (model, quantisation, state format): it travels in every exported sequence's meta
   /// chunk. Empty when the fingerprint says enough (reference and profile engines).
   std::vector<std::byte> identity;
+  /// Prefills worth computing together (engine::prefill_batch): at most this many
+  /// computed tokens in all; 0 = computing them together gains nothing (the default,
+  /// which runs them one after the other).
+  uint32_t prefill_batch_tokens = 0;
 
   bool is_end(token t) const noexcept {
     if (t == eos_token)
