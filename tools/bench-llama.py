@@ -25,7 +25,8 @@ Runs interleave the two servers (prfaas first in even runs); every figure is the
 of --runs runs. The settings:
 
   prfaas        configs/llama-local.yaml's topology in one process (prfaas-node --all):
-                PrfaaS prefill node, PD prefill and decode workers (max_batch 8), on the
+                PrfaaS prefill node, PD prefill and decode workers (max_batch 8: a
+                decode step of 8 streams, 8 queued prompts prefilled together), on the
                 GGUF with context 8192, batch/ubatch 512, 2 threads per worker; 4K
                 prompts are offloaded (threshold 256) and their state crosses the
                 emulated link.
@@ -107,6 +108,8 @@ class server:
             text = re.sub(r"context: [0-9]+", "context: 8192", text)
             text = re.sub(r"threads: [0-9]+", "threads: 2", text)
             text = re.sub(r"block_tokens: [0-9]+", "block_tokens: %d" % block_tokens, text)
+            # As llama-server's -np 8: up to 8 queued prompts prefilled together.
+            text = re.sub(r"(type: prefill_worker, )", r"\1max_batch: 8, ", text)
             text = re.sub(r"checkpoint_blocks: [0-9]+", "checkpoint_blocks: %d" % (checkpoint_tokens // block_tokens), text)
             self.port = ports[8000]
             self.admin = ports[9101]

@@ -50,7 +50,8 @@ struct model_settings {
   uint32_t context = 0; ///< tokens per sequence (0: max_context)
   uint32_t batch = 512, ubatch = 512, threads = 2;
   /// Sequences resident in one engine's context; set by the worker that builds it
-  /// (a decode worker: its max_batch; a prefill worker: 1).
+  /// (a decode worker: its max_batch; a prefill worker: its max_batch, the prompts it
+  /// prefills together).
   uint32_t slots = 1;
 };
 

@@ -61,29 +61,38 @@ void prefill_queue::pull_ended(key k) {
 }
 
 prefill_queue::step prefill_queue::next(clock_type::time_point now) {
+  return next(now, batch_limit{});
+}
+
+prefill_queue::step prefill_queue::next(clock_type::time_point now, batch_limit limit) {
   step out;
-  while (!running_ && !fifo_.empty()) {
+  uint64_t tokens = 0;
+  while (running_.empty() && !fifo_.empty() &&
+         out.start.size() < std::max<size_t>(1, limit.orders)) {
     const key k = fifo_.front();
-    fifo_.pop_front();
     auto& e = orders_.at(k);
     if (now >= e.o.deadline) {
+      fifo_.pop_front();
       out.expired.push_back(k);
       remove(k);
       continue;
     }
+    if (!out.start.empty() && tokens + e.o.work > limit.tokens)
+      break; // it heads the next batch: nothing overtakes it
+    fifo_.pop_front();
     e.ph = phase::running;
     e.transfer_open = true;
     virtual_time_ = std::max(virtual_time_, e.start_tag);
-    running_ = k;
-    out.start = k;
+    tokens += e.o.work;
+    out.start.push_back(k);
   }
+  running_.insert(out.start.begin(), out.start.end());
   return out;
 }
 
 void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time,
                                 bool ok) {
-  if (running_ == k)
-    running_.reset();
+  running_.erase(k);
   auto it = orders_.find(k);
   if (it == orders_.end() || it->second.ph != phase::running)
     return;

@@ -15,7 +15,10 @@
 //                                          (answered        (engine_done then gone)
 //                                           by the caller)
 //
-// `next` also drops queued orders past their deadline (the caller answers them). An order
+// `next` starts the order at the head of the queue, and with it the orders behind it
+// while they fit a batch the engine computes together (batch_limit: the engine's
+// prefill_batch; none for engines that gain nothing from it); it also drops queued
+// orders past their deadline (the caller answers them). An order
 // leaves the queue exactly once; the work it was admitted with counts towards
 // `queued_tokens` until it leaves the queue or the engine is done with it.
 //
@@ -34,6 +37,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -60,11 +64,21 @@ public:
     std::string why;
   };
 
-  /// What `next` decided: at most one order to start, and the queued ones whose deadline
-  /// passed (removed; the caller answers them).
+  /// What `next` decided: the orders to start (computed together, in this order; none
+  /// while the engine is busy), and the queued ones whose deadline passed (removed; the
+  /// caller answers them).
   struct step {
-    std::optional<key> start;
+    std::vector<key> start;
     std::vector<key> expired;
+  };
+
+  /// How many orders the engine computes together: the head of the queue always
+  /// starts, the orders behind it join while there are at most `orders` and their work
+  /// sums to at most `tokens` (so a long prompt runs alone, and a batch of short ones
+  /// takes about one engine call). The default starts one order at a time.
+  struct batch_limit {
+    size_t orders = 1;
+    uint64_t tokens = 0;
   };
 
   /// What a cancel touches: orders removed before running (the caller answers them
@@ -81,10 +95,13 @@ public:
   std::variant<key, refusal> admit(const order& o);
   /// Its cache move ended (moved, or given up): the order joins the queue.
   void pull_ended(key k);
-  /// The engine is free (and built): the next order to run, dropping expired ones.
+  /// The engine is free (and built): the next orders to run, dropping expired ones.
+  step next(clock_type::time_point now, batch_limit limit);
+  /// One order at a time.
   step next(clock_type::time_point now);
-  /// The engine finished the running order; a prefill of `computed` tokens that took
-  /// `engine_time` updates the pace (`ok` = it produced its KV).
+  /// The engine finished a running order; a prefill of `computed` tokens that took
+  /// `engine_time` (its share of a batch's time) updates the pace (`ok` = it produced
+  /// its KV). The engine is free again when every order of its batch is done.
   void engine_done(key k, uint32_t computed, std::chrono::nanoseconds engine_time, bool ok);
   /// The order's transfer ended (delivered, failed or cancelled).
   void transfer_ended(key k);
@@ -94,7 +111,8 @@ public:
   bool contains(key k) const { return orders_.count(k) != 0; }
   /// Orders in the queue (not pulling, not running).
   size_t queued() const { return fifo_.size(); }
-  bool running() const { return running_.has_value(); }
+  /// Orders the engine is computing (one batch).
+  size_t running() const { return running_.size(); }
   /// Orders whose transfer is open (running or sent).
   size_t transferring() const;
   /// Work admitted and not done: pulling, queued and running orders.
@@ -130,7 +148,7 @@ private:
   key next_key_ = 1;
   std::map<key, entry> orders_;
   std::deque<key> fifo_;
-  std::optional<key> running_;
+  std::set<key> running_;
   double virtual_time_ = 0;              ///< start tag of the order last started
   std::map<std::string, double> finish_; ///< per origin: its last order's finish tag
   uint64_t queued_tokens_ = 0;

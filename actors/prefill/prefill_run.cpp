@@ -1,7 +1,8 @@
-// The prefill worker running one order (prefill_worker.cpp is the actor): the engine
-// computes it on its own thread, its KV chunks stream to the decode worker over the data
-// plane as the engine produces them, the last chunk carries serving.TransferMeta (first
-// token, engine time), and the order is answered when the receiver confirmed the whole
+// The prefill worker running its orders (prefill_worker.cpp is the actor), one or a
+// batch the engine computes together (prefill_queue's batch_limit): the engine computes
+// them on its own thread, each one's KV chunks stream to its decode worker over the data
+// plane as the engine produces them, its last chunk carries serving.TransferMeta (first
+// token, engine time), and each order is answered when its receiver confirmed the whole
 // transfer (or with the error that ended it). The prefix cache's changes go to the KV
 // directory afterwards, off the request's path.
 
@@ -78,17 +79,30 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
   o->promise.deliver(done);
 }
 
-/// The engine thread's part of one order: compute it, stream its chunks, close or
-/// cancel its transfer, then cache its blocks; the actor is told through its inbox.
+/// One order of a batch, as the engine thread sees it.
+struct job_order {
+  order_ptr o;
+  uint64_t tid = 0; ///< its transfer
+  uint64_t seq = 0; ///< the engine's sequence id for it
+  TransferMeta head;
+};
+
+/// What the engine thread reports of one order.
+struct order_outcome {
+  order_ptr o;
+  std::string error; ///< empty: computed and delivered on our side
+  uint32_t computed = 0;
+};
+
+/// The engine thread's part of a batch of orders (one, or several the engine computes
+/// together): compute them in one prefill_batch call, stream each one's chunks, close or
+/// cancel each transfer, then cache their blocks; the actor is told through its inbox.
 struct prefill_job {
   self_ptr self;
   node_context* ctx;
   std::string name;
-  order_ptr o;
+  std::vector<job_order> orders;
   data_plane* dp;
-  uint64_t tid = 0;
-  uint64_t seq = 0; ///< the engine's sequence id for it
-  TransferMeta head;
   engine_runner* runner;
   std::shared_ptr<actor_inbox> inbox;
   std::shared_ptr<prefix_cache> cache;
@@ -100,147 +114,170 @@ struct prefill_job {
   void operator()(engine::engine& e);
 
 private:
-  engine::result<engine::prefill_result> compute(engine::engine& e, kv_messages& messages,
-                                                 prefix_cache::lookup& hit) const;
+  /// The order's request, its prefix cache hit taken (whose reused full-attention
+  /// chunks go out first: the decode worker needs the whole KV, and the engine only
+  /// emits what it computes).
+  engine::prefill_request request(const job_order& j, kv_messages& messages,
+                                  prefix_cache::lookup& hit) const;
   /// The transfer's last chunk (TransferMeta) and its end; or its cancellation. Returns
   /// why nothing was delivered (empty when it was).
-  std::string close(const engine::result<engine::prefill_result>& r, const kv_messages& messages,
-                    uint64_t ns);
+  std::string close(job_order& j, const engine::result<engine::prefill_result>& r,
+                    const kv_messages& messages, uint64_t ns) const;
 };
 
-engine::result<engine::prefill_result>
-prefill_job::compute(engine::engine& e, kv_messages& messages, prefix_cache::lookup& hit) const {
-  auto send = [&](const engine::kv_chunk& c) { messages.add(c); };
+engine::prefill_request prefill_job::request(const job_order& j, kv_messages& messages,
+                                             prefix_cache::lookup& hit) const {
   // The order is not changed once queued: the engine reads its prompt in place.
-  const std::span<const engine::token> prompt(o->po.prompt().data(),
-                                              static_cast<size_t>(o->po.prompt_size()));
+  const std::span<const engine::token> prompt(j.o->po.prompt().data(),
+                                              static_cast<size_t>(j.o->po.prompt_size()));
   engine::prefill_request req;
-  req.id = seq;
+  req.id = j.seq;
   req.prompt = prompt;
-  req.sampling = from_wire(o->po.sampling());
+  req.sampling = from_wire(j.o->po.sampling());
   if (cache) {
     hit = cache->acquire(prompt);
     req.reuse = hit.reuse;
     req.reuse_tokens = hit.reuse_tokens(cache->block_tokens());
     req.checkpoint_interval = cache->checkpoint_interval();
-    // The decode worker needs the whole KV: the reused prefix's full-attention blocks
-    // travel too (the engine only emits what it computes).
     for (auto& c : hit.reuse)
       if (c.header.kind == engine::layer_kind::full)
-        send(c);
+        messages.add(c);
   }
-  auto r = e.prefill(req, [&](engine::kv_chunk&& c) { send(c); });
-  messages.flush();
-  if (auto n = messages.unpooled(); n > 0)
-    ctx->node_metrics()
-        .counter("prfaas_prefill_unpooled_messages_total",
-                 "KV messages built outside the send pool (larger than a pool buffer, or "
-                 "no buffer came back within 200 ms)",
-                 {{"worker", name}})
-        .Increment(static_cast<double>(n));
-  return r;
+  return req;
 }
 
-std::string prefill_job::close(const engine::result<engine::prefill_result>& r,
-                               const kv_messages& messages, uint64_t ns) {
+std::string prefill_job::close(job_order& j, const engine::result<engine::prefill_result>& r,
+                               const kv_messages& messages, uint64_t ns) const {
   if (!r || messages.stale()) {
-    dp->cancel(tid);
+    dp->cancel(j.tid);
     return r ? "dropped as stale (fencing)" : r.message();
   }
-  head.set_first_token(r->first_token);
+  j.head.set_first_token(r->first_token);
   if (r->first_logprobs)
-    to_wire(*r->first_logprobs, *head.mutable_first_logprobs());
-  head.set_engine_ns(ns);
-  head.set_computed_tokens(r->computed_tokens);
-  auto bytes = head.SerializeAsString();
+    to_wire(*r->first_logprobs, *j.head.mutable_first_logprobs());
+  j.head.set_engine_ns(ns);
+  j.head.set_computed_tokens(r->computed_tokens);
+  auto bytes = j.head.SerializeAsString();
   std::vector<std::byte> last(bytes.size());
   std::memcpy(last.data(), bytes.data(), bytes.size());
-  dp->push(tid, std::move(last));
-  dp->finish(tid);
+  dp->push(j.tid, std::move(last));
+  dp->finish(j.tid);
   return {};
 }
 
-/// The engine is done with an order (actor thread): its figures, its cache's changes to
-/// the directory, its answer when it failed, and the next order.
-void engine_done(self_ptr self, node_context* ctx, const std::string& name, const order_ptr& o,
-                 const std::string& error, uint32_t computed, uint64_t ns,
+/// The engine is done with a batch (actor thread): its figures, its cache's changes to
+/// the directory, the answers of the orders that failed, and the next batch. Each order
+/// counts towards the queue's pace with its share of the batch's time.
+void engine_done(self_ptr self, node_context* ctx, const std::string& name,
+                 const std::vector<order_outcome>& outcomes, uint64_t ns,
                  const std::vector<engine::pool_event>& changes) {
   announce(self, ctx, name, changes);
-  self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(ns), error.empty());
-  forget_if_gone(self, o);
-  if (error.empty())
-    self->state.stats->prefill_done(ns, computed, o->po.prompt_size());
-  else
-    answer(self, o,
-           make_error(errc::bad_request, "prefill of " + o->po.request_id() + " failed: " + error));
+  uint64_t total = 0;
+  for (auto& out : outcomes)
+    total += out.computed;
+  for (auto& [o, error, computed] : outcomes) {
+    const uint64_t share = total > 0 ? ns * computed / total : ns;
+    self->state.queue.engine_done(o->key, computed, std::chrono::nanoseconds(share), error.empty());
+    forget_if_gone(self, o);
+    if (error.empty())
+      self->state.stats->prefill_done(ns, computed, o->po.prompt_size());
+    else
+      answer(
+          self, o,
+          make_error(errc::bad_request, "prefill of " + o->po.request_id() + " failed: " + error));
+  }
   update_gauges(self);
   start_next(self, ctx, name);
 }
 
 void prefill_job::operator()(engine::engine& e) {
-  // Chunks go out `group` at a time, in pool buffers (kv_messages.hpp); none once the
+  // Chunks go out `group` at a time, in pool buffers (kv_messages.hpp); none once an
   // order is stale (fencing: checked per message, the actor may not know yet).
-  kv_messages messages{*dp,
-                       tid,
-                       group,
-                       max_chunk_bytes,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(pool_wait),
-                       [ctx = ctx, o = o] { return is_stale(ctx, *o); }};
+  const size_t n = orders.size();
+  std::vector<std::unique_ptr<kv_messages>> messages;
+  std::vector<prefix_cache::lookup> hits(n);
+  std::vector<engine::prefill_request> reqs;
+  std::vector<engine::chunk_sink> sinks;
   const auto t0 = runner->now(); // the engine's time: virtual in simulation
-  prefix_cache::lookup hit;
-  auto r = compute(e, messages, hit);
+  for (size_t i = 0; i < n; ++i) {
+    messages.push_back(std::make_unique<kv_messages>(
+        *dp, orders[i].tid, group, max_chunk_bytes,
+        std::chrono::duration_cast<std::chrono::milliseconds>(pool_wait),
+        [ctx = ctx, o = orders[i].o] { return is_stale(ctx, *o); }));
+    reqs.push_back(request(orders[i], *messages[i], hits[i]));
+    sinks.push_back([m = messages[i].get()](engine::kv_chunk&& c) { m->add(c); });
+  }
+  auto results = e.prefill_batch(reqs, sinks);
   const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
-  auto error = close(r, messages, ns);
-  // Caching the new blocks comes after the transfer is complete on our side: it is not
-  // on the request's path to its first token.
+  std::vector<order_outcome> outcomes;
+  uint64_t unpooled = 0;
+  for (size_t i = 0; i < n; ++i) {
+    messages[i]->flush();
+    unpooled += messages[i]->unpooled();
+    const auto& r = results[i];
+    outcomes.push_back(
+        {orders[i].o, close(orders[i], r, *messages[i], ns), r ? r->computed_tokens : 0u});
+  }
+  if (unpooled > 0)
+    ctx->node_metrics()
+        .counter("prfaas_prefill_unpooled_messages_total",
+                 "KV messages built outside the send pool (larger than a pool buffer, or "
+                 "no buffer came back within 200 ms)",
+                 {{"worker", name}})
+        .Increment(static_cast<double>(unpooled));
+  // Caching the new blocks comes after the transfers are complete on our side: it is
+  // not on the requests' path to their first tokens.
   std::vector<engine::pool_event> changes;
   if (cache) {
-    if (r)
-      cache->publish(e, seq, hit);
-    cache->release(hit);
+    for (size_t i = 0; i < n; ++i) {
+      if (results[i])
+        cache->publish(e, orders[i].seq, hits[i]);
+      cache->release(hits[i]);
+    }
     changes.swap(*cache_events); // engine thread: the only one touching it
   }
-  e.release(seq);
-  inbox->post([self = self, ctx = ctx, name = name, o = o, error, ns,
-               computed = r ? r->computed_tokens : 0u, changes = std::move(changes),
-               counters = e.counters()] {
+  for (auto& j : orders)
+    e.release(j.seq);
+  inbox->post([self = self, ctx = ctx, name = name, outcomes = std::move(outcomes), ns,
+               changes = std::move(changes), counters = e.counters()] {
     self->state.stats->engine_counters(counters);
-    engine_done(self, ctx, name, o, error, computed, ns, changes);
+    engine_done(self, ctx, name, outcomes, ns, changes);
   });
 }
 
 } // namespace
 
-void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o) {
+void run(self_ptr self, node_context* ctx, const std::string& name, std::vector<order_ptr> batch) {
   auto& s = self->state;
   auto* dp = ctx->data();
-  const uint64_t tid = o->po.transfer_id();
-  const auto queue_ns = static_cast<uint64_t>((self->clock().now() - o->enqueued).count());
-  TransferMeta head;
-  head.set_request_id(o->po.request_id());
-  update_gauges(self);
-  dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
-           [inbox = s.inbox, self, o, queue_ns](transfer_outcome out) {
-             inbox->post([self, o, out = std::move(out), queue_ns] {
-               transfer_ended(self, o, out, queue_ns);
+  prefill_job job{.self = self,
+                  .ctx = ctx,
+                  .name = name,
+                  .orders = {},
+                  .dp = dp,
+                  .runner = s.runner.get(),
+                  .inbox = s.inbox,
+                  .cache = s.cache,
+                  .cache_events = s.cache_events,
+                  .group = s.layers_per_push,
+                  .pool_wait = s.pool_wait,
+                  .max_chunk_bytes = ctx->deployment().data_plane.max_chunk_bytes};
+  for (auto& o : batch) {
+    const uint64_t tid = o->po.transfer_id();
+    const auto queue_ns = static_cast<uint64_t>((self->clock().now() - o->enqueued).count());
+    TransferMeta head;
+    head.set_request_id(o->po.request_id());
+    dp->open(tid, o->po.decode_node(), o->po.decode_sink(), head.SerializeAsString(),
+             [inbox = s.inbox, self, o, queue_ns](transfer_outcome out) {
+               inbox->post([self, o, out = std::move(out), queue_ns] {
+                 transfer_ended(self, o, out, queue_ns);
+               });
              });
-           });
-  s.runner->post(prefill_job{.self = self,
-                             .ctx = ctx,
-                             .name = name,
-                             .o = o,
-                             .dp = dp,
-                             .tid = tid,
-                             .seq = s.next_seq++,
-                             .head = head,
-                             .runner = s.runner.get(),
-                             .inbox = s.inbox,
-                             .cache = s.cache,
-                             .cache_events = s.cache_events,
-                             .group = s.layers_per_push,
-                             .pool_wait = s.pool_wait,
-                             .max_chunk_bytes = ctx->deployment().data_plane.max_chunk_bytes});
+    job.orders.push_back({.o = o, .tid = tid, .seq = s.next_seq++, .head = std::move(head)});
+  }
+  update_gauges(self);
+  s.runner->post(std::move(job));
 }
 
 } // namespace prfaas::serving::prefill_detail

@@ -24,6 +24,12 @@ const settings_schema<S>& prefill_schema() {
                  "reusable up to the last one; a real model's state is megabytes, and its "
                  "prefills slice at checkpoints too)")
           .between(1, 65536)
+          .param("max_batch", param_kind::integer, &S::max_batch,
+                 "queued prompts prefilled together in one engine call, where the engine "
+                 "gains from it (llama: that many sequences of model.llama.context tokens in "
+                 "its context, and their uncached tokens at most model.llama.batch in all; a "
+                 "longer prompt runs alone); 1 = one at a time")
+          .between(1, 256)
           .param("pull_timeout", param_kind::duration, &S::pull_timeout,
                  "how long an order waits for a cache move from another worker before "
                  "computing all")

@@ -19,6 +19,9 @@ struct prefill_settings {
   uint64_t cache_blocks = 1024; ///< prefix cache capacity in blocks (0 = no cache)
   uint32_t checkpoint_blocks = 1;
   duration pull_timeout = std::chrono::seconds(2);
+  /// Prompts prefilled together in one engine call, where the engine gains from it
+  /// (llama: sequences in its context at once).
+  uint32_t max_batch = 4;
   std::string directory; ///< KV directory: node/actor or a local name; empty = none
   uint32_t layers_per_push = 1;
   /// How long a producer waits for a free send-pool buffer before building a message

@@ -64,7 +64,11 @@ struct prefill_state {
   /// Layers whose chunks travel in one data-plane push (1 = each layer as soon as it
   /// is computed; more = fewer, larger messages, the first bytes a little later).
   uint32_t layers_per_push = 1;
-  duration pool_wait{}; ///< how long a producer waits for a send-pool buffer
+  duration pool_wait{};   ///< how long a producer waits for a send-pool buffer
+  uint32_t max_batch = 1; ///< orders the engine may compute together (its slots)
+  /// What the queue starts at once: one order, or (the engine gains from it) up to
+  /// max_batch orders of at most the engine's prefill_batch_tokens together.
+  prefill_queue::batch_limit batch;
 
   node_context* ctx = nullptr;
   std::string worker;     ///< the worker's actor name (labels, logs)
@@ -96,10 +100,10 @@ void answer(self_ptr self, const order_ptr& o, caf::error e, const std::string& 
             const std::string& why = {});
 /// Answers the orders whose deadline passed in the queue and runs the next one.
 void start_next(self_ptr self, node_context* ctx, const std::string& name);
-/// Runs an order: the engine computes it on its thread, its chunks stream over the data
-/// plane as they are produced, and the order is answered when the transfer ends
-/// (prefill_run.cpp).
-void run(self_ptr self, node_context* ctx, const std::string& name, order_ptr o);
+/// Runs orders the queue started together: the engine computes them on its thread (in
+/// one prefill_batch call), each one's chunks stream over the data plane as they are
+/// produced, and each order is answered when its transfer ends (prefill_run.cpp).
+void run(self_ptr self, node_context* ctx, const std::string& name, std::vector<order_ptr> batch);
 
 // Fencing (prefill_worker.cpp): an order is stale once its gateway or its decode node
 // declared this node down (it was paused or cut off) or went down itself — that peer

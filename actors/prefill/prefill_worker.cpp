@@ -64,7 +64,7 @@ void enqueue(self_ptr self, node_context* ctx, const std::string& name, const or
 
 void update_gauges(self_ptr self) {
   auto& q = self->state.queue;
-  self->state.stats->set(q.queued(), (q.running() ? 1 : 0) + q.transferring(), q.max_queue());
+  self->state.stats->set(q.queued(), q.running() + q.transferring(), q.max_queue());
 }
 
 /// Drops the actor's record of an order the queue no longer holds.
@@ -144,7 +144,7 @@ void drop_orders_of(self_ptr self, node_context* ctx, const std::string& name,
 void start_next(self_ptr self, node_context* ctx, const std::string& name) {
   auto& s = self->state;
   if (s.ready) {
-    auto step = s.queue.next(self->clock().now());
+    auto step = s.queue.next(self->clock().now(), s.batch);
     for (auto k : step.expired) {
       auto o = s.orders.at(k);
       s.orders.erase(k);
@@ -152,8 +152,12 @@ void start_next(self_ptr self, node_context* ctx, const std::string& name) {
              make_error(errc::request_timeout,
                         "prefill of " + o->po.request_id() + " not started before its deadline"));
     }
-    if (step.start)
-      run(self, ctx, name, s.orders.at(*step.start));
+    if (!step.start.empty()) {
+      std::vector<order_ptr> batch;
+      for (auto k : step.start)
+        batch.push_back(s.orders.at(k));
+      run(self, ctx, name, std::move(batch));
+    }
   }
   update_gauges(self);
 }
@@ -206,6 +210,7 @@ void set_up(self_ptr self, node_context* ctx, const std::string& name, const mod
   s.pull_timeout = cfg.pull_timeout;
   s.layers_per_push = cfg.layers_per_push;
   s.pool_wait = cfg.pool_wait;
+  s.max_batch = cfg.max_batch;
   if (cfg.cache_blocks > 0) {
     s.cache_events = std::make_shared<std::vector<engine::pool_event>>();
     s.cache = std::make_shared<prefix_cache>(
@@ -235,6 +240,8 @@ void on_ready(self_ptr self, node_context* ctx, const std::string& name,
   auto& s = self->state;
   s.ready = true;
   s.stats->ready.Set(1);
+  if (info.prefill_batch_tokens > 0) // the engine computes several prompts together
+    s.batch = {.orders = s.max_batch, .tokens = info.prefill_batch_tokens};
   if (s.cache) {
     s.cache_sink = name + ".cache";
     ctx->data()->add_sink(s.cache_sink, [inbox = s.inbox, self, ctx, name](received_transfer rt) {
@@ -371,6 +378,7 @@ void register_types(actor_registry& r) {
              [](node_context& ctx, const std::string& name, const actor_params& p) {
                auto model = read_model(ctx.deployment(), p.str("profile"), name);
                auto cfg = prefill_settings_of(p);
+               model.slots = cfg.max_batch; // a sequence per prompt prefilled together
                auto directory = directory_of(ctx, cfg.directory);
                return ctx.system().spawn(prefill_worker, &ctx, name, model, cfg, directory);
              },

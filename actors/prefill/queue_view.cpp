@@ -25,11 +25,11 @@ WorkerLoad load_of(const prefill_queue& q, bool ready, const deployment_config& 
   WorkerLoad l;
   l.set_role("prefill");
   l.set_queue_depth(static_cast<uint32_t>(q.queued()));
-  l.set_active(q.running() ? 1 : 0);
+  l.set_active(static_cast<uint32_t>(q.running()));
   l.set_capacity(static_cast<uint32_t>(q.max_queue()));
   l.set_queued_tokens(q.queued_tokens());
   l.set_tokens_per_s(q.tokens_per_s());
-  l.set_load(static_cast<double>(q.queued() + (q.running() ? 1 : 0)) / q.max_queue());
+  l.set_load(static_cast<double>(q.queued() + q.running()) / q.max_queue());
   l.set_starting(!ready);
   // Under fair queueing each PD cluster waits behind its share, not the whole queue.
   if (has_shares(dep))

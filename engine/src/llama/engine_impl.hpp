@@ -160,7 +160,7 @@ private:
   uint64_t clock_ = 0;
   uint64_t prompt_tokens_ = 0; ///< computed by prefills (ours; llama.cpp's own below)
   uint64_t swaps_ = 0;
-  uint64_t prefill_decodes_ = 0; ///< llama_decode calls of prefills
+  uint64_t prefill_decodes_ = 0;       ///< llama_decode calls of prefills
   std::vector<std::byte> rec_scratch_; ///< save_checkpoint's read, reused (read_state_into)
   /// The one snapshot buffer, reused by every sequence's snapshot (read_state_into): a
   /// prefill reads its whole state after every slice, and fresh buffers for those reads

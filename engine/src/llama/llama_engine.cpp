@@ -365,7 +365,8 @@ llama_engine::prefill_batch(std::span<const prefill_request> reqs,
     }
     prompt_tokens_ += computed;
     if (computed >= 64 && secs > 0)
-      prefill_tps_ = prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * computed / secs : computed / secs;
+      prefill_tps_ =
+          prefill_tps_ > 0 ? 0.8 * prefill_tps_ + 0.2 * computed / secs : computed / secs;
   }
   return out;
 }

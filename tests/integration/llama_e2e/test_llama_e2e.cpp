@@ -230,6 +230,60 @@ TEST_CASE("llama.cpp across two processes: PrfaaS prefill, KV and state over the
   }
 }
 
+TEST_CASE("llama.cpp: short prompts queued behind a long one are prefilled together, each "
+          "exactly as alone",
+          "[llama][e2e]") {
+  const std::string model = "tiny-qwen35";
+  reference ref(model);
+  auto tok = eng::make_llama_tokenizer(models + "/" + model + ".gguf");
+  REQUIRE(tok.ok());
+  two_nodes nodes(model, 0); // every prompt to p0 on prfaas-0 (max_batch 4 by default)
+  const int admin = nodes.ports.at(9100);
+  auto p0 = [&](const std::string& name) {
+    return t::metric(t::http_get(admin, "/metrics").value_or(""), name, {"worker=\"p0\""});
+  };
+  eng::xoshiro256 rng(31);
+  auto random_tokens = [&](size_t n) {
+    std::vector<int> out;
+    while (out.size() < n)
+      out.push_back(static_cast<int>(rng.below((*tok)->vocab_size())));
+    return out;
+  };
+  // Two long prompts keep the engine busy (the second waits behind the first, a batch of
+  // its own: too long to share one) while four short ones queue behind them.
+  std::vector<std::vector<int>> prompts{random_tokens(3900), random_tokens(3900)};
+  for (int i = 0; i < 4; ++i)
+    prompts.push_back(random_tokens(10 + rng.below(60)));
+  std::vector<outcome> got(prompts.size());
+  std::vector<std::thread> clients;
+  auto send = [&](size_t i) {
+    clients.emplace_back(
+        [&, i] { got[i] = complete(nodes.http(), body_of(model, prompts[i], 0.9f, 100 + i)); });
+  };
+  send(0);
+  REQUIRE(t::eventually([&] { return p0("prfaas_worker_active") >= 1; }, 30s, 2ms));
+  for (size_t i = 1; i < prompts.size(); ++i)
+    send(i);
+  // All five waiting while the first computes: the four short ones start as one batch.
+  const bool queued = t::eventually([&] { return p0("prfaas_worker_queue_depth") == 5; }, 30s, 2ms);
+  const double active = p0("prfaas_worker_active");
+  for (auto& c : clients)
+    c.join();
+  INFO(nodes.output());
+  REQUIRE(queued);
+  REQUIRE(active >= 1); // the first long prompt still computing when the others queued
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO("prompt " << i << " of " << prompts[i].size() << " tokens: " << got[i].body.dump());
+    REQUIRE(got[i].status == 200);
+    CHECK(got[i].tokens == ref.generate(prompts[i], 0.9f, 100 + i));
+  }
+  // llama.cpp's calls: 8 slices (512 tokens each, the last 316) per long prompt and one
+  // for the four short ones together (four one at a time would have taken four).
+  CHECK(p0("prfaas_engine_llama_prefill_decodes_total") == 2 * 8 + 1);
+  CHECK(p0("prfaas_engine_llama_prompt_tokens_computed_total") ==
+        2 * 3900 + prompts[2].size() + prompts[3].size() + prompts[4].size() + prompts[5].size());
+}
+
 TEST_CASE("llama.cpp: a prefix cached on the PrfaaS node moves to the PD node's prefill worker",
           "[llama][e2e]") {
   const std::string model = "tiny-qwen35";

@@ -169,8 +169,8 @@ TEST_CASE("prompts prefilled together: one llama_decode for short ones, each as 
       std::vector<std::vector<token>> prompts;
       const size_t count = short_ones ? 4 : 6; // six: more than the four slots
       for (size_t i = 0; i < count; ++i)
-        prompts.push_back(prompt_of(*tok, rng, short_ones ? 1 + rng.below(60) : 1 + rng.below(700),
-                                    i % 2 == 0));
+        prompts.push_back(
+            prompt_of(*tok, rng, short_ones ? 1 + rng.below(60) : 1 + rng.below(700), i % 2 == 0));
       std::vector<prefill_request> reqs(count);
       std::vector<std::vector<kv_chunk>> chunks(count);
       std::vector<chunk_sink> sinks;

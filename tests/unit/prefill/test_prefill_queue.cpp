@@ -34,6 +34,8 @@ prefill_queue::key admit(prefill_queue& q, const prefill_queue::order& o) {
   return std::get<prefill_queue::key>(r);
 }
 
+using keys = std::vector<prefill_queue::key>;
+
 } // namespace
 
 TEST_CASE("orders run one at a time, first come first served") {
@@ -42,14 +44,56 @@ TEST_CASE("orders run one at a time, first come first served") {
   auto b = admit(q, order_of("b", 200));
   CHECK(q.queued_tokens() == 300);
   auto s = q.next(t0);
-  REQUIRE(s.start == a);
-  CHECK(q.next(t0).start == std::nullopt); // the engine is busy
+  REQUIRE(s.start == keys{a});
+  CHECK(q.next(t0).start.empty()); // the engine is busy
   q.engine_done(a, 100, 1s, true);
   CHECK(q.queued_tokens() == 200); // a's work is done; its transfer may still be open
   CHECK(q.contains(a));
   q.transfer_ended(a);
   CHECK_FALSE(q.contains(a));
-  CHECK(q.next(t0).start == b);
+  CHECK(q.next(t0).start == keys{b});
+}
+
+TEST_CASE("orders the engine computes together start together, in queue order") {
+  prefill_queue q{16};
+  const prefill_queue::batch_limit limit{.orders = 3, .tokens = 512};
+  auto a = admit(q, order_of("a", 100));
+  auto b = admit(q, order_of("b", 200));
+  auto c = admit(q, order_of("c", 100));
+  auto d = admit(q, order_of("d", 50)); // a fourth: past the orders' limit
+  auto s = q.next(t0, limit);
+  REQUIRE(s.start == keys{a, b, c});
+  CHECK(q.running() == 3);
+  CHECK(q.next(t0, limit).start.empty()); // the engine is busy with the batch
+  q.engine_done(a, 100, 1s, true);
+  q.engine_done(b, 200, 2s, true);
+  CHECK(q.next(t0, limit).start.empty()); // c is still computing
+  q.engine_done(c, 100, 1s, true);
+  CHECK(q.running() == 0);
+  CHECK(q.tokens_per_s() == Approx(100)); // each order's share: 100 tokens/s throughout
+
+  SECTION("a long order heads its own batch, and nothing overtakes it") {
+    auto big = admit(q, order_of("big", 600)); // more than the tokens' limit: alone
+    auto e = admit(q, order_of("e", 10));
+    CHECK(q.next(t0, limit).start == keys{d}); // d, then big does not fit behind it
+    q.engine_done(d, 50, 1s, true);
+    CHECK(q.next(t0, limit).start == keys{big});
+    q.engine_done(big, 600, 1s, true);
+    CHECK(q.next(t0, limit).start == keys{e});
+  }
+  SECTION("expired orders are dropped on the way, the batch fills past them") {
+    auto late = admit(q, order_of("late", 10, 1s));
+    auto e = admit(q, order_of("e", 10, 10s));
+    auto s2 = q.next(t0 + 2s, limit);
+    CHECK(s2.expired == keys{late});
+    CHECK(s2.start == keys{d, e});
+  }
+  SECTION("without a limit, one at a time") {
+    auto e = admit(q, order_of("e", 10));
+    CHECK(q.next(t0).start == keys{d});
+    q.engine_done(d, 50, 1s, true);
+    CHECK(q.next(t0).start == keys{e});
+  }
 }
 
 TEST_CASE("admission refuses a full queue and work that cannot be done in the budget") {
@@ -90,7 +134,7 @@ TEST_CASE("a queued order past its deadline is dropped when its turn comes") {
   auto b = admit(q, order_of("b", 10, 10s));
   auto s = q.next(t0 + 2s);
   CHECK(s.expired == std::vector<prefill_queue::key>{a});
-  CHECK(s.start == b);
+  CHECK(s.start == keys{b});
   CHECK_FALSE(q.contains(a));
   CHECK(q.queued_tokens() == 10);
 }
@@ -99,9 +143,9 @@ TEST_CASE("an order waiting for its cache move joins the queue when the move end
   prefill_queue q{8};
   auto a = admit(q, order_of("a", 10, 60s, true));
   CHECK(q.queued() == 0);
-  CHECK(q.next(t0).start == std::nullopt);
+  CHECK(q.next(t0).start.empty());
   q.pull_ended(a);
-  CHECK(q.next(t0).start == a);
+  CHECK(q.next(t0).start == keys{a});
 }
 
 TEST_CASE("cancel removes waiting orders and cancels open transfers, of one attempt or all") {
@@ -110,7 +154,7 @@ TEST_CASE("cancel removes waiting orders and cancels open transfers, of one atte
   auto pulling = admit(q, order_of("r", 20, 60s, true, 2));
   auto queued = admit(q, order_of("r", 40, 60s, false, 3));
   auto other = admit(q, order_of("x", 80, 60s, false, 4));
-  REQUIRE(q.next(t0).start == run);
+  REQUIRE(q.next(t0).start == keys{run});
 
   SECTION("one attempt") {
     auto c = q.cancel("r", 3);
@@ -132,7 +176,7 @@ TEST_CASE("cancel removes waiting orders and cancels open transfers, of one atte
     q.engine_done(run, 10, 1ms, true);
     CHECK_FALSE(q.contains(run));
     CHECK(q.queued_tokens() == 80);
-    CHECK(q.next(t0).start == other);
+    CHECK(q.next(t0).start == keys{other});
   }
 }
 
@@ -142,6 +186,9 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
     std::mt19937_64 rng{seed};
     auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
     prefill_queue q{4};
+    // Half the seeds start one order at a time, half batches of up to 3 orders, 400 tokens.
+    const auto limit = seed % 2 == 0 ? prefill_queue::batch_limit{}
+                                     : prefill_queue::batch_limit{.orders = 3, .tokens = 400};
     enum class ph { pulling, queued, running, sent };
     struct model_order {
       ph phase;
@@ -167,8 +214,8 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
         queued += m.phase == ph::queued;
       }
       REQUIRE(q.queued_tokens() == work);
-      REQUIRE(running <= 1);
-      REQUIRE(q.running() == (running == 1));
+      REQUIRE(running <= limit.orders);
+      REQUIRE(q.running() == running);
       REQUIRE(q.queued() == queued);
       REQUIRE(q.size() == live.size());
     };
@@ -203,17 +250,23 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
         }
         break;
       }
-      case 2: { // the engine is free
-        auto s = q.next(now);
+      case 2: { // the engine is free (or not: then nothing starts)
+        const bool busy = !of_phase(ph::running).empty();
+        auto s = q.next(now, limit);
         for (auto k : s.expired) {
           REQUIRE(live.at(k).phase == ph::queued);
           leave(k);
         }
-        if (s.start) {
-          REQUIRE(live.at(*s.start).phase == ph::queued);
-          live[*s.start].phase = ph::running;
-          live[*s.start].transfer_open = true;
+        REQUIRE((s.start.empty() || !busy));
+        uint64_t work = 0;
+        for (auto k : s.start) {
+          REQUIRE(live.at(k).phase == ph::queued);
+          live[k].phase = ph::running;
+          live[k].transfer_open = true;
+          work += live[k].work;
         }
+        REQUIRE(s.start.size() <= limit.orders);
+        REQUIRE((s.start.size() <= 1 || work <= limit.tokens)); // only a lone order is larger
         break;
       }
       case 3: { // the engine is done
@@ -270,14 +323,14 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
         }
       for (auto k : of_phase(ph::sent))
         leave(k);
-      auto s = q.next(now);
+      auto s = q.next(now, limit);
       for (auto k : s.expired)
         leave(k);
-      if (s.start) {
-        live[*s.start].phase = ph::running;
-        live[*s.start].transfer_open = true;
-        q.engine_done(*s.start, 1, 1ms, true);
-        live[*s.start].phase = ph::sent;
+      for (auto k : s.start) {
+        live[k].phase = ph::running;
+        live[k].transfer_open = true;
+        q.engine_done(k, 1, 1ms, true);
+        live[k].phase = ph::sent;
       }
       for (auto k : of_phase(ph::running)) { // started before the drain
         q.engine_done(k, 1, 1ms, true);
@@ -307,10 +360,11 @@ prefill_queue::order from(const std::string& origin, const std::string& id, uint
 /// Runs the queue to empty: the request ids in the order they started.
 std::vector<std::string> drain(prefill_queue& q, std::map<prefill_queue::key, std::string>& ids) {
   std::vector<std::string> out;
-  while (auto k = q.next(t0).start) {
-    out.push_back(ids.at(*k));
-    q.engine_done(*k, 100, 10ms, true);
-    q.transfer_ended(*k);
+  for (auto s = q.next(t0); !s.start.empty(); s = q.next(t0)) {
+    const auto k = s.start.front();
+    out.push_back(ids.at(k));
+    q.engine_done(k, 100, 10ms, true);
+    q.transfer_ended(k);
   }
   return out;
 }
