@@ -123,8 +123,12 @@ class server:
                     "-ctxcp", "32", "-cms", str(checkpoint_tokens), "--no-webui"]
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        # Ready when the scheduler routes to the decode worker and both prefill workers
+        # (each builds its context of max_batch sequences on its own thread).
         ready = (wait_http(self.admin, "/metrics", 180, lambda b: re.search(
-                     r'prfaas_scheduler_routable_workers\{[^}]*role="decode"[^}]*\} 1', b) is not None)
+                     r'prfaas_scheduler_routable_workers\{[^}]*role="decode"[^}]*\} 1', b) is not None
+                     and re.search(r'prfaas_scheduler_routable_workers\{[^}]*role="prefill"[^}]*\} 2', b)
+                     is not None)
                  if kind == "prfaas" else wait_http(self.port, "/health", 180))
         if not ready:
             code = self.proc.poll()
@@ -198,6 +202,17 @@ def complete(port, model_id, prompt, max_tokens):
     return json.loads(data)
 
 
+def pd_prefill_decodes(srv):
+    """prfaas: the PD prefill worker's llama_decode calls so far (None for llama-server)."""
+    if srv.kind != "prfaas":
+        return None
+    c = http.client.HTTPConnection("127.0.0.1", srv.admin, timeout=10)
+    c.request("GET", "/metrics")
+    body = c.getresponse().read().decode(errors="replace")
+    m = re.search(r'prfaas_engine_llama_prefill_decodes_total\{[^}]*worker="pdp0"[^}]*\} ([0-9.e+]+)', body)
+    return float(m.group(1)) if m else 0.0
+
+
 def random_prompt(rng, n, vocab):
     return [rng.randrange(vocab) for _ in range(n)]
 
@@ -252,6 +267,7 @@ def measure(srv, model_id, args, run, vocab, shared):
     def one(i):
         outs[i] = stream(srv.port, model_id, prompts[i], args.decode_tokens)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    decodes = pd_prefill_decodes(srv)
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -259,6 +275,8 @@ def measure(srv, model_id, args, run, vocab, shared):
         t.join()
     t1 = time.perf_counter()
     res["eight_stream_tps"] = sum(o["tokens"] for o in outs) / (t1 - t0)
+    if decodes is not None:  # prfaas: llama_decode calls the PD prefill worker took for the 8
+        res["eight_stream_prefill_decodes"] = pd_prefill_decodes(srv) - decodes
     # TTFT of a fresh 4K prompt (the same prompt for both servers in this run).
     prompt4k = random_prompt(random.Random(50000 + run), 4096, vocab)
     s = stream(srv.port, model_id, prompt4k, 1)
