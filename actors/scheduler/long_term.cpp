@@ -68,6 +68,11 @@ const settings_schema<S>& long_term_schema() {
           .param("replan_split_patience", param_kind::integer, &S::plan, &P::split_patience,
                  "online re-planning: ... or more than replan_threshold_gain on this many "
                  "re-plans in a row that want that same split (0 = only replan_split_gain)")
+          .param("replan_split_reverse_hold", param_kind::duration, &S::plan,
+                 &P::split_reverse_hold,
+                 "online re-planning: a split going back the way the last change came within "
+                 "this long of it needs replan_split_patience re-plans in a row whatever its "
+                 "gain, unless the lengths shifted since (0 = no hold)")
           .param("replan_min_samples", param_kind::integer, &S::plan, &P::min_samples,
                  "online re-planning: fewer requests in the window and the plan holds");
   return schema;
@@ -317,6 +322,8 @@ void long_term::check(const std::string& path, const actor_params& p) {
     throw config_error(path + ".convert_parallel", "must be in [1, 64]");
   if (auto k = p.integer("replan_split_patience"); k < 0 || k > 1000)
     throw config_error(path + ".replan_split_patience", "must be in [0, 1000]");
+  if (p.dur("replan_split_reverse_hold") < std::chrono::nanoseconds{0})
+    throw config_error(path + ".replan_split_reverse_hold", "must not be negative");
   if (p.number("replan_shift_z") < 0)
     throw config_error(path + ".replan_shift_z", "must not be negative");
   if (p.integer("replan_min_samples") < 1)

@@ -260,10 +260,10 @@ std::optional<replanner::decision> replanner::tick(time_point now, const cluster
         d.reason = "no_link"; // no link up to a cluster with routable workers
         return d;
       }
-      move(several_links{std::move(*several)}, pd, d);
+      move(now, several_links{std::move(*several)}, pd, d);
     } else {
       const uint32_t n_prfaas = in.prfaas.instances;
-      move(one_link{planner::throughput_model{std::move(in)}, n_prfaas}, pd, d);
+      move(now, one_link{planner::throughput_model{std::move(in)}, n_prfaas}, pd, d);
     }
   } catch (const std::invalid_argument&) {
     d.reason = "no_workers"; // nothing to decode on at the window's lengths
@@ -315,23 +315,34 @@ std::optional<replanner::decision> replanner::measure(const cluster_view& v, con
   return std::nullopt;
 }
 
-bool replanner::wants_split(uint32_t best_prefill, double best_lambda, double committed_lambda,
-                            uint32_t committed) {
+bool replanner::wants_split(time_point now, bool shifted, uint32_t best_prefill, double best_lambda,
+                            double committed_lambda, uint32_t committed) {
   const bool better = best_prefill != committed && best_lambda > committed_lambda * (1 + s_.t_gain);
   streak_ = better ? (best_prefill == streak_prefill_ ? streak_ + 1 : 1) : 0;
   streak_prefill_ = better ? best_prefill : 0;
+  shifted_since_move_ = shifted_since_move_ || shifted;
+  const bool patient = better && s_.split_patience > 0 && streak_ >= s_.split_patience;
+  // Back the way the last change came, soon after it and with the lengths as they were:
+  // only what re-plan after re-plan confirms.
+  const bool reverses = split_moved_at_ && !shifted_since_move_ &&
+                        now - *split_moved_at_ < s_.split_reverse_hold &&
+                        (best_prefill < committed) == (split_moved_from_ < committed);
   // A conversion drains a node: worth it for a clearly better plan at once, or for a
   // smaller gain that re-plan after re-plan points to the same split (else a split chosen
   // on a noisy window, or a flat optimum's neighbour, would hold for good).
-  const bool go = best_prefill != committed &&
-                  (best_lambda > committed_lambda * (1 + s_.split_gain) ||
-                   (better && s_.split_patience > 0 && streak_ >= s_.split_patience));
-  if (go)
+  const bool go =
+      best_prefill != committed &&
+      (reverses ? patient : best_lambda > committed_lambda * (1 + s_.split_gain) || patient);
+  if (go) {
     streak_ = 0;
+    split_moved_at_ = now;
+    split_moved_from_ = committed;
+    shifted_since_move_ = false;
+  }
   return go;
 }
 
-void replanner::move(const plan_space& m, const pd_instances& pd, decision& d) {
+void replanner::move(time_point now, const plan_space& m, const pd_instances& pd, decision& d) {
   const uint32_t total = pd.prefill + pd.decode;
   d.lambda_now = m.at(static_cast<double>(planned_), pd.prefill, pd.decode).lambda;
   auto target = m.best_t(pd.prefill, pd.decode);
@@ -344,7 +355,7 @@ void replanner::move(const plan_space& m, const pd_instances& pd, decision& d) {
     const uint32_t committed = std::clamp(target_prefill_.value_or(pd.prefill), lo, hi);
     target = m.best_t(committed, total - committed);
     const auto best = m.best_split(total, lo, hi);
-    if (wants_split(best.n_p, best.lambda, target.lambda, committed))
+    if (wants_split(now, d.window_restarted, best.n_p, best.lambda, target.lambda, committed))
       target = best;
     target_prefill_ = target.n_p;
     d.prefill_after = target.n_p;

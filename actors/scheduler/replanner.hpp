@@ -27,8 +27,10 @@
 //   * split: when the plan's PD prefill count differs and its predicted Λ beats the
 //     best Λ at the committed split by more than `split_gain` (a conversion costs a
 //     drain), the target split changes at once; for a smaller gain, above `t_gain`, it
-//     changes when `split_patience` re-plans in a row want that same split. The role
-//     controller converts toward the target.
+//     changes when `split_patience` re-plans in a row want that same split. Going back
+//     the way the last change came within `split_reverse_hold` of it always takes that
+//     patience (no flapping on a noisy window), unless the lengths shifted since. The
+//     role controller converts toward the target.
 // Each re-plan returns what it decided and why, with the predicted Λ at the current
 // operating point and at the plan's, for logs and metrics.
 //
@@ -81,6 +83,11 @@ public:
     /// ... or more than t_gain on this many re-plans in a row wanting that same split
     /// (0 = only split_gain counts)
     uint32_t split_patience = 3;
+    /// A split that goes back the way the last change came, within this long of that
+    /// change, needs `split_patience` re-plans in a row whatever its gain (0 = no hold),
+    /// unless the lengths shifted since: a conversion drains a node for tens of seconds,
+    /// and one re-plan's noisy window calling it back costs two drains for nothing.
+    duration split_reverse_hold = std::chrono::seconds(60);
     size_t min_samples = 20; ///< fewer routed requests in the window: no re-plan
     size_t max_samples = 8192;
     uint64_t min_t = 0, max_t = 1u << 20; ///< the planned t stays within these
@@ -155,11 +162,11 @@ private:
   bool restart_on_shift(time_point now);
   std::optional<decision> measure(const cluster_view& v, const pd_instances& pd,
                                   planner::case_inputs& in, decision& d);
-  void move(const plan_space& m, const pd_instances& pd, decision& d);
+  void move(time_point now, const plan_space& m, const pd_instances& pd, decision& d);
   /// Whether the best split (`best_prefill` PD prefill instances, predicting `best_lambda`)
-  /// replaces the committed one (keeps the streak).
-  bool wants_split(uint32_t best_prefill, double best_lambda, double committed_lambda,
-                   uint32_t committed);
+  /// replaces the committed one (keeps the streak; `shifted`: the window restarted).
+  bool wants_split(time_point now, bool shifted, uint32_t best_prefill, double best_lambda,
+                   double committed_lambda, uint32_t committed);
 
   settings s_;
   profiles p_;
@@ -168,6 +175,11 @@ private:
   std::optional<uint32_t> target_prefill_;
   /// The split the last re-plans preferred to the committed one, and how many in a row.
   uint32_t streak_prefill_ = 0, streak_ = 0;
+  /// The last change of the target split: when, and the target it left.
+  std::optional<time_point> split_moved_at_;
+  uint32_t split_moved_from_ = 0;
+  /// The lengths shifted (the window restarted) since that change.
+  bool shifted_since_move_ = false;
   time_point last_{};
   bool started_ = false;
 };

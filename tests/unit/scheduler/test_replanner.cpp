@@ -431,6 +431,70 @@ TEST_CASE("replanner: a smaller split gain wanted by consecutive re-plans moves 
   }
 }
 
+TEST_CASE(
+    "replanner: a split going back soon after a change waits for patience, a shift excepted") {
+  const short_prompts c;
+  const auto& [ls, v, convertible, m, best, here] = c;
+  REQUIRE(best.n_p < 3);
+  // Long prompts want more PD prefill again, by far more than split_gain over the split
+  // the short ones committed to: without the hold, the first re-plan on them moves it.
+  const auto long_ls = lengths(2000, 9.9, 9);
+  const auto long_model = model_of(long_ls);
+  const auto long_best = pl::best_split(long_model, 4, 8, 1, 5);
+  const auto long_here = pl::best_threshold(long_model, 4, best.n_p, 8 - best.n_p);
+  REQUIRE(long_best.n_p > best.n_p);
+  REQUIRE(long_best.lambda > long_here.lambda * 1.1);
+
+  // Re-plans at t0 + 10 s (short prompts), then at t0 + `from` and every 10 s after it
+  // (long prompts, four of them): the target split after each.
+  auto run = [&](replanner::settings s, std::chrono::seconds from) {
+    replanner r{s, kimi(), 4096};
+    r.tick(t0, v, convertible);
+    feed(r, ls, t0 + 10s, 4096);
+    auto first = r.tick(t0 + 10s, v, convertible);
+    REQUIRE(first);
+    REQUIRE(first->prefill_after == best.n_p);
+    std::vector<uint32_t> targets;
+    for (int i = 0; i < 4; ++i) {
+      const auto at = t0 + from + 10s * i;
+      feed(r, long_ls, at, r.planned());
+      auto d = r.tick(at, v, convertible);
+      REQUIRE(d);
+      targets.push_back(d->prefill_after);
+    }
+    return targets;
+  };
+  auto s = fast();
+  s.shift_z = 0;
+  s.split_reverse_hold = 60s;
+  const auto n = best.n_p, l = long_best.n_p;
+  SECTION("within the hold: three re-plans in a row") {
+    CHECK(run(s, 20s) == std::vector<uint32_t>{n, n, l, l});
+  }
+  SECTION("no hold: at once") {
+    s.split_reverse_hold = 0s;
+    CHECK(run(s, 20s) == std::vector<uint32_t>{l, l, l, l});
+  }
+  SECTION("after the hold: at once") {
+    CHECK(run(s, 80s) == std::vector<uint32_t>{l, l, l, l});
+  }
+  SECTION("the lengths shifted since the change: at once") {
+    s.window = 120s;
+    s.shift_z = 4;
+    replanner r{s, kimi(), 4096};
+    r.tick(t0, v, convertible);
+    feed(r, ls, t0 + 10s, 4096);
+    auto first = r.tick(t0 + 10s, v, convertible);
+    REQUIRE(first);
+    REQUIRE(first->prefill_after == n);
+    feed(r, long_ls, t0 + 20s, r.planned());
+    auto d = r.tick(t0 + 20s, v, convertible);
+    REQUIRE(d);
+    CHECK(d->window_restarted);
+    CHECK(d->prefill_after == l);
+  }
+}
+
 TEST_CASE("replanner: after the lengths shift, t is within 20% of the new plan in 5 re-plans") {
   const auto long_ls = lengths(1000, 9.9, 9);
   const auto short_ls = lengths(1000, 7.0, 10);
@@ -587,5 +651,26 @@ TEST_CASE("replan_interval without profile timings is a configuration error nami
   } catch (const prfaas::config_error& e) {
     CHECK(e.path() == "nodes[0].actors[1].replan_interval");
     CHECK_THAT(e.what(), Catch::Matchers::Contains("needs the PrfaaS prefill workers' profile"));
+  }
+}
+
+TEST_CASE("the long-term controller's keys out of range are configuration errors naming them") {
+  const auto r = prfaas::actor_registry::with_builtins();
+  const std::string base = std::string(PRFAAS_SOURCE_DIR) + "/configs/sim/replan-shift.yaml";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"replan_split_reverse_hold", "-1s"}, {"replan_split_patience", "-1"},
+      {"replan_shift_z", "-0.5"},           {"replan_max_step", "1"},
+      {"replan_hysteresis", "1"},           {"convert_parallel", "0"}};
+  for (const auto& [key, value] : bad) {
+    INFO(key << ": " << value);
+    auto dep = prfaas::load_deployment(base);
+    REQUIRE(dep.nodes[0].actors[1].params["policy"]); // the scheduler
+    dep.nodes[0].actors[1].params[key] = YAML::Load(value);
+    try {
+      r.validate(dep);
+      FAIL("accepted");
+    } catch (const prfaas::config_error& e) {
+      CHECK(e.path() == "nodes[0].actors[1]." + key);
+    }
   }
 }
