@@ -368,6 +368,15 @@ void messenger::count_drop(drop_reason r, const inbound_frame& f, const char* de
   counters_.drop(r);
 }
 
+caf::execution_unit* messenger::inline_unit_for(const inbound_frame& f, const wire::Envelope& env) {
+  if (!inline_ || env.kind() == wire::HEARTBEAT)
+    return nullptr;
+  // While nothing waits behind this frame, or for a stream to one actor (messenger.hpp).
+  const bool stream = env.destination().actor() == last_destination_;
+  last_destination_ = env.destination().actor();
+  return !f.more_waiting || stream ? inline_.get() : nullptr;
+}
+
 void messenger::on_frame(const inbound_frame& f) {
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
@@ -399,8 +408,7 @@ void messenger::on_frame(const inbound_frame& f) {
   default:
     break;
   }
-  // Inline delivery only while nothing waits behind this frame (see messenger.hpp).
-  auto* eu = f.more_waiting ? nullptr : inline_.get();
+  auto* eu = inline_unit_for(f, env);
   switch (env.kind()) {
   case wire::ONEWAY: {
     auto dest = lookup(env.destination().actor());
