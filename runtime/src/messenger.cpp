@@ -82,20 +82,67 @@ bool valid_name(const std::string& s) {
   return !s.empty() && s.size() <= 256 && s.find('/') == std::string::npos;
 }
 
+} // namespace
+
 /// The wire thread as a CAF execution unit for inline delivery: the actor a frame
-/// wakes is resumed right there for one message, as a worker would resume it; more
-/// messages, or actors it wakes in turn, go to the scheduler.
+/// wakes is resumed right there, as a worker would resume it; actors it wakes in turn
+/// go to the scheduler. Under load, a stream to one actor is held back while its
+/// burst lands (at most max_held frames) and then runs once for all of it: one
+/// resume, one mailbox block/unblock per burst instead of per message.
 class inline_unit final : public caf::execution_unit {
 public:
+  static constexpr size_t max_held = 64;
+
   explicit inline_unit(caf::actor_system& sys) : caf::execution_unit(&sys) {}
+  ~inline_unit() override { hand_over(); }
 
   void exec_later(caf::resumable* job) override {
     if (running_ || job->subtype() == caf::resumable::io_actor) {
       system().scheduler().enqueue(job);
       return;
     }
+    if (holding_ && !held_) {
+      held_ = job; // keeps the reference enqueue took; runs at flush()
+      return;
+    }
+    run(job, 1);
+  }
+
+  /// Before a frame is delivered through this unit: `stream` = more frames for the
+  /// same actor wait behind it.
+  void begin(bool stream) {
+    began_ = true;
+    holding_ = stream && held_frames_ < max_held;
+  }
+
+  /// After every frame, delivered or not: the last of a burst, or a delivered one not
+  /// held (the bound reached), runs whatever is held. A heartbeat or a dropped frame
+  /// inside a burst leaves it held.
+  void end(bool more_waiting) {
+    if (!more_waiting || (began_ && !holding_))
+      flush();
+    else if (holding_)
+      ++held_frames_;
+    began_ = holding_ = false;
+  }
+
+  /// Runs the held actor now, for every frame it collected.
+  void flush() {
+    if (auto* job = std::exchange(held_, nullptr))
+      run(job, std::exchange(held_frames_, 0) + 1);
+  }
+
+  /// The wire stopped mid-burst: the held actor goes to the workers.
+  void hand_over() {
+    held_frames_ = 0;
+    if (auto* job = std::exchange(held_, nullptr))
+      system().scheduler().enqueue(job);
+  }
+
+private:
+  void run(caf::resumable* job, size_t max_messages) {
     running_ = true;
-    auto res = job->resume(this, 1);
+    auto res = job->resume(this, max_messages);
     running_ = false;
     if (res == caf::resumable::resume_later)
       system().scheduler().enqueue(job); // keeps the reference, as a worker's queue does
@@ -103,9 +150,14 @@ public:
       intrusive_ptr_release(job); // the reference enqueue took for this wake-up
   }
 
-private:
   bool running_ = false;
+  bool began_ = false;   ///< the current frame is delivered through this unit
+  bool holding_ = false; ///< ... and its actor is held if it wakes
+  caf::resumable* held_ = nullptr;
+  size_t held_frames_ = 0;
 };
+
+namespace {
 
 /// An actor that is only an enqueue function: how the messenger takes part in CAF's
 /// request/response protocol without a mailbox or a thread of its own (the same
@@ -217,6 +269,8 @@ void messenger::stop() {
     return;
   if (wire_)
     wire_->stop();
+  if (inline_) // the wire thread is gone: nothing else touches the unit now
+    inline_->hand_over();
   std::unordered_map<uint64_t, outbound_request> doomed;
   {
     std::lock_guard<std::mutex> guard{out_mtx_};
@@ -374,10 +428,41 @@ caf::execution_unit* messenger::inline_unit_for(const inbound_frame& f, const wi
   // While nothing waits behind this frame, or for a stream to one actor (messenger.hpp).
   const bool stream = env.destination().actor() == last_destination_;
   last_destination_ = env.destination().actor();
-  return !f.more_waiting || stream ? inline_.get() : nullptr;
+  if (f.more_waiting && !stream) {
+    inline_->flush(); // a held stream ends where frames for another actor begin
+    return nullptr;
+  }
+  inline_->begin(f.more_waiting && stream);
+  return inline_.get();
+}
+
+void messenger::on_oneway(wire::Envelope& env, const inbound_frame& f, caf::execution_unit* eu) {
+  auto dest = lookup(env.destination().actor());
+  if (!dest) {
+    count_drop(drop_reason::unknown_actor, f, "oneway");
+    return;
+  }
+  counters_.frames_accepted.Increment();
+  remote_message msg;
+  msg.source = {env.source().node(), env.source().actor()};
+  msg.destination = {env.destination().node(), env.destination().actor()};
+  msg.type = std::move(*env.mutable_type());
+  msg.payload = std::move(*env.mutable_payload());
+  msg.bulk = f.bulk;
+  caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
+      caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::move(msg)), eu);
 }
 
 void messenger::on_frame(const inbound_frame& f) {
+  // Whatever this frame does, the last of a burst runs the actor held for it.
+  struct end_of_frame {
+    inline_unit* unit;
+    bool more_waiting;
+    ~end_of_frame() {
+      if (unit)
+        unit->end(more_waiting);
+    }
+  } guard{inline_.get(), f.more_waiting};
   counters_.frames_received.Increment();
   counters_.bytes_received.Increment(
       static_cast<double>(f.header_size + (f.bulk ? f.bulk->size() : 0)));
@@ -410,23 +495,9 @@ void messenger::on_frame(const inbound_frame& f) {
   }
   auto* eu = inline_unit_for(f, env);
   switch (env.kind()) {
-  case wire::ONEWAY: {
-    auto dest = lookup(env.destination().actor());
-    if (!dest) {
-      count_drop(drop_reason::unknown_actor, f, "oneway");
-      return;
-    }
-    counters_.frames_accepted.Increment();
-    remote_message msg;
-    msg.source = {env.source().node(), env.source().actor()};
-    msg.destination = {env.destination().node(), env.destination().actor()};
-    msg.type = env.type();
-    msg.payload = env.payload();
-    msg.bulk = f.bulk;
-    caf::actor_cast<caf::abstract_actor*>(dest)->enqueue(
-        caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::move(msg)), eu);
+  case wire::ONEWAY:
+    on_oneway(env, f, eu);
     return;
-  }
   case wire::REQUEST:
     counters_.frames_accepted.Increment();
     on_request(env, f.bulk, eu);

@@ -289,8 +289,8 @@ bool zmq_wire::drain_inbound(received* first) {
   for (int n = 0;; ++n) {
     if (stop_)
       return true;
-    if (n == batch_limit) { // the frame read ahead still goes up, to the workers
-      deliver(cur, true);
+    if (n == batch_limit) { // the last frame of a batch ends its burst (wire.hpp)
+      deliver(cur, false);
       return true;
     }
     const bool more = receive(next);

@@ -1,8 +1,9 @@
 // Inline delivery decides per frame: a frame for an idle actor with nothing waiting
-// behind it runs that actor on the wire thread; under load (frames waiting) only a frame
-// for the same actor as the frame before it does (a stream to one actor), and frames for
-// another actor go to CAF's workers. Frames are handed to the messenger by this test's
-// thread, standing in for the wire's own thread, so where an actor ran is exact.
+// behind it runs that actor on the wire thread; under load (frames waiting) only a stream
+// to one actor (a frame for the same actor as the frame before it) does, held back while
+// its burst lands and then run once for all of it; frames for another actor go to CAF's
+// workers. Frames are handed to the messenger by this test's thread, standing in for the
+// wire's own thread, so where (and when) an actor ran is exact.
 
 #include <catch2/catch.hpp>
 
@@ -85,53 +86,120 @@ std::string frame(prfaas::wire::Kind kind, const std::string& to) {
   return e.SerializeAsString();
 }
 
-} // namespace
-
-TEST_CASE("inline delivery under load: a stream to one actor stays on the wire thread") {
-  const bool inline_delivery = GENERATE(true, false);
-  INFO("inline_delivery: " << inline_delivery);
+/// A messenger on a handed wire, with recording actors `a` and `b`.
+struct inline_world {
   caf::actor_system_config cfg;
-  prfaas::configure_actor_system(cfg);
-  caf::actor_system sys{cfg};
-  prfaas::transport_config tc;
-  tc.inline_delivery = inline_delivery;
-  auto m = std::make_shared<prfaas::messenger>(
-      sys, "self", 7, std::set<std::string>{"self", "peer"}, tc,
-      std::make_shared<prfaas::metrics>("self"), prfaas::make_null_logger());
-  auto wire = std::make_shared<handed_wire>();
-  m->start(wire, caf::actor{}); // no transport actor: heartbeats go nowhere
-  auto log_a = std::make_shared<ran_on>(), log_b = std::make_shared<ran_on>();
-  m->register_actor("a", sys.spawn(recorder, log_a));
-  m->register_actor("b", sys.spawn(recorder, log_b));
-  std::this_thread::sleep_for(50ms); // both started and idle
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<prfaas::messenger> msgr;
+  std::shared_ptr<handed_wire> wire = std::make_shared<handed_wire>();
+  std::shared_ptr<ran_on> a = std::make_shared<ran_on>(), b = std::make_shared<ran_on>();
+  const std::thread::id here = std::this_thread::get_id();
 
-  const auto here = std::this_thread::get_id();
-  // Hands one frame and waits for the actor to have handled it (so it is idle again):
-  // true when it ran on this thread.
-  auto deliver = [&](const std::string& to, bool more_waiting) {
-    auto& log = to == "a" ? *log_a : *log_b;
-    const size_t before = log.size();
+  explicit inline_world(bool inline_delivery) {
+    prfaas::configure_actor_system(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    prfaas::transport_config tc;
+    tc.inline_delivery = inline_delivery;
+    msgr = std::make_shared<prfaas::messenger>(
+        *sys, "self", 7, std::set<std::string>{"self", "peer"}, tc,
+        std::make_shared<prfaas::metrics>("self"), prfaas::make_null_logger());
+    msgr->start(wire, caf::actor{}); // no transport actor: heartbeats go nowhere
+    msgr->register_actor("a", sys->spawn(recorder, a));
+    msgr->register_actor("b", sys->spawn(recorder, b));
+    std::this_thread::sleep_for(50ms); // both started and idle
+  }
+  ~inline_world() { msgr->stop(); }
+
+  ran_on& log(const std::string& to) { return to == "a" ? *a : *b; }
+  void hand(const std::string& to, bool more_waiting) {
     wire->hand(frame(prfaas::wire::ONEWAY, to), more_waiting);
+  }
+  /// Waits until `to` has handled `n` messages in all; true when the last ran here.
+  bool ran_here(const std::string& to, size_t n) {
+    auto& l = log(to);
     const auto until = std::chrono::steady_clock::now() + 10s;
-    while (log.size() == before && std::chrono::steady_clock::now() < until)
+    while (l.size() < n && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(1ms);
-    REQUIRE(log.size() == before + 1);
-    const bool inline_here = log.last() == here;
+    REQUIRE(l.size() == n);
+    const bool inline_here = l.last() == here;
     if (!inline_here)
       std::this_thread::sleep_for(50ms); // the worker that ran it lets it go (idle again)
     return inline_here;
+  }
+  /// Hands one frame and waits for it to be handled: true when it ran here.
+  bool deliver(const std::string& to, bool more_waiting) {
+    const size_t n = log(to).size() + 1;
+    hand(to, more_waiting);
+    return ran_here(to, n);
+  }
+};
+
+} // namespace
+
+TEST_CASE("inline delivery under load: a stream to one actor stays on the wire thread") {
+  const bool on = GENERATE(true, false);
+  INFO("inline_delivery: " << on);
+  inline_world w{on};
+
+  CHECK(w.deliver("a", false) == on); // idle, nothing waiting
+  // Under load, a stream to a (the same actor as the frame before): with inline
+  // delivery held while frames wait, then run here for the whole burst; without, on
+  // the workers.
+  w.hand("a", true);
+  w.hand("a", true);
+  w.hand("a", true);
+  if (on) {
+    std::this_thread::sleep_for(20ms);
+    CHECK(w.a->size() == 1); // held
+  }
+  w.hand("a", false); // the burst's last frame
+  CHECK(w.ran_here("a", 5) == on);
+  CHECK_FALSE(w.deliver("b", true)); // under load, another actor: a worker
+  w.hand("b", true);                 // ... then a stream to it
+  w.wire->hand(frame(prfaas::wire::HEARTBEAT, ""), true);
+  w.hand("b", true); // a heartbeat between does not break the stream
+  if (on) {
+    std::this_thread::sleep_for(20ms);
+    CHECK(w.b->size() == 1); // still held
+  }
+  w.hand("b", false);
+  CHECK(w.ran_here("b", 4) == on);
+  CHECK(w.deliver("a", false) == on); // nothing waiting: inline again, whichever actor
+}
+
+TEST_CASE("inline delivery: a held stream runs when its burst ends, however it ends") {
+  inline_world w{true};
+  auto under_load = [&](const std::string& to) { // a worker's turn, then a stream to `to`
+    const size_t n = w.log(to).size() + 1;
+    w.hand(to, true);
+    REQUIRE_FALSE(w.ran_here(to, n));
   };
 
-  const bool on = inline_delivery;
-  CHECK(deliver("a", false) == on); // idle, nothing waiting
-  CHECK(deliver("a", true) == on);  // under load, same actor as the frame before
-  CHECK(deliver("a", true) == on);
-  CHECK_FALSE(deliver("b", true)); // under load, another actor: a worker
-  CHECK(deliver("b", true) == on); // ... then a stream to it
-  wire->hand(frame(prfaas::wire::HEARTBEAT, ""), true);
-  CHECK(deliver("b", true) == on); // a heartbeat between does not break the stream
-  CHECK_FALSE(deliver("a", true));
-  CHECK(deliver("b", false) == on); // nothing waiting: inline again, whichever actor
-
-  m->stop();
+  SECTION("a frame for another actor") {
+    under_load("a");
+    w.hand("a", true); // held
+    w.hand("b", true); // goes to a worker; a's burst is over
+    CHECK(w.ran_here("a", 2));
+    CHECK_FALSE(w.ran_here("b", 1));
+  }
+  SECTION("a frame that is dropped") {
+    under_load("a");
+    w.hand("a", true);
+    w.wire->hand("not an envelope", false); // malformed, dropped: still the burst's end
+    CHECK(w.ran_here("a", 2));
+  }
+  SECTION("the bound on a held burst") {
+    under_load("a");
+    // 64 frames are held at most; the 65th runs them all though frames still wait.
+    for (int i = 0; i < 65; ++i)
+      w.hand("a", true);
+    CHECK(w.ran_here("a", 66));
+  }
+  SECTION("the messenger stopping mid-burst hands the stream to the workers") {
+    under_load("a");
+    w.hand("a", true);
+    w.hand("a", true);
+    w.msgr->stop();
+    CHECK_FALSE(w.ran_here("a", 3));
+  }
 }

@@ -86,6 +86,8 @@ decode_result decode_frame(const inbound_frame& f, const std::string& self_node,
                            uint64_t self_incarnation, const transport_config& cfg,
                            wire::Envelope& out);
 
+class inline_unit; // messenger.cpp: the wire thread as a CAF execution unit
+
 class messenger : public std::enable_shared_from_this<messenger> {
 public:
   using clock_type = std::chrono::steady_clock;
@@ -207,6 +209,9 @@ private:
   /// workers). Wire thread only.
   caf::execution_unit* inline_unit_for(const inbound_frame& f, const wire::Envelope& env);
 
+  /// A one-way frame, handed to its actor.
+  void on_oneway(wire::Envelope& env, const inbound_frame& f, caf::execution_unit* eu);
+
   // inbound requests
   void on_request(wire::Envelope& env, bulk_ptr bulk, caf::execution_unit* eu);
   /// A probe: PROGRESS, the cached answer, or request_unknown.
@@ -232,9 +237,10 @@ private:
   caf::actor outbound_;    ///< proxy: outbound requests
   caf::actor reply_proxy_; ///< proxy: answers of local actors to inbound requests
   /// Runs actors on the wire thread (inline delivery); null when off. Wire thread only.
-  std::unique_ptr<caf::execution_unit> inline_;
+  std::unique_ptr<inline_unit> inline_;
   /// The destination actor of the last frame for an actor (wire thread only): under
-  /// load, a frame for that same actor still runs inline (a stream to one actor).
+  /// load, a frame for that same actor still runs inline (a stream to one actor), its
+  /// actor held back until the burst is in and then run once for all of it.
   std::string last_destination_;
 
   mutable std::mutex out_mtx_;

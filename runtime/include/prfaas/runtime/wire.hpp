@@ -28,7 +28,9 @@ struct inbound_frame {
   /// With CURVE: the node the connection authenticated as (the ZAP handler's user id,
   /// from the peer's public key). The envelope's source must be that node.
   std::string_view authenticated_node;
-  /// More frames were already waiting behind this one (the receiver is busy).
+  /// More frames were already waiting behind this one (the receiver is busy) and
+  /// follow it at once, on this thread. False on the last frame a wire hands up in
+  /// one go: a receiver that holds work back for a burst must not wait past it.
   bool more_waiting = false;
 };
 
