@@ -187,7 +187,7 @@ struct sim_data_fabric::link {
 };
 
 sim_data_fabric::sim_data_fabric(caf::actor_system& sys, sim_network* net)
-    : sys_(sys), net_(net), timer_(std::make_unique<sim_timer>(sys)) {}
+    : net_(net), timer_(std::make_unique<sim_timer>(sys)) {}
 
 sim_data_fabric::~sim_data_fabric() = default;
 

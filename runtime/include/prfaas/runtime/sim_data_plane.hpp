@@ -107,7 +107,6 @@ private:
   void reachability_changed();
   std::string cluster_of(const std::string& node) const;
 
-  caf::actor_system& sys_;
   sim_network* net_;
   std::unique_ptr<sim_timer> timer_;
   std::map<std::string, std::string> cluster_;
