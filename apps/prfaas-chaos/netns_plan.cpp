@@ -33,18 +33,25 @@ std::string cluster_of(const node_config& n) {
 void add_switch(netns_plan& p, const planned_cluster& c, bool track) {
   p.setup.push_back({"ip", "netns", "add", c.ns});
   p.setup.push_back({"ip", "-n", c.ns, "link", "set", "lo", "up"});
-  p.setup.push_back({"ip", "netns", "exec", c.ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"});
+  p.setup.push_back(in_netns(c.ns, {"sysctl", "-qw", "net.ipv4.ip_forward=1"}));
   if (!track)
     return;
-  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "table", "inet", "prfaas_track"});
-  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft",
-                     "add chain inet prfaas_track forward { type filter hook forward priority "
-                     "-20 ; policy accept ; }"});
-  p.setup.push_back({"ip", "netns", "exec", c.ns, "nft", "add", "rule", "inet", "prfaas_track",
-                     "forward", "ct", "state", "new", "counter"});
+  p.setup.push_back(in_netns(c.ns, {"nft", "add", "table", "inet", "prfaas_track"}));
+  p.setup.push_back(in_netns(c.ns, {"nft", "add chain inet prfaas_track forward { type filter "
+                                           "hook forward priority -20 ; policy accept ; }"}));
+  p.setup.push_back(in_netns(c.ns, {"nft", "add", "rule", "inet", "prfaas_track", "forward", "ct",
+                                    "state", "new", "counter"}));
 }
 
 } // namespace
+
+std::vector<std::string> in_netns(const std::string& ns, std::vector<std::string> argv) {
+  if (ns.empty())
+    return argv;
+  std::vector<std::string> out{"nsenter", "--net=/var/run/netns/" + ns, "--"};
+  out.insert(out.end(), std::make_move_iterator(argv.begin()), std::make_move_iterator(argv.end()));
+  return out;
+}
 
 const planned_node& netns_plan::node(const std::string& name) const {
   for (auto& n : nodes)
@@ -132,8 +139,8 @@ netns_plan plan_netns(const deployment_config& d, const std::string& tag, bool t
       pl.routes.push_back({"ip", "-n", ns, "route", "replace", far, "via", net + other});
       p.setup.push_back(pl.routes.back());
       // A token bucket on each end (each direction), like a leased line.
-      p.setup.push_back({"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", pl.dev, "root",
-                         "tbf", "rate", rate, "burst", "256kb", "latency", "50ms"});
+      p.setup.push_back(in_netns(ns, {"tc", "qdisc", "add", "dev", pl.dev, "root", "tbf", "rate",
+                                      rate, "burst", "256kb", "latency", "50ms"}));
     }
     p.links.push_back(pl);
   }

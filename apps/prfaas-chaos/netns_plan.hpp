@@ -21,6 +21,14 @@
 
 namespace prfaas::chaos {
 
+/// `argv` run inside namespace `ns` (itself when `ns` is empty): `nsenter --net`, which
+/// enters the network namespace only. Not `ip netns exec`: that also gives the command a
+/// private mount namespace with the namespace's own /sys, and the umount of /sys waits
+/// for an RCU grace period (`synchronize_rcu_expedited` in `namespace_unlock`), which on
+/// a loaded two-vCPU VM took seconds (once over 10 s): faults came late and undid early.
+/// Nothing run here (nft, tc, ip, sysctl on /proc/sys/net, prfaas-node) reads /sys.
+std::vector<std::string> in_netns(const std::string& ns, std::vector<std::string> argv);
+
 struct planned_node {
   std::string name, cluster;
   std::string ns;              ///< its own namespace

@@ -1,4 +1,5 @@
 #include "run.hpp"
+#include "timeline.hpp"
 #include "token_check.hpp"
 
 #include <algorithm>
@@ -19,12 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct event {
-  double at_s;
-  size_t fault;
-  bool apply; ///< else undo
-};
-
 /// The nodes a fault acts on: its node, a blackhole's ends, every node of a link's two
 /// clusters (of every cluster, for "the only link").
 std::set<std::string> nodes_touched(const fault_spec& f, const deployment_config& d) {
@@ -43,20 +38,6 @@ std::set<std::string> nodes_touched(const fault_spec& f, const deployment_config
 
 bool overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
   return std::any_of(a.begin(), a.end(), [&](const std::string& n) { return b.count(n) > 0; });
-}
-
-std::vector<event> timeline(const scenario& s) {
-  std::vector<event> ev;
-  for (size_t i = 0; i < s.faults.size(); ++i) {
-    ev.push_back({s.faults[i].at.count(), i, true});
-    if (auto end = s.faults[i].ends())
-      ev.push_back({end->count(), i, false});
-  }
-  // Undo before apply at the same instant, then file order.
-  std::stable_sort(ev.begin(), ev.end(), [](const event& a, const event& b) {
-    return a.at_s != b.at_s ? a.at_s < b.at_s : (!a.apply && b.apply);
-  });
-  return ev;
 }
 
 /// The gateway's own accounting, for the report.
@@ -235,7 +216,9 @@ report run_scenario(const scenario& s, const environment& env, const run_options
   load.start();
   const auto t0 = clock_type::now();
   live_progress progress{topo, s, t0};
-  for (auto& e : timeline(s)) {
+  auto events = timeline(s);
+  for (size_t i = 0; i < events.size(); ++i) {
+    const auto e = events[i];
     progress.wait_until(t0 + std::chrono::duration_cast<clock_type::duration>(seconds{e.at_s}));
     auto& f = s.faults[e.fault];
     if (e.apply) {
@@ -243,6 +226,7 @@ report run_scenario(const scenario& s, const environment& env, const run_options
       inject.apply(e.fault, f);
       watchers[e.fault]->applied(clock_type::now());
       applied_s[e.fault] = since(t0);
+      keep_duration(events, i + 1, e.fault, applied_s[e.fault] - e.at_s);
     } else {
       inject.undo(e.fault);
       const auto now = clock_type::now();

@@ -235,19 +235,30 @@ std::vector<std::string> topology::scheduler_nodes() const {
   return out;
 }
 
+namespace {
+
+/// A command that took long: its fault came (or went) that much late.
+void note_if_slow(const std::string& output, std::chrono::steady_clock::duration took) {
+  if (took < 1s)
+    return;
+  auto line = output.substr(0, output.find('\n'));
+  std::cerr << "prfaas-chaos: slow command (" << std::chrono::duration<double>(took).count()
+            << " s): " << line << std::endl;
+}
+
+} // namespace
+
 std::vector<std::string> topology::in_ns(const std::string& ns,
                                          std::vector<std::string> argv) const {
-  if (ns.empty())
-    return argv;
-  std::vector<std::string> out{"ip", "netns", "exec", ns};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
+  return in_netns(ns, std::move(argv));
 }
 
 bool topology::run_in(const std::string& ns, std::vector<std::string> argv,
                       std::string& out) const {
-  auto r = t::run({.argv = in_ns(ns, std::move(argv))}, 10s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = t::run({.argv = in_ns(ns, std::move(argv))}, command_limit);
   out = r.output;
+  note_if_slow(out, std::chrono::steady_clock::now() - t0);
   return r.code == 0;
 }
 
@@ -262,9 +273,13 @@ bool topology::query_in(const std::string& ns, std::vector<std::string> argv,
   {
     t::child_process p{t::command{
         .argv = in_ns(ns, std::move(argv)), .out_file = stdout_file, .err_file = stderr_file}};
-    auto code = p.wait(10s);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto code = p.wait(command_limit);
     ok = code && *code == 0;
-    out = ok ? p.out() : p.output();
+    out =
+        ok ? p.out() : p.output() + (code ? "" : "\n(killed: still running after the time limit)");
+    // (the child is killed and reaped with `p` if it is still running)
+    note_if_slow(p.output(), std::chrono::steady_clock::now() - t0);
   }
   std::error_code ec;
   std::filesystem::remove(stdout_file, ec);
@@ -277,8 +292,8 @@ std::filesystem::path topology::log_of(const std::string& node) const {
 }
 
 void topology::start(const std::string& node) {
-  // `ip netns exec` execs the node, so the child's pid is the node's own: kill -9 and
-  // SIGSTOP reach it directly.
+  // `nsenter` execs the node (no --fork), so the child's pid is the node's own: kill -9
+  // and SIGSTOP reach it directly.
   // --live-faults: `fault_point` faults switch the node's fault points while it runs.
   auto argv = in_ns(place(node).ns, {(env_.bin / "prfaas-node").string(), "--config",
                                      config_file_.string(), "--node", node, "--live-faults"});

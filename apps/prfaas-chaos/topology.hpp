@@ -102,11 +102,17 @@ public:
   void kill(const std::string& node);
   std::filesystem::path log_of(const std::string& node) const;
 
-  /// Runs `argv` in namespace `ns` (ip netns exec), bounded; its output in `out`.
+  /// Runs `argv` in namespace `ns` (in_netns), bounded by `command_limit`; its output in
+  /// `out`. A command slower than a second is reported on stderr: the fault it serves
+  /// came that much late.
   bool run_in(const std::string& ns, std::vector<std::string> argv, std::string& out) const;
   /// Runs `argv` in `ns`, bounded; true with its standard output alone in `out` (for
   /// tools that print JSON), false with the command and everything it said.
   bool query_in(const std::string& ns, std::vector<std::string> argv, std::string& out) const;
+  /// How long a fault or setup command may take before it is killed and counted failed:
+  /// the kernel's own work (a veth going down waits for an RCU grace period under the
+  /// RTNL lock) has taken seconds on a loaded two-vCPU VM.
+  static constexpr std::chrono::seconds command_limit{30};
   /// argv prefixed to run in `ns`.
   std::vector<std::string> in_ns(const std::string& ns, std::vector<std::string> argv) const;
 

@@ -114,8 +114,9 @@ TEST_CASE("netns plan: each declared link is its own veth with its own rate and 
   CHECK(west->rate == "100000000bit");
   for (auto* l : {east, west})
     for (auto& ns : {l->ns_a, l->ns_b})
-      CHECK(has_command(p, {"ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", l->dev, "root",
-                            "tbf", "rate", l->rate, "burst", "256kb", "latency", "50ms"}));
+      CHECK(has_command(p, {"nsenter", "--net=/var/run/netns/" + ns, "--", "tc", "qdisc", "add",
+                            "dev", l->dev, "root", "tbf", "rate", l->rate, "burst", "256kb",
+                            "latency", "50ms"}));
   // Both ends route to the other side's subnet; link_down's undo re-installs them.
   REQUIRE(west->routes.size() == 2);
   CHECK(west->routes[0] == std::vector<std::string>{"ip", "-n", west->ns_a, "route", "replace",
