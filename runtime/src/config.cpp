@@ -168,7 +168,7 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
              {"window_chunks", "window_bytes", "chunk_timeout", "transfer_timeout",
               "receive_timeout", "max_chunk_bytes", "connections", "pool_buffer_bytes",
               "pool_receive_buffers", "pool_send_buffers", "pool_prefault", "pool_huge_pages",
-              "chunk_transport", "faults"});
+              "chunk_transport", "nice", "faults"});
   auto key = [&](const char* k) { return join(path, k); };
   if (auto n = node["window_chunks"])
     out.window_chunks = uint32(n, key("window_chunks"), 1);
@@ -194,6 +194,8 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
     out.pool_prefault = boolean(n, key("pool_prefault"));
   if (auto n = node["pool_huge_pages"])
     out.pool_huge_pages = boolean(n, key("pool_huge_pages"));
+  if (auto n = node["nice"])
+    out.nice = static_cast<uint32_t>(unsigned_int(n, key("nice"), 0, 19));
   if (auto n = node["chunk_transport"])
     out.bulk_tcp = choice(n, key("chunk_transport"), {"tcp", "zmq"}) == "tcp";
   if (out.chunk_timeout >= out.transfer_timeout)

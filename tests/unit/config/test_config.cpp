@@ -55,6 +55,8 @@ const std::vector<bad_config> bad_configs = {
     {one_node + "data_plane: { window: 4 }\n", "data_plane.window",
      "unknown key (expected one of: window_chunks, window_bytes"},
     {one_node + "data_plane: { window_chunks: 0 }\n", "data_plane.window_chunks", "at least 1"},
+    {one_node + "data_plane: { nice: 20 }\n", "data_plane.nice", "must be at most 19, got 20"},
+    {one_node + "data_plane: { nice: -1 }\n", "data_plane.nice", "expected a non-negative integer"},
     {one_node + "data_plane: { chunk_timeout: 5s, transfer_timeout: 1s }\n",
      "data_plane.chunk_timeout", "must be less than transfer_timeout"},
     {one_node + "data_plane: { faults: { corrupt: 1.5 } }\n", "data_plane.faults.corrupt",
@@ -294,6 +296,9 @@ TEST_CASE("the table rows differ from a valid config only in their fault", "[con
                                           "nodes:\n  - { name: a, cluster: pd, control: "
                                           "'tcp://h:1', data: 'tcp://h:2' }\n",
                                  "<string>"));
+  // The data plane's nice steps, as the nice rows would have them.
+  CHECK(parse_deployment(one_node + "data_plane: { nice: 0 }\n", "<string>").data_plane.nice == 0);
+  CHECK(parse_deployment(one_node, "<string>").data_plane.nice == 10);
   // A PD cluster's share, as the share rows would have it.
   auto shared = parse_deployment(header + "clusters: { pd: { kind: pd, share: 3 } }\n"
                                           "nodes:\n  - { name: a, cluster: pd, control: "

@@ -138,6 +138,9 @@ struct data_plane_settings : data_plane_limits {
   uint32_t pool_send_buffers = 16;
   bool pool_prefault = false;  ///< touch the pools' pages at start-up
   bool pool_huge_pages = true; ///< ask for transparent huge pages
+  /// The data plane's threads run this many nice steps below the node's other threads
+  /// (0-19; 0 = the same priority).
+  uint32_t nice = 10;
   /// Chunk payloads on plain TCP connections of their own ("tcp", read straight into
   /// receive pool buffers) or on ZeroMQ ("zmq"). With `security`, always ZeroMQ.
   bool bulk_tcp = true;

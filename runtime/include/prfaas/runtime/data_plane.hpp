@@ -62,7 +62,9 @@ struct data_plane_config : data_plane_limits {
   std::map<std::string, data_link_config> links; ///< per peer; missing → `default_link`
   data_link_config default_link;
   /// The data plane's threads run this many nice steps below the node's (0 = same), so
-  /// a saturating transfer does not delay control-plane messages on a busy machine.
+  /// a saturating transfer does not delay control-plane messages on a busy machine
+  /// (`data_plane.nice`; 0 where compute threads keep the cores busy and a transfer is on
+  /// the path to the first token, as under engine: llama).
   int nice = 10;
   data_fault_config faults;
   /// Where received chunks land (a chunk larger than a buffer is kept as it arrived);
