@@ -73,7 +73,9 @@ void read_counters(report& rep, const topology& t) {
 }
 
 /// What each node still holds: live gateway requests, queued and active worker
-/// orders, data-plane bytes in flight or waiting. Keys "node metric"; zero values left out.
+/// orders, data-plane bytes in flight or waiting, receive buffers reserved for chunks
+/// (a partial transfer's landed chunks may stay until receive_timeout: not counted).
+/// Keys "node metric"; zero values left out.
 std::map<std::string, double> held(const topology& t) {
   std::map<std::string, double> out;
   for (auto& n : t.nodes()) {
@@ -82,9 +84,9 @@ std::map<std::string, double> held(const topology& t) {
       out[n + " /metrics"] = 1; // cannot tell: counts as held
       continue;
     }
-    for (auto name :
-         {"prfaas_gateway_live_requests", "prfaas_worker_queue_depth", "prfaas_worker_active",
-          "prfaas_data_bytes_in_flight", "prfaas_data_bytes_queued"})
+    for (auto name : {"prfaas_gateway_live_requests", "prfaas_worker_queue_depth",
+                      "prfaas_worker_active", "prfaas_data_bytes_in_flight",
+                      "prfaas_data_bytes_queued", "prfaas_data_receive_buffers_reserved"})
       if (double v = proc::metric(*m, name); v != 0)
         out[n + " " + name] = v;
   }

@@ -134,6 +134,14 @@ double metrics::counter_value(const std::string& name, const prometheus::Labels&
   return const_cast<prometheus::Family<prometheus::Counter>*>(i->second)->Add(labels).Value();
 }
 
+double metrics::gauge_value(const std::string& name, const prometheus::Labels& labels) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto i = gauges_.find(name);
+  if (i == gauges_.end() || !i->second->Has(labels))
+    return 0;
+  return const_cast<prometheus::Family<prometheus::Gauge>*>(i->second)->Add(labels).Value();
+}
+
 namespace {
 
 prometheus::Counter& tc(metrics& m, const char* name, const char* help) {

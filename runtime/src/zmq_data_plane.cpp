@@ -115,6 +115,14 @@ zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logg
   }
   if (cfg_.send_pool.buffers > 0)
     tx_pool_ = buffer_pool::create(cfg_.send_pool, cfg_.node + ".send");
+  if (rx_pool_) {
+    rx_reserved_gauge_ = &metrics_.gauge(
+        "prfaas_data_receive_buffers_reserved",
+        "Receive pool buffers set aside for chunks granted to senders and not yet arrived");
+    rx_taken_gauge_ = &metrics_.gauge(
+        "prfaas_data_receive_buffers_taken",
+        "Receive pool buffers holding chunks (arriving, or waiting for an earlier one)");
+  }
 }
 
 zmq_data_plane_impl::~zmq_data_plane_impl() {
@@ -452,6 +460,12 @@ std::string zmq_data_plane_impl::fail_detail(const outbound_transfer& t) const {
     }
   if (!t.finished)
     s += ", not finished by the producer";
+  // Why it stalled: the receiver's grant, what is out, and the path the chunks take.
+  s += "; granted " + std::to_string(t.limit) + ", sent " + std::to_string(t.next) + ", " +
+       std::to_string(t.in_flight.size()) + " in flight, " + std::to_string(t.stats.retransmits) +
+       " re-sent";
+  if (auto p = peers_.find(t.peer); p != peers_.end())
+    s += p->second->bulk_port != 0 ? ", chunks on tcp" : ", chunks on zmq";
   return s;
 }
 
@@ -535,6 +549,10 @@ void zmq_data_plane_impl::publish_links(dp_clock::time_point now, bool force) {
     p->in_flight_gauge->Set(static_cast<double>(r.bytes_in_flight));
     p->queued_gauge->Set(static_cast<double>(r.bytes_queued));
     out.push_back(r);
+  }
+  if (rx_pool_) {
+    rx_reserved_gauge_->Set(static_cast<double>(rx_reserved_));
+    rx_taken_gauge_->Set(static_cast<double>(rx_pool_->capacity() - rx_pool_->available()));
   }
   std::lock_guard<std::mutex> guard{links_mtx_};
   published_ = std::move(out);

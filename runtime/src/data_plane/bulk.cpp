@@ -149,6 +149,7 @@ bool zmq_data_plane_impl::bulk_read(bulk_in& c) {
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       budget -= static_cast<size_t>(n);
       c.got += static_cast<size_t>(n);
+      c.progress = dp_clock::now();
       if (c.got == c.payload_bytes)
         bulk_payload_done(c);
       continue;
@@ -219,6 +220,7 @@ bool zmq_data_plane_impl::bulk_header_done(bulk_in& c) {
   c.h = std::move(*h);
   c.at = bulk_in::part::payload;
   c.got = 0;
+  c.progress = dp_clock::now();
   c.discard = true;
   const zmq::message_t to(c.reply_to.data(), c.reply_to.size());
   auto* in = chunk_target(to, c.h);
@@ -234,6 +236,22 @@ bool zmq_data_plane_impl::bulk_header_done(bulk_in& c) {
   }
   c.spill.resize(std::min<uint64_t>(c.payload_bytes, 1u << 20)); // scratch
   return true;
+}
+
+bool zmq_data_plane_impl::bulk_release_stalled(dp_clock::time_point now, dp_clock::duration quiet) {
+  // A sender paused, or a path cut, mid-payload: the connection may resume (or never
+  // close, if the peer is gone without a trace), but the pool buffer it was reading
+  // into should not wait with it.
+  bool released = false;
+  for (auto& c : bulk_in_) {
+    if (c->at != bulk_in::part::payload || !c->into || now - c->progress < quiet)
+      continue;
+    c->spill.assign(c->into.data(), c->into.data() + c->got);
+    c->spill.resize(c->payload_bytes);
+    c->into = pool_buffer{};
+    released = true;
+  }
+  return released;
 }
 
 void zmq_data_plane_impl::bulk_payload_done(bulk_in& c) {

@@ -345,8 +345,6 @@ void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const dat
   maybe_deliver(key, identity);
 }
 
-// -- buffers and credit --------------------------------------------------------------
-
 bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::message_t& payload) {
   if (!rx_pool_)
     return std::make_shared<zmq_chunk>(std::move(payload));
@@ -367,93 +365,6 @@ bulk_ptr zmq_data_plane_impl::land(inbound_transfer& in, uint32_t index, zmq::me
   b.resize(payload.size());
   payload.rebuild(); // its memory goes back to the allocator now, warm for the next
   return std::move(b).share();
-}
-
-bool zmq_data_plane_impl::may_land(const inbound_transfer& in, uint32_t index) const {
-  if (!rx_pool_)
-    return true;
-  const bool granted = index < in.limit && in.reserved > 0;
-  return granted || rx_pool_->available() > rx_reserved_;
-}
-
-void zmq_data_plane_impl::recount(inbound_transfer& in) {
-  // Granted indices (below `limit`) that have not arrived.
-  uint32_t below = static_cast<uint32_t>(std::min<size_t>(in.streamed.size(), in.limit));
-  below +=
-      static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
-  const uint32_t want = in.idle ? 0 : in.limit > below ? in.limit - below : 0;
-  rx_reserved_ = rx_reserved_ - in.reserved + want;
-  in.reserved = want;
-}
-
-bool zmq_data_plane_impl::grant(inbound_transfer& in) {
-  if (in.delivered || in.idle)
-    return false;
-  const uint32_t cap = in.total ? *in.total : UINT32_MAX;
-  uint32_t limit = in.limit;
-  if (!rx_pool_) {
-    // No pool: a window of chunks past the first one missing, as before pools.
-    limit =
-        std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
-  } else {
-    uint32_t active = 0;
-    for (auto& [_, other] : inbound_)
-      active += other.delivered || other.idle ? 0 : 1;
-    const uint32_t share =
-        std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
-    const uint32_t target = std::min(cfg_.window_chunks, share);
-    const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
-    const uint64_t available = rx_pool_->available();
-    const uint64_t spare = available > rx_reserved_ ? available - rx_reserved_ : 0;
-    const uint32_t add =
-        static_cast<uint32_t>(std::min<uint64_t>(target > used ? target - used : 0, spare));
-    // Grants run from the first index missing; never behind what was granted.
-    limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size())) + add;
-    if (add == 0)
-      limit = in.limit;
-  }
-  limit = std::min(limit, cap);
-  if (limit <= in.limit)
-    return false;
-  in.limit = limit;
-  recount(in);
-  return true;
-}
-
-void zmq_data_plane_impl::touch(inbound_transfer& in, dp_clock::time_point now) {
-  in.last_activity = now;
-  if (in.idle) {
-    in.idle = false;
-    recount(in);
-  }
-}
-
-void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
-  const auto quiet = 2 * cfg_.chunk_timeout;
-  bool freed = false;
-  for (auto& [_, in] : inbound_) {
-    if (in.delivered || in.idle || in.reserved == 0 || now - in.last_activity < quiet)
-      continue;
-    in.idle = true;
-    recount(in);
-    freed = true;
-  }
-  if (freed)
-    regrant();
-}
-
-void zmq_data_plane_impl::regrant() {
-  for (auto& [_, in] : inbound_) {
-    if (in.delivered || in.reply_to.empty() || !grant(in))
-      continue;
-    data_wire::header a;
-    a.k = data_wire::kind::credit;
-    a.id = in.id;
-    a.credit = in.limit;
-    a.source = cfg_.node;
-    zmq::message_t to(in.reply_to.data(), in.reply_to.size());
-    reply_header(to, a, nullptr);
-  }
 }
 
 // -- handing over --------------------------------------------------------------------
@@ -576,8 +487,10 @@ void zmq_data_plane_impl::expire_inbound(dp_clock::time_point now) {
     auto it = inbound_.find(key);
     auto& in = it->second;
     if (!in.delivered) {
-      log_->info("data_inbound_expired id={} source={} sink={} chunks={}", in.id, in.source,
-                 in.sink, in.arrived());
+      log_->info("data_inbound_expired id={} source={} sink={} chunks={} granted={} "
+                 "pool_available={} pool_reserved={}",
+                 in.id, in.source, in.sink, in.arrived(), in.limit,
+                 rx_pool_ ? rx_pool_->available() : 0, rx_reserved_);
       metrics_
           .counter("prfaas_data_inbound_expired_total",
                    "Partial inbound transfers forgotten after receive_timeout")

@@ -112,10 +112,11 @@ struct bulk_in {
   size_t need = 0; ///< bytes the part has in all
   uint64_t payload_bytes = 0;
   data_wire::header h;
-  pool_buffer into;             ///< where the payload lands (a receive pool buffer) ...
-  std::vector<std::byte> spill; ///< ... or here (no pool, larger than a buffer, discarded)
-  size_t got = 0;               ///< payload bytes read
-  bool discard = false;         ///< read and dropped (no credit, unknown transfer)
+  pool_buffer into;                ///< where the payload lands (a receive pool buffer) ...
+  std::vector<std::byte> spill;    ///< ... or here (no pool, larger than a buffer, discarded)
+  size_t got = 0;                  ///< payload bytes read
+  dp_clock::time_point progress{}; ///< when bytes last arrived
+  bool discard = false;            ///< read and dropped (no credit, unknown transfer)
 };
 
 /// One DEALER to a peer.
@@ -303,6 +304,9 @@ private:
   /// The header of a bulk frame is in; false when it breaks the protocol.
   bool bulk_header_done(bulk_in& c);
   void bulk_payload_done(bulk_in& c);
+  /// A payload that stopped arriving for `quiet` leaves its pool buffer (copied out);
+  /// true when one did.
+  bool bulk_release_stalled(dp_clock::time_point now, dp_clock::duration quiet);
 
   // -- data_plane/receiver.cpp -------------------------------------------------------
   void drain_inbound();
@@ -397,7 +401,11 @@ private:
   std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;
   std::deque<delayed_frame> delayed_;
   uint64_t rx_reserved_ = 0; ///< sum of inbound `reserved`
-  int bulk_listen_fd_ = -1;  ///< -1: no bulk path here
+  /// The receive pool's buffers set aside for granted chunks, and taken (landed,
+  /// arriving, or out of order): both 0 once nothing arrives (a leak shows here).
+  prometheus::Gauge* rx_reserved_gauge_ = nullptr;
+  prometheus::Gauge* rx_taken_gauge_ = nullptr;
+  int bulk_listen_fd_ = -1; ///< -1: no bulk path here
   uint16_t bulk_port_ = 0;
   std::vector<std::unique_ptr<bulk_in>> bulk_in_;
   size_t bulk_poll_base_ = 0;

@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <zmq.hpp>
+
 #include "dp_fixture.hpp"
+#include "prfaas/runtime/data_plane/frame.hpp"
 
 using namespace prfaas;
 using namespace prfaas::test;
@@ -277,4 +280,100 @@ TEST_CASE("data plane: chunks travel on the bulk TCP path by default, on ZeroMQ 
       CHECK(tcp == 0);
     }
   }
+}
+
+TEST_CASE(
+    "data plane pool: a sender fenced mid-transfer on the bulk path sends again once lifted") {
+  // b declares a down while a's chunks stream on the bulk path (a paused past the
+  // failure detector): b closes a's bulk connection at the next header, a cancels the
+  // transfer when told, and the fence is lifted. What b's pool held for the cancelled
+  // transfer comes back, and a's next transfers arrive.
+  auto epochs = std::make_shared<prfaas::peer_epochs>(std::set<std::string>{"a"});
+  dp_pair p{[](data_plane_config& c) {
+              c.incarnation = 5;
+              c.chunk_timeout = 100ms;
+              c.transfer_timeout = 3s;
+            },
+            [&](data_plane_config& c) {
+              c.epochs = epochs;
+              c.chunk_timeout = 100ms;
+              c.receive_pool = {.buffer_bytes = 64 << 10, .buffers = 8};
+            }};
+  epochs->note("a", 5);
+  auto big = make_chunks(400, 60 << 10, 31);
+  p.send(1, big);
+  REQUIRE(p.got.size() == 0);
+  std::this_thread::sleep_for(5ms);
+  epochs->fence("a", 5);
+  std::this_thread::sleep_for(300ms);
+  p.a->cancel(1); // its CANCEL meets the fence: b keeps what arrived of 1
+  std::this_thread::sleep_for(50ms);
+  epochs->lift("a", 5);
+  for (uint64_t id = 2; id <= 6; ++id)
+    p.send(id, make_chunks(12, 50 << 10, id));
+  REQUIRE(p.done.wait(6));
+  for (uint64_t id = 2; id <= 6; ++id) {
+    INFO("transfer " << id << ": " << p.done.get(id).error);
+    CHECK(p.done.get(id).ok);
+  }
+  CHECK(eventually(
+      [&] {
+        return p.mb.gauge_value("prfaas_data_receive_buffers_reserved", {}) == 0 &&
+               p.mb.gauge_value("prfaas_data_receive_buffers_taken", {}) == 0;
+      },
+      10s));
+}
+
+TEST_CASE("data plane pool: an abandoned transfer's out-of-order chunks leave the pool") {
+  // A sender opens transfer 100, sends chunks 1 and 2 but never chunk 0, and goes
+  // silent (it died, or was cut off and its CANCEL lost): the two chunks wait for
+  // chunk 0 in pool buffers. Once quiet, they move out of the pool; a third arriving
+  // against the old grant goes the same way. Another sender's transfer must not wait
+  // for 100 to expire (receive_timeout, 60 s: it would time out first).
+  namespace dw = prfaas::data_wire;
+  pool_pair p{3};
+  zmq::context_t ctx{1};
+  zmq::socket_t raw{ctx, zmq::socket_type::dealer};
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::routing_id, std::string{"gone/0/x"});
+  raw.connect(p.b->local_endpoint());
+  auto send = [&](dw::header h, const std::vector<std::byte>* body) {
+    h.id = 100;
+    h.source = "gone";
+    h.sink = "s";
+    auto head = dw::encode(h);
+    raw.send(zmq::buffer(head), body ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (body)
+      raw.send(zmq::buffer(*body), zmq::send_flags::none);
+  };
+  auto chunk = [&](uint32_t index) {
+    auto bytes = random_bytes(20 << 10, 900 + index);
+    dw::header h;
+    h.k = dw::kind::chunk;
+    h.index = index;
+    h.checksum = dw::checksum(bytes.data(), bytes.size());
+    send(h, &bytes);
+  };
+  dw::header open;
+  open.k = dw::kind::open;
+  send(open, nullptr);
+  zmq::message_t answer;
+  REQUIRE(raw.recv(answer)); // the grant: three chunks
+  chunk(1);
+  chunk(2);
+  auto taken = [&] { return p.mb.gauge_value("prfaas_data_receive_buffers_taken", {}); };
+  REQUIRE(eventually([&] { return taken() == 2; }, 10s));
+  // Quiet for 2 x chunk_timeout: out of the pool.
+  CHECK(eventually([&] { return taken() == 0; }, 10s));
+  chunk(3);
+  std::this_thread::sleep_for(600ms);
+  CHECK(eventually([&] { return taken() == 0; }, 10s));
+  // Another sender's transfer streams through the whole pool meanwhile.
+  auto chunks = make_chunks(10, 30 << 10, 17);
+  p.send_to_stream(1, chunks);
+  REQUIRE(p.done.wait(1));
+  INFO(p.done.get(1).error);
+  CHECK(p.done.get(1).ok);
+  CHECK(p.rec.bytes(1) == chunks);
+  CHECK(p.rec.seen(100) == 0); // 100's chunks wait for chunk 0, out of the pool
 }

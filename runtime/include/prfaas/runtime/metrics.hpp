@@ -84,6 +84,8 @@ public:
 
   /// Reads back a counter's value (0 if absent); used by tests and /health.
   double counter_value(const std::string& name, const prometheus::Labels& labels = {}) const;
+  /// Reads back a gauge's value (0 if absent).
+  double gauge_value(const std::string& name, const prometheus::Labels& labels = {}) const;
 
   const std::string& node() const { return node_; }
 

@@ -1,0 +1,119 @@
+// The receiver's credit: where received chunks land (the receive pool), what each
+// inbound transfer is granted, and the buffers given back when a transfer goes quiet.
+//
+// Every granted chunk that has not arrived has a receive pool buffer set aside for it
+// (`reserved`); grants grow only as far as the pool has buffers beyond those, and a
+// fair share of it among the transfers arriving. A transfer quiet for 2 x
+// chunk_timeout gives back its reservation and the pool buffers of chunks waiting for
+// an earlier one, so neither a stalled nor an abandoned transfer starves the others.
+
+#include <algorithm>
+#include <cstring>
+
+#include "zmq_data_plane_impl.hpp"
+
+namespace prfaas::detail {
+
+// -- buffers and credit --------------------------------------------------------------
+
+bool zmq_data_plane_impl::may_land(const inbound_transfer& in, uint32_t index) const {
+  if (!rx_pool_)
+    return true;
+  const bool granted = index < in.limit && in.reserved > 0;
+  return granted || rx_pool_->available() > rx_reserved_;
+}
+
+void zmq_data_plane_impl::recount(inbound_transfer& in) {
+  // Granted indices (below `limit`) that have not arrived.
+  uint32_t below = static_cast<uint32_t>(std::min<size_t>(in.streamed.size(), in.limit));
+  below +=
+      static_cast<uint32_t>(std::distance(in.pending.begin(), in.pending.lower_bound(in.limit)));
+  const uint32_t want = in.idle ? 0 : in.limit > below ? in.limit - below : 0;
+  rx_reserved_ = rx_reserved_ - in.reserved + want;
+  in.reserved = want;
+}
+
+bool zmq_data_plane_impl::grant(inbound_transfer& in) {
+  if (in.delivered || in.idle)
+    return false;
+  const uint32_t cap = in.total ? *in.total : UINT32_MAX;
+  uint32_t limit = in.limit;
+  if (!rx_pool_) {
+    // No pool: a window of chunks past the first one missing, as before pools.
+    limit =
+        std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
+  } else {
+    uint32_t active = 0;
+    for (auto& [_, other] : inbound_)
+      active += other.delivered || other.idle ? 0 : 1;
+    const uint32_t share =
+        std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
+    const uint32_t target = std::min(cfg_.window_chunks, share);
+    const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
+    const uint64_t available = rx_pool_->available();
+    const uint64_t spare = available > rx_reserved_ ? available - rx_reserved_ : 0;
+    const uint32_t add =
+        static_cast<uint32_t>(std::min<uint64_t>(target > used ? target - used : 0, spare));
+    // Grants run from the first index missing; never behind what was granted.
+    limit = std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size())) + add;
+    if (add == 0)
+      limit = in.limit;
+  }
+  limit = std::min(limit, cap);
+  if (limit <= in.limit)
+    return false;
+  in.limit = limit;
+  recount(in);
+  return true;
+}
+
+void zmq_data_plane_impl::touch(inbound_transfer& in, dp_clock::time_point now) {
+  in.last_activity = now;
+  if (in.idle) {
+    in.idle = false;
+    recount(in);
+  }
+}
+
+void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
+  // A transfer quiet for 2 x chunk_timeout (its sender died, was cut off, or is
+  // computing) holds no receive pool buffers: its reservation goes back, and chunks
+  // waiting for an earlier one move out of the pool (copied). An abandoned transfer
+  // whose CANCEL was lost would otherwise keep them until receive_timeout, and a pool
+  // full of them grants every other sender nothing.
+  const auto quiet = 2 * cfg_.chunk_timeout;
+  bool freed = false;
+  for (auto& [_, in] : inbound_) {
+    if (in.delivered || now - in.last_activity < quiet)
+      continue;
+    for (auto& [index, c] : in.pending)
+      if (c.first && c.first->pooled()) {
+        c.first = copy_bulk(c.first->data(), c.first->size());
+        freed = true;
+      }
+    if (in.idle || in.reserved == 0)
+      continue;
+    in.idle = true;
+    recount(in);
+    freed = true;
+  }
+  freed |= bulk_release_stalled(now, quiet);
+  if (freed)
+    regrant();
+}
+
+void zmq_data_plane_impl::regrant() {
+  for (auto& [_, in] : inbound_) {
+    if (in.delivered || in.reply_to.empty() || !grant(in))
+      continue;
+    data_wire::header a;
+    a.k = data_wire::kind::credit;
+    a.id = in.id;
+    a.credit = in.limit;
+    a.source = cfg_.node;
+    zmq::message_t to(in.reply_to.data(), in.reply_to.size());
+    reply_header(to, a, nullptr);
+  }
+}
+
+} // namespace prfaas::detail
