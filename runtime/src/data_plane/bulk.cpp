@@ -450,6 +450,17 @@ void zmq_data_plane_impl::bulk_after_poll(const std::vector<zmq::pollitem_t>& it
         bulk_fail(*p, k, "connect", err != 0 ? err : ECONNRESET);
         break; // p->bulk is gone
       }
+      if (ev & ZMQ_POLLIN) {
+        // The receiver never writes here: readable means it closed the connection
+        // (stopped, or refused a fenced sender) or broke the protocol. Left unread,
+        // the descriptor would stay readable and the loop would spin until a write.
+        char byte;
+        ssize_t n = ::recv(p->bulk[k].fd, &byte, 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+          continue;
+        bulk_fail(*p, k, n == 0 ? "close" : "read", n == 0 ? ECONNRESET : n > 0 ? EPROTO : errno);
+        break; // p->bulk is gone
+      }
       if (ev & ZMQ_POLLOUT)
         bulk_flush(*p, k);
     }

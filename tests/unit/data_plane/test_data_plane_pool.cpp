@@ -282,6 +282,23 @@ TEST_CASE("data plane: chunks travel on the bulk TCP path by default, on ZeroMQ 
   }
 }
 
+TEST_CASE("data plane: a receiver that goes away closes the sender's idle bulk connections") {
+  // The receiver stops after a transfer: the sender has nothing more to write to it,
+  // so only reading its bulk connection can tell (and an unread end-of-stream would
+  // keep the descriptor readable: the sender's loop would spin).
+  dp_pair p;
+  p.send(1, make_chunks(4, 20 << 10, 3));
+  REQUIRE(p.done.wait(1));
+  REQUIRE(p.done.get(1).ok);
+  REQUIRE(p.ma.counter_value("prfaas_data_chunks_sent_total", {{"peer", "b"}}) >= 4);
+  const auto fallbacks = [&] {
+    return p.ma.counter_value("prfaas_probe_hits_total", {{"probe", "data.bulk_fallback"}});
+  };
+  CHECK(fallbacks() == 0);
+  p.b->stop();
+  CHECK(eventually([&] { return fallbacks() == 1; }, 10s));
+}
+
 TEST_CASE(
     "data plane pool: a sender fenced mid-transfer on the bulk path sends again once lifted") {
   // b declares a down while a's chunks stream on the bulk path (a paused past the
