@@ -17,8 +17,10 @@
 //
 // On a connection, a hello: [u32 magic "PFDB"][u16 length][routing id], then frames:
 // [u32 header length][u64 payload length][data-plane header (frame.hpp, kind CHUNK)]
-// [payload]. A broken connection (reset, protocol error) is closed; its chunks are
-// re-sent by the usual timers, on ZeroMQ until the peer announces its port again.
+// [payload]. A broken connection (reset, protocol error, or closed by the receiver:
+// the sender reads its end, where nothing else ever arrives) is closed; its chunks are
+// re-sent by the usual timers, on ZeroMQ until the peer announces its port again. A
+// payload that stops arriving midway leaves the receive pool after 2 x chunk_timeout.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
