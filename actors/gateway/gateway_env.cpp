@@ -124,10 +124,12 @@ void gateway_env::route(const entry_ptr& e, bool failover) const {
               env.reserve_decode(e);
             env.prefill(e);
           },
-          [env, e](caf::error& err) {
+          [env, e, failover](caf::error& err) {
             if (e->lc.terminal() || env.past_deadline(e))
               return;
             auto code = error_code(err);
+            if (failover && code == errc::overloaded && env.switch_decode(e, err))
+              return;
             if (code == errc::bad_reply)
               return env.fail(e, {.status = 500, .message = describe(err), .type = "server_error"},
                               "internal");
@@ -226,6 +228,7 @@ void gateway_env::failover(const entry_ptr& e, const caf::error& err) const {
     return;
   const auto& failed = e->route.prefill_node();
   e->failed_prefill.push_back(failed);
+  e->transfer_failed = error_code(err) == errc::transfer_failed;
   ctx->probe("gateway.prefill_failover");
   ctx->node_metrics()
       .counter("prfaas_gateway_failovers_total", "Prefill attempts re-routed to local prefill")
@@ -256,6 +259,31 @@ void gateway_env::failover(const entry_ptr& e, const caf::error& err) const {
   }
   e->lc.advance(request_state::routed);
   route(e, true);
+}
+
+/// A KV transfer failed and no other prefill worker could take the request: the
+/// transfer's other end may be the broken one (a decode node whose data plane refuses
+/// it, a cut path to it), so the same prefill worker tries once more, to another
+/// decode worker. The old reservation is cancelled; no tokens were delivered yet.
+bool gateway_env::switch_decode(const entry_ptr& e, const caf::error& no_route) const {
+  if (!e->transfer_failed || e->route.decode_node().empty() ||
+      e->lc.state() != request_state::routed)
+    return false;
+  e->transfer_failed = false;
+  const std::string from = e->route.decode_node();
+  cancel_decode(*e, "transfer_failed");
+  e->failed_decode.push_back(from);
+  ctx->node_metrics()
+      .counter("prfaas_gateway_decode_switches_total",
+               "Requests moved to another decode worker after their KV transfer failed")
+      .Increment();
+  ctx->log()->warn("decode_switch request={} failed_node={} reason=\"{}\"", e->a->id, from,
+                   describe(no_route));
+  e->transfer_id = 0; // late replies of the old attempt are ignored
+  e->route.clear_decode_node();
+  e->route.clear_decode_actor();
+  route(e, false);
+  return true;
 }
 
 /// The node of `e`'s decode worker is gone: continue on another one.

@@ -59,6 +59,9 @@ struct entry {
   std::unique_ptr<output_text> text;   ///< detokenizer and stop strings of the output
   clock_type::time_point last_event{}; ///< routed, or the last token event taken
   bool status_asked = false;           ///< a DecodeStatusQuery is out for this silence
+  /// The last prefill attempt failed in its KV transfer (errc::transfer_failed): the
+  /// prefill→decode path is suspect, not only the prefill worker.
+  bool transfer_failed = false;
 };
 using entry_ptr = std::shared_ptr<entry>;
 
@@ -111,6 +114,9 @@ struct gateway_env {
 
   /// The node of `e`'s decode worker is gone: continue on another one.
   void resume(const entry_ptr& e, const std::string& why) const;
+  /// After a failed KV transfer found no other prefill worker: the same prefill, to
+  /// another decode worker (once per failed transfer). False when that does not apply.
+  bool switch_decode(const entry_ptr& e, const caf::error& no_route) const;
 
   /// A node is down: its decode work resumes elsewhere, and its prefill work (not yet
   /// decoding) fails over at once rather than when the order's reply times out — its

@@ -67,8 +67,8 @@ void transfer_ended(self_ptr self, const order_ptr& o, const transfer_outcome& o
   if (!out.ok) {
     self->state.ctx->probe("data.transfer_failed");
     answer(self, o,
-           make_error(errc::unreachable, "kv transfer " + std::to_string(out.id) + " to " +
-                                             o->po.decode_node() + " failed: " + out.error));
+           make_error(errc::transfer_failed, "kv transfer " + std::to_string(out.id) + " to " +
+                                                 o->po.decode_node() + " failed: " + out.error));
     return;
   }
   PrefillDone done;

@@ -36,6 +36,8 @@ const char* to_string(errc e) {
     return "bad_reply";
   case errc::request_unknown:
     return "request_unknown";
+  case errc::transfer_failed:
+    return "transfer_failed";
   }
   return "unknown";
 }

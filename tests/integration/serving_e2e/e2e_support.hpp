@@ -4,7 +4,9 @@
 // what one engine alone produces for a prompt (the tokens every route must match),
 // and waiting for a node to serve.
 
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
@@ -27,6 +29,27 @@ namespace eng = prfaas::engine;
 
 inline const std::string bin = PRFAAS_BIN_DIR;
 inline const std::string src = PRFAAS_SOURCE_DIR;
+
+/// The nodes of one deployment file, one `prfaas-node --node NAME` process each, their
+/// output in `dir`.
+struct node_processes {
+  std::map<std::string, std::unique_ptr<t::child_process>> nodes;
+  node_processes(const std::filesystem::path& dir, const std::filesystem::path& cfg,
+                 std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      nodes[n] = std::make_unique<t::child_process>(
+          t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
+                     .out_file = dir / (std::string{n} + ".log")});
+  }
+  /// Every node's output, for a failing check's context.
+  std::string logs() const {
+    std::string s;
+    for (auto& [_, n] : nodes)
+      s += n->output() + "\n";
+    return s;
+  }
+  t::child_process& at(const std::string& name) { return *nodes.at(name); }
+};
 
 /// What engine `e` alone produces for `prompt`: prefill's first token, then decode steps.
 inline std::vector<int> generate(eng::engine& e, const std::string& prompt, size_t n,

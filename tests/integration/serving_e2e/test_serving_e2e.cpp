@@ -359,17 +359,9 @@ TEST_CASE("a decode node killed mid-stream: the stream continues on the other de
   t::temp_dir dir;
   const auto p = t::free_ports(10);
   auto cfg = dir.file("resume.yaml", resume_deployment(p));
-  std::map<std::string, std::unique_ptr<t::child_process>> nodes;
-  for (const char* n : {"d0", "d1", "gw"})
-    nodes[n] = std::make_unique<t::child_process>(
-        t::command{.argv = {bin + "/prfaas-node", "--config", cfg.string(), "--node", n},
-                   .out_file = dir.path() / (std::string{n} + ".log")});
-  auto logs = [&] {
-    std::string s;
-    for (auto& [_, n] : nodes)
-      s += n->output() + "\n";
-    return s;
-  };
+  node_processes procs{dir.path(), cfg, {"d0", "d1", "gw"}};
+  auto& nodes = procs.nodes;
+  auto logs = [&] { return procs.logs(); };
   const int http = p[3];
   REQUIRE(serving(http));
   REQUIRE(peers_up(p[2], {"d0", "d1"}));
@@ -459,4 +451,45 @@ TEST_CASE("cache move: a prompt whose cached prefix sits in the PrfaaS cluster p
   REQUIRE(m);
   CHECK(t::metric(*m, "prfaas_prefill_cache_moves_total", {"outcome=\"moved\""}) == 1);
   CHECK(t::metric(*m, "prfaas_prefill_cache_moved_blocks_total") == full_blocks / 64);
+}
+
+TEST_CASE("a KV transfer that cannot reach its decode node, with no other prefill worker, goes "
+          "from the same prefill worker to the other decode node",
+          "[serving][e2e][faults]") {
+  // The gateway node's data plane loses every frame to d0 while the control plane
+  // stays up: a request reserved on d0 fails its transfer; the only prefill worker is
+  // the one that failed, so the request moves to d1 (before: 503, no route).
+  t::temp_dir dir;
+  const auto p = t::free_ports(10);
+  auto cfg =
+      dir.file("switch.yaml", resume_deployment(p) + "data_plane: { chunk_timeout: 100ms, "
+                                                     "transfer_timeout: 1s, faults: { seed: 5, "
+                                                     "blackhole_peers: [\"gw->d0\"] } }\n");
+  node_processes procs{dir.path(), cfg, {"d0", "d1", "gw"}};
+  auto& nodes = procs.nodes;
+  auto logs = [&] { return procs.logs(); };
+  REQUIRE(serving(p[3]));
+  REQUIRE(peers_up(p[2], {"d0", "d1"}));
+  REQUIRE(t::workers_ready(p[2], 1, 2));
+  const std::string prompt = "Take the other road to the decode worker.";
+  const size_t n = 8;
+  const auto expected = single_profile_engine(prompt, n, 0.8f, 23);
+  auto body = request_body(prompt, n, 0.8f, 23, false);
+  body["model"] = "kimi-linear-1t";
+  for (int i = 0; i < 3; ++i) {
+    auto c = complete(p[3], body);
+    INFO("request " << i << ": " << c.body.dump() << "\n" << logs());
+    REQUIRE(c.status == 200);
+    CHECK(c.tokens == expected);
+  }
+  auto gm = t::http_get(p[2], "/metrics");
+  auto d0 = t::http_get(p[6], "/metrics");
+  REQUIRE(gm);
+  REQUIRE(d0);
+  CHECK(metric_sum(*gm, "prfaas_gateway_decode_switches_total") >= 1); // d0 was chosen
+  CHECK(metric_sum(*d0, "prfaas_worker_tokens_total") == 0);           // and never decoded
+  for (auto& [_, node] : nodes)
+    node->signal(SIGTERM);
+  for (auto& [_, node] : nodes)
+    CHECK(node->wait(20s) == 0);
 }

@@ -28,6 +28,9 @@ enum class errc : uint8_t {
   cancelled = 12,       ///< the requester gave up (deadline, client gone)
   bad_reply = 13,       ///< the reply was not the type the role contract declares
   request_unknown = 14, ///< a probed request is not held by the receiver: send it again
+  /// A KV transfer from the prefill worker to the decode worker did not complete: the
+  /// path between them, or either end's data plane.
+  transfer_failed = 15,
 };
 
 const char* to_string(errc);
