@@ -126,20 +126,29 @@ prometheus::Gauge& metrics::gauge(const std::string& name, const std::string& he
   return family_of(gauges_, prometheus::BuildGauge(), name, help, node_, *registry_).Add(labels);
 }
 
+namespace {
+
+/// The value of series `labels` of family `name` in `families`, 0 if absent (the
+/// caller holds the registry's lock).
+template <class Metric>
+double value_of(const std::map<std::string, prometheus::Family<Metric>*>& families,
+                const std::string& name, const prometheus::Labels& labels) {
+  auto i = families.find(name);
+  if (i == families.end() || !i->second->Has(labels))
+    return 0;
+  return i->second->Add(labels).Value();
+}
+
+} // namespace
+
 double metrics::counter_value(const std::string& name, const prometheus::Labels& labels) const {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = counters_.find(name);
-  if (i == counters_.end() || !i->second->Has(labels))
-    return 0;
-  return const_cast<prometheus::Family<prometheus::Counter>*>(i->second)->Add(labels).Value();
+  return value_of(counters_, name, labels);
 }
 
 double metrics::gauge_value(const std::string& name, const prometheus::Labels& labels) const {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto i = gauges_.find(name);
-  if (i == gauges_.end() || !i->second->Has(labels))
-    return 0;
-  return const_cast<prometheus::Family<prometheus::Gauge>*>(i->second)->Add(labels).Value();
+  return value_of(gauges_, name, labels);
 }
 
 namespace {
