@@ -137,8 +137,8 @@ if [ "$mode" = probe ]; then
 fi
 
 if [ "$mode" = hold ]; then
-  printf 'NS_A=%s\nNS_B=%s\nVETH_A=%s\nVETH_B=%s\nIP_A=%s\nIP_B=%s\nRATE=%s\n' \
-    "$ns_a" "$ns_b" "$veth_a" "$veth_b" "$ip_a" "$ip_b" "$rate" >"$hold.tmp"
+  printf 'NS_A=%s\nNS_B=%s\nVETH_A=%s\nVETH_B=%s\nIP_A=%s\nIP_B=%s\nRATE=%s\nLOGS=%s\n' \
+    "$ns_a" "$ns_b" "$veth_a" "$veth_b" "$ip_a" "$ip_b" "$rate" "$work" >"$hold.tmp"
   mv "$hold.tmp" "$hold" # appears whole
 fi
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -70,6 +71,7 @@ struct response {
   std::string route;
   int attempts = 0;
   size_t tokens = 0;
+  std::string error; ///< the body of an answer other than 200
 };
 
 /// Closed-loop clients: one in three prompts is long (and unique, so no prefix cache
@@ -135,6 +137,8 @@ private:
           r.route = j["prfaas"].value("route", "");
           r.attempts = j["prfaas"].value("attempts", 0);
           r.tokens = j["usage"].value("completion_tokens", 0);
+        } else {
+          r.error = res->body.substr(0, 300);
         }
       }
       std::lock_guard<std::mutex> g{mtx_};
@@ -174,6 +178,31 @@ double metric(const std::string& text, const std::string& name,
 
 std::string fmt(std::optional<double> s) {
   return s ? std::to_string(*s).substr(0, 5) + " s" : "never";
+}
+
+/// On failure: the warnings and errors the nodes logged (their logs live while the
+/// deployment does), so a failure seen once in CI can be read.
+void print_node_warnings(const std::filesystem::path& logs) {
+  std::error_code ec;
+  for (auto& f : std::filesystem::directory_iterator(logs, ec)) {
+    if (f.path().extension() != ".log")
+      continue;
+    std::vector<std::string> lines;
+    size_t fenced = 0;
+    std::istringstream in{t::read_file(f.path())};
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(" warning ") == std::string::npos && line.find(" error ") == std::string::npos)
+        continue;
+      if (line.find("reason=fenced") != std::string::npos)
+        ++fenced; // one per frame: counted, not listed
+      else
+        lines.push_back(line.substr(0, 400));
+    }
+    std::cout << "--- " << f.path().filename().string() << ": " << lines.size()
+              << " warnings/errors, " << fenced << " fenced frames dropped; the last 60:\n";
+    for (size_t i = lines.size() > 60 ? lines.size() - 60 : 0; i < lines.size(); ++i)
+      std::cout << lines[i] << "\n";
+  }
 }
 
 } // namespace
@@ -304,12 +333,15 @@ int main() {
       local += r.route == "pd" ? 1 : 0;
       retried += r.attempts > 1 ? 1 : 0;
       if (!good)
-        std::cout << "bad answer: status " << r.status << " tokens " << r.tokens << std::endl;
+        std::cout << "bad answer: status " << r.status << " tokens " << r.tokens << " " << r.error
+                  << std::endl;
     }
     std::cout << "requests: " << all.size() << " ok: " << ok << " offloaded: " << offloaded
               << " local: " << local << " re-routed: " << retried << std::endl;
     check(!all.empty() && ok == all.size(), "every request ended with 200 and all its tokens");
   }
+  if (failures > 0 && !env["LOGS"].empty())
+    print_node_warnings(env["LOGS"]);
   deployment.signal(SIGTERM);
   deployment.wait(30s);
   return failures == 0 ? 0 : 1;
