@@ -27,6 +27,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -66,6 +68,20 @@ std::string host_of(const std::string& endpoint) {
 void tune(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/// Bytes in the kernel's send queue of `fd`, not yet sent or not yet acknowledged by
+/// the peer's TCP (0 if it cannot be asked).
+uint64_t send_queue_bytes(int fd) {
+  int q = 0;
+  return ::ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0 ? static_cast<uint64_t>(q) : 0;
+}
+
+/// Bytes went into the kernel: progress, and the queue level later drains count from.
+void note_written(bulk_out& b) {
+  b.progress = dp_clock::now();
+  b.outq = send_queue_bytes(b.fd);
+  b.outq_at = b.progress;
 }
 
 template <class T> void put(std::string& out, size_t at, T v) {
@@ -150,10 +166,7 @@ bool zmq_data_plane_impl::bulk_read(bulk_in& c) {
       if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
       budget -= static_cast<size_t>(n);
-      c.got += static_cast<size_t>(n);
-      c.progress = dp_clock::now();
-      if (c.got == c.payload_bytes)
-        bulk_payload_done(c);
+      bulk_payload_got(c, static_cast<size_t>(n));
       continue;
     }
     const size_t want = std::min(c.need - c.buf.size(), sizeof small);
@@ -207,6 +220,16 @@ bool zmq_data_plane_impl::bulk_read(bulk_in& c) {
     }
   }
   return true;
+}
+
+void zmq_data_plane_impl::bulk_payload_got(bulk_in& c, size_t n) {
+  c.got += n;
+  c.progress = dp_clock::now();
+  if (!c.discard) // a chunk arriving slowly: its transfer is not quiet
+    if (auto it = inbound_.find({c.h.source, c.h.id}); it != inbound_.end())
+      touch(it->second, c.progress);
+  if (c.got == c.payload_bytes)
+    bulk_payload_done(c);
 }
 
 bool zmq_data_plane_impl::bulk_header_done(bulk_in& c) {
@@ -282,7 +305,11 @@ void zmq_data_plane_impl::bulk_payload_done(bulk_in& c) {
   } else {
     landed = make_bulk(std::move(spill));
   }
-  chunk_accept(to, c.h, it->second, landed->data(), landed->size(), landed);
+  // Moved in: once the sink lets go of it, the buffer is free for the grants that
+  // chunk_accept makes.
+  const auto* data = landed->data();
+  const auto size = landed->size();
+  chunk_accept(to, c.h, it->second, data, size, std::move(landed));
 }
 
 // -- sender --------------------------------------------------------------------------
@@ -377,6 +404,8 @@ void zmq_data_plane_impl::bulk_flush(dp_peer& p, size_t conn) {
       return bulk_fail(p, conn, "write", errno);
     }
     b.connected = true;
+    if (w > 0)
+      note_written(b);
     auto left = static_cast<size_t>(w);
     while (left > 0 && !b.queue.empty()) {
       auto& f = b.queue.front();
@@ -388,6 +417,23 @@ void zmq_data_plane_impl::bulk_flush(dp_peer& p, size_t conn) {
         b.queue.pop_front(); // the payload reference goes: acked chunks return to the pool
     }
   }
+}
+
+dp_clock::time_point zmq_data_plane_impl::bulk_progress(dp_peer& p, size_t conn,
+                                                        dp_clock::time_point now) {
+  if (conn >= p.bulk.size() || p.bulk[conn].fd < 0)
+    return {};
+  auto& b = p.bulk[conn];
+  // The kernel's queue, at most once per millisecond: asked only for chunks that look
+  // overdue, so a healthy connection is never asked.
+  if (now - b.outq_at >= std::chrono::milliseconds(1)) {
+    b.outq_at = now;
+    if (auto q = send_queue_bytes(b.fd); q < b.outq) {
+      b.progress = now;
+      b.outq = q;
+    }
+  }
+  return b.progress;
 }
 
 void zmq_data_plane_impl::bulk_fail(dp_peer& p, size_t conn, const char* what, int err) {

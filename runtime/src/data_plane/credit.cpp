@@ -3,7 +3,8 @@
 //
 // Every granted chunk that has not arrived has a receive pool buffer set aside for it
 // (`reserved`); grants grow only as far as the pool has buffers beyond those, and a
-// fair share of it among the transfers arriving. A transfer quiet for 2 x
+// fair share of it among the transfers arriving, and a transfer holding buffers leaves
+// one spare for each transfer holding none. A transfer quiet for 2 x
 // chunk_timeout gives back its reservation and the pool buffers of chunks waiting for
 // an earlier one, so neither a stalled nor an abandoned transfer starves the others.
 
@@ -16,11 +17,42 @@ namespace prfaas::detail {
 
 // -- buffers and credit --------------------------------------------------------------
 
+namespace {
+
+/// Holds no receive buffer, and has chunks left to be granted.
+bool wants_first_credit(const inbound_transfer& in) {
+  return in.reserved == 0 && in.pending.empty() && (!in.total || in.limit < *in.total);
+}
+
+} // namespace
+
 bool zmq_data_plane_impl::may_land(const inbound_transfer& in, uint32_t index) const {
   if (!rx_pool_)
     return true;
   const bool granted = index < in.limit && in.reserved > 0;
-  return granted || rx_pool_->available() > rx_reserved_;
+  return granted || spare_buffers() > 0;
+}
+
+uint64_t zmq_data_plane_impl::spare_buffers() const {
+  // A bulk read in progress holds a pool buffer for a chunk whose reservation counts
+  // until it lands: that buffer is counted once (per chunk, however many copies of it
+  // are being read).
+  std::vector<std::pair<const inbound_transfer*, uint32_t>> landing;
+  for (auto& c : bulk_in_) {
+    if (!c->into || c->discard)
+      continue;
+    auto it = inbound_.find({c->h.source, c->h.id});
+    if (it == inbound_.end())
+      continue;
+    auto& in = it->second;
+    const std::pair<const inbound_transfer*, uint32_t> key{&in, c->h.index};
+    if (!in.idle && !in.delivered && c->h.index < in.limit && !in.has(c->h.index) &&
+        std::find(landing.begin(), landing.end(), key) == landing.end())
+      landing.push_back(key);
+  }
+  const uint64_t held = rx_reserved_ > landing.size() ? rx_reserved_ - landing.size() : 0;
+  const uint64_t available = rx_pool_->available();
+  return available > held ? available - held : 0;
 }
 
 void zmq_data_plane_impl::recount(inbound_transfer& in) {
@@ -33,7 +65,7 @@ void zmq_data_plane_impl::recount(inbound_transfer& in) {
   in.reserved = want;
 }
 
-bool zmq_data_plane_impl::grant(inbound_transfer& in) {
+bool zmq_data_plane_impl::grant(inbound_transfer& in, bool yield) {
   if (in.delivered || in.idle)
     return false;
   const uint32_t cap = in.total ? *in.total : UINT32_MAX;
@@ -43,15 +75,22 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in) {
     limit =
         std::max<uint32_t>(limit, static_cast<uint32_t>(in.streamed.size()) + cfg_.window_chunks);
   } else {
-    uint32_t active = 0;
-    for (auto& [_, other] : inbound_)
-      active += other.delivered || other.idle ? 0 : 1;
+    // A transfer being served (`yield`: one of its chunks just landed) leaves a spare
+    // buffer for each transfer holding none that wants credit, so transfers that keep
+    // re-granting themselves the buffers they free cannot starve a new one.
+    uint32_t active = 0, owed = 0;
+    for (auto& [_, other] : inbound_) {
+      if (other.delivered || other.idle)
+        continue;
+      ++active;
+      owed += yield && &other != &in && wants_first_credit(other) ? 1 : 0;
+    }
     const uint32_t share =
         std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
     const uint32_t target = std::min(cfg_.window_chunks, share);
     const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
-    const uint64_t available = rx_pool_->available();
-    const uint64_t spare = available > rx_reserved_ ? available - rx_reserved_ : 0;
+    uint64_t spare = spare_buffers();
+    spare = spare > owed ? spare - owed : 0;
     const uint32_t add =
         static_cast<uint32_t>(std::min<uint64_t>(target > used ? target - used : 0, spare));
     // Grants run from the first index missing; never behind what was granted.
@@ -102,18 +141,32 @@ void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
     regrant();
 }
 
-void zmq_data_plane_impl::regrant() {
-  for (auto& [_, in] : inbound_) {
-    if (in.delivered || in.reply_to.empty() || !grant(in))
-      continue;
-    data_wire::header a;
-    a.k = data_wire::kind::credit;
-    a.id = in.id;
-    a.credit = in.limit;
-    a.source = cfg_.node;
-    zmq::message_t to(in.reply_to.data(), in.reply_to.size());
-    reply_header(to, a, nullptr);
-  }
+bool zmq_data_plane_impl::anyone_waiting() const {
+  for (auto& [_, in] : inbound_)
+    if (!in.delivered && !in.idle && wants_first_credit(in))
+      return true;
+  return false;
+}
+
+void zmq_data_plane_impl::regrant(const inbound_transfer* served) {
+  // Transfers holding nothing first: they are the ones a freed buffer is for; the
+  // transfer just served (it yielded) goes last.
+  for (int pass = 0; pass < 2; ++pass)
+    for (auto& [_, in] : inbound_)
+      if ((pass == 0) == (&in != served && wants_first_credit(in)))
+        regrant(in);
+}
+
+void zmq_data_plane_impl::regrant(inbound_transfer& in) {
+  if (in.delivered || in.reply_to.empty() || !grant(in))
+    return;
+  data_wire::header a;
+  a.k = data_wire::kind::credit;
+  a.id = in.id;
+  a.credit = in.limit;
+  a.source = cfg_.node;
+  zmq::message_t to(in.reply_to.data(), in.reply_to.size());
+  reply_header(to, a, nullptr);
 }
 
 } // namespace prfaas::detail

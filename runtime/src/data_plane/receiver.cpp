@@ -283,9 +283,11 @@ void zmq_data_plane_impl::chunk_accept(const zmq::message_t& identity, const dat
   recount(in);
   if (!stream_ready(in, identity))
     return; // the sink went away: refused and forgotten
-  grant(in);
+  grant(in, true);
   answer(identity, h, kind::ack, 0, nullptr, in.limit);
   maybe_deliver({h.source, h.id}, identity);
+  if (anyone_waiting())
+    regrant(&in); // what `in` left spare goes out now, not at the waiter's next OPEN
 }
 
 void zmq_data_plane_impl::inbound_chunk(const zmq::message_t& identity, const data_wire::header& h,

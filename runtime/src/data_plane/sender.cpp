@@ -13,7 +13,11 @@
 // send order): a chunk is lost when a later transmission on its connection was
 // answered, or when its connection made no progress for `chunk_timeout`. Measuring
 // the timeout from the last progress, not from the send, keeps a deep but moving
-// queue (a slow link with a large window) from looking like loss.
+// queue (a slow link with a large window) from looking like loss. On a bulk TCP
+// connection progress also counts bytes leaving: written into the kernel, or the
+// kernel's send queue draining. A link slower than a chunk per `chunk_timeout` would
+// otherwise see every chunk re-sent behind itself on the same connection, each copy
+// adding to the load that made it late.
 
 #include <algorithm>
 #include <cstring>
@@ -323,7 +327,8 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
       if (!lost && c.seq != 0) {
         auto& conn = p.conns[c.conn];
         lost = conn.acked_seq > c.seq ||
-               now - std::max(c.sent_at, conn.last_ack) >= cfg_.chunk_timeout;
+               (now - std::max(c.sent_at, conn.last_ack) >= cfg_.chunk_timeout &&
+                now - bulk_progress(p, static_cast<size_t>(c.conn), now) >= cfg_.chunk_timeout);
       } else if (!lost) {
         lost = now - c.sent_at >= cfg_.chunk_timeout + cfg_.faults.delay_for;
       }

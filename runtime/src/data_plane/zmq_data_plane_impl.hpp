@@ -100,6 +100,12 @@ struct bulk_out {
   int fd = -1;
   bool connected = false;
   std::deque<frame> queue;
+  /// When the connection last moved bytes: written into the kernel, or the kernel's
+  /// send queue (SIOCOUTQ: unsent and unacknowledged) shrinking. A chunk behind a
+  /// slow but moving connection is late, not lost.
+  dp_clock::time_point progress{};
+  uint64_t outq = 0; ///< the kernel's send queue when last looked at
+  dp_clock::time_point outq_at{};
 };
 
 /// Receiver side of the bulk path: one accepted connection, read frame by frame.
@@ -297,12 +303,16 @@ private:
   /// Queues a CHUNK frame on bulk connection `conn`; false when it is not usable.
   bool bulk_send(dp_peer& p, size_t conn, const data_wire::header& h, const chunk_bytes& payload);
   void bulk_flush(dp_peer& p, size_t conn);
+  /// When bulk connection `conn` of `p` last made progress; the epoch if it has none.
+  dp_clock::time_point bulk_progress(dp_peer& p, size_t conn, dp_clock::time_point now);
   void bulk_fail(dp_peer& p, size_t conn, const char* what, int err);
   void bulk_accept();
   /// Reads what connection `i` has; false when it closed or broke the protocol.
   bool bulk_read(bulk_in& c);
   /// The header of a bulk frame is in; false when it breaks the protocol.
   bool bulk_header_done(bulk_in& c);
+  /// `n` more payload bytes of `c` arrived.
+  void bulk_payload_got(bulk_in& c, size_t n);
   void bulk_payload_done(bulk_in& c);
   /// A payload that stopped arriving for `quiet` leaves its pool buffer (copied out);
   /// true when one did.
@@ -343,6 +353,8 @@ private:
   bulk_ptr land(inbound_transfer& in, uint32_t index, zmq::message_t& payload);
   /// Whether chunk `index` may take a receive buffer now (granted, or a spare one).
   bool may_land(const inbound_transfer& in, uint32_t index) const;
+  /// Receive pool buffers neither in use nor reserved for a granted chunk.
+  uint64_t spare_buffers() const;
   /// The transfer a CHUNK belongs to, when it is one to take; else null, the frame
   /// answered (DONE, a repeated ACK, REFUSE) or dropped. Shared by both paths.
   inbound_transfer* chunk_target(const zmq::message_t& identity, const data_wire::header& h);
@@ -352,10 +364,15 @@ private:
                     inbound_transfer& in, const std::byte* data, size_t size, bulk_ptr landed);
   /// Recounts `in.reserved` for its grant and the chunks that arrived.
   void recount(inbound_transfer& in);
-  /// Raises `in.limit` as free buffers allow; true when it grew.
-  bool grant(inbound_transfer& in);
-  /// Offers freed buffers to transfers waiting for credit (CREDIT frames).
-  void regrant();
+  /// Raises `in.limit` as free buffers allow; true when it grew. `yield`: `in` is being
+  /// served (a chunk of it landed), so it leaves a buffer for each transfer holding none.
+  bool grant(inbound_transfer& in, bool yield = false);
+  /// Offers freed buffers to transfers waiting for credit (CREDIT frames), those
+  /// holding no buffer first, `served` (which just yielded) last.
+  void regrant(const inbound_transfer* served = nullptr);
+  void regrant(inbound_transfer& in);
+  /// Whether a transfer holds no buffer and wants credit.
+  bool anyone_waiting() const;
   /// Gives back the reservations of transfers nothing arrived for in a while, so a dead
   /// sender's grant does not starve the others.
   void release_idle(dp_clock::time_point now);

@@ -196,7 +196,7 @@ void print_node_warnings(const std::filesystem::path& logs) {
       if (line.find("reason=fenced") != std::string::npos)
         ++fenced; // one per frame: counted, not listed
       else
-        lines.push_back(line.substr(0, 400));
+        lines.push_back(line.substr(0, 1000));
     }
     std::cout << "--- " << f.path().filename().string() << ": " << lines.size()
               << " warnings/errors, " << fenced << " fenced frames dropped; the last 60:\n";
