@@ -66,6 +66,7 @@ void zmq_data_plane_impl::recount(inbound_transfer& in) {
 }
 
 bool zmq_data_plane_impl::grant(inbound_transfer& in, bool yield) {
+  rx_owed_ = 0;
   if (in.delivered || in.idle)
     return false;
   const uint32_t cap = in.total ? *in.total : UINT32_MAX;
@@ -89,6 +90,7 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in, bool yield) {
         std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
     const uint32_t target = std::min(cfg_.window_chunks, share);
     const uint32_t used = in.reserved + static_cast<uint32_t>(in.pending.size());
+    rx_owed_ = owed;
     uint64_t spare = spare_buffers();
     spare = spare > owed ? spare - owed : 0;
     const uint32_t add =
@@ -141,20 +143,18 @@ void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
     regrant();
 }
 
-bool zmq_data_plane_impl::anyone_waiting() const {
-  for (auto& [_, in] : inbound_)
-    if (!in.delivered && !in.idle && wants_first_credit(in))
-      return true;
-  return false;
-}
-
 void zmq_data_plane_impl::regrant(const inbound_transfer* served) {
   // Transfers holding nothing first: they are the ones a freed buffer is for; the
-  // transfer just served (it yielded) goes last.
+  // transfer just served (it yielded) goes last. Delivered ones (tombstones, most of
+  // the map) are skipped once, not per pass.
+  std::vector<inbound_transfer*> open;
+  for (auto& [_, in] : inbound_)
+    if (!in.delivered && !in.reply_to.empty())
+      open.push_back(&in);
   for (int pass = 0; pass < 2; ++pass)
-    for (auto& [_, in] : inbound_)
-      if ((pass == 0) == (&in != served && wants_first_credit(in)))
-        regrant(in);
+    for (auto* in : open)
+      if ((pass == 0) == (in != served && wants_first_credit(*in)))
+        regrant(*in);
 }
 
 void zmq_data_plane_impl::regrant(inbound_transfer& in) {

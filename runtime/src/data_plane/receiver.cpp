@@ -286,7 +286,7 @@ void zmq_data_plane_impl::chunk_accept(const zmq::message_t& identity, const dat
   grant(in, true);
   answer(identity, h, kind::ack, 0, nullptr, in.limit);
   maybe_deliver({h.source, h.id}, identity);
-  if (anyone_waiting())
+  if (rx_owed_ > 0)
     regrant(&in); // what `in` left spare goes out now, not at the waiter's next OPEN
 }
 

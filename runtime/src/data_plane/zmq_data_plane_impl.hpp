@@ -371,8 +371,6 @@ private:
   /// holding no buffer first, `served` (which just yielded) last.
   void regrant(const inbound_transfer* served = nullptr);
   void regrant(inbound_transfer& in);
-  /// Whether a transfer holds no buffer and wants credit.
-  bool anyone_waiting() const;
   /// Gives back the reservations of transfers nothing arrived for in a while, so a dead
   /// sender's grant does not starve the others.
   void release_idle(dp_clock::time_point now);
@@ -418,6 +416,7 @@ private:
   std::map<std::pair<std::string, uint64_t>, inbound_transfer> inbound_;
   std::deque<delayed_frame> delayed_;
   uint64_t rx_reserved_ = 0; ///< sum of inbound `reserved`
+  uint32_t rx_owed_ = 0;     ///< transfers the last yielding grant left a buffer for
   /// The receive pool's buffers set aside for granted chunks, and taken (landed,
   /// arriving, or out of order): both 0 once nothing arrives (a leak shows here).
   prometheus::Gauge* rx_reserved_gauge_ = nullptr;
