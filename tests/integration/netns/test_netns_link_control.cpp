@@ -31,38 +31,18 @@
 #include <nlohmann/json.hpp>
 
 #include "support/http_probe.hpp"
+#include "netns_checks.hpp"
 #include "support/process.hpp"
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 namespace t = prfaas::test;
+using t::netns::check;
+using t::netns::enter_netns;
+using t::netns::sh;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-  failures += ok ? 0 : 1;
-}
-
-/// Moves this process (and the threads it starts later) into namespace `ns`.
-bool enter_netns(const std::string& ns) {
-  int fd = ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  bool ok = ::setns(fd, CLONE_NEWNET) == 0;
-  ::close(fd);
-  return ok;
-}
-
-bool sh(const std::vector<std::string>& argv) {
-  auto r = t::run({.argv = argv}, 10s);
-  if (r.code != 0)
-    std::cout << "command failed: " << r.output << std::endl;
-  return r.code == 0;
-}
 
 struct response {
   clk::time_point sent, done;
@@ -340,9 +320,9 @@ int main() {
               << " local: " << local << " re-routed: " << retried << std::endl;
     check(!all.empty() && ok == all.size(), "every request ended with 200 and all its tokens");
   }
-  if (failures > 0 && !env["LOGS"].empty())
+  if (t::netns::failures > 0 && !env["LOGS"].empty())
     print_node_warnings(env["LOGS"]);
   deployment.signal(SIGTERM);
   deployment.wait(30s);
-  return failures == 0 ? 0 : 1;
+  return t::netns::failures == 0 ? 0 : 1;
 }

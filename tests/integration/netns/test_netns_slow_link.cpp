@@ -16,36 +16,16 @@
 #include <unistd.h>
 
 #include "../../unit/data_plane/dp_fixture.hpp"
+#include "netns_checks.hpp"
 #include "support/process.hpp"
 
 using namespace std::chrono_literals;
 namespace t = prfaas::test;
+using t::netns::check;
+using t::netns::enter_netns;
+using t::netns::sh;
 
 namespace {
-
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  std::cout << (ok ? "ok   " : "FAIL ") << what << std::endl;
-  failures += ok ? 0 : 1;
-}
-
-bool sh(const std::vector<std::string>& argv) {
-  auto r = t::run({.argv = argv}, 10s);
-  if (r.code != 0)
-    std::cout << "command failed: " << r.output << std::endl;
-  return r.code == 0;
-}
-
-/// Moves the calling thread (and the threads it starts later) into namespace `ns`.
-bool enter_netns(const std::string& ns) {
-  int fd = ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  bool ok = ::setns(fd, CLONE_NEWNET) == 0;
-  ::close(fd);
-  return ok;
-}
 
 /// Two namespaces joined by a rate-limited veth pair; removed when it goes.
 struct slow_link {
@@ -146,5 +126,5 @@ int main() {
   a->stop();
   b->stop();
   ::close(home);
-  return failures == 0 ? 0 : 1;
+  return t::netns::failures == 0 ? 0 : 1;
 }

@@ -104,6 +104,21 @@ private:
   uint16_t port_ = 0;
 };
 
+/// Receiver "b" with `buffers` receive buffers of 64 KiB and a grant of up to two
+/// chunks per transfer; both ends re-send (and re-ask for credit) after `chunk_timeout`.
+struct credit_pair : dp_pair {
+  credit_pair(uint32_t buffers, std::chrono::milliseconds chunk_timeout)
+      : dp_pair{[chunk_timeout](data_plane_config& c) {
+                  c.chunk_timeout = chunk_timeout;
+                  c.transfer_timeout = 120s;
+                },
+                [buffers, chunk_timeout](data_plane_config& c) {
+                  c.receive_pool = {.buffer_bytes = 64 << 10, .buffers = buffers};
+                  c.window_chunks = 2;
+                  c.chunk_timeout = chunk_timeout;
+                }} {}
+};
+
 } // namespace
 
 TEST_CASE("data plane credit: a chunk arriving slowly on the bulk path holds one buffer, not two") {
@@ -112,15 +127,7 @@ TEST_CASE("data plane credit: a chunk arriving slowly on the bulk path holds one
   // paused sender): one buffer is being read into, one is reserved, one is spare. A
   // second transfer must stream through that spare one now, not once 50 is quiet
   // (2 x chunk_timeout = 60 s here: both would time out first).
-  dp_pair p{[](data_plane_config& c) {
-              c.chunk_timeout = 30s;
-              c.transfer_timeout = 120s;
-            },
-            [](data_plane_config& c) {
-              c.receive_pool = {.buffer_bytes = 64 << 10, .buffers = 3};
-              c.window_chunks = 2;
-              c.chunk_timeout = 30s;
-            }};
+  credit_pair p{3, 30s};
   stalled_bulk_sender slow{p.b->local_endpoint(), 50};
   REQUIRE(slow.open());
   REQUIRE(slow.send_part(0, 60 << 10, 20 << 10));
@@ -147,15 +154,7 @@ TEST_CASE(
   // milliseconds: each holds one buffer's grant and, as its chunk lands, would take the
   // freed buffer again at once. Transfer 3 opens meanwhile: it must stream while 1 and
   // 2 go on, not wait for them to end.
-  dp_pair p{[](data_plane_config& c) {
-              c.chunk_timeout = 200ms;
-              c.transfer_timeout = 60s;
-            },
-            [](data_plane_config& c) {
-              c.receive_pool = {.buffer_bytes = 64 << 10, .buffers = 2};
-              c.window_chunks = 2;
-              c.chunk_timeout = 200ms;
-            }};
+  credit_pair p{2, 200ms};
   p.a->open(1, "b", "kv", "m", p.done.handler());
   p.a->open(2, "b", "kv", "m", p.done.handler());
   std::atomic<bool> stop{false};
