@@ -3,6 +3,8 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "prfaas/hash/xxh3.hpp"
+
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -35,7 +37,7 @@ constexpr size_t header_checked_bytes = 56;
 } // namespace
 
 uint64_t checksum(std::span<const std::byte> bytes) noexcept {
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return hash::xxh3_64(bytes.data(), bytes.size());
 }
 
 kv_chunk make_chunk(chunk_header header, std::vector<std::byte> payload) {

@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include <xxhash.h>
+#include "prfaas/hash/xxh3.hpp"
 
 namespace prfaas::data_wire {
 
@@ -104,7 +104,7 @@ std::optional<header> decode(const std::byte* in, size_t size, decode_error& err
 }
 
 uint64_t checksum(const std::byte* data, size_t size) {
-  return XXH3_64bits(data, size);
+  return hash::xxh3_64(data, size);
 }
 
 std::string encode_held(const std::vector<held_chunk>& held) {
