@@ -68,6 +68,9 @@ void add_transfer_options(CLI::App& app, transfer_options& o) {
   t->add_option("--repeat", o.repeat, "runs per measurement (best is reported)")
       ->capture_default_str();
   t->add_option("--pace", o.pace, "pace the data plane at this rate (e.g. 950mbit)");
+  t->add_option("--queue-delay-target", o.queue_delay_target,
+                "data_plane.queue_delay_target: pace the bulk connections to keep the path's "
+                "queueing delay under this (e.g. 2ms; 0 = off, the default)");
   t->add_option("--link-rate", o.link_rate, "the link's rate (e.g. 1gbit): print utilisation");
   t->add_option("--listen", o.listen,
                 "server mode: bind tcp://HOST:PORT (uses PORT..PORT+2 and PORT+5)");
@@ -136,7 +139,9 @@ std::string deployment_yaml(const layout& l, const transfer_options& o) {
     << ", max_chunk_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1)
     << ", pool_buffer_bytes: " << std::max<uint64_t>(o.chunk_bytes, 1)
     << ", pool_receive_buffers: " << o.pool_buffers << ", pool_send_buffers: " << o.pool_buffers
-    << ", pool_prefault: true }\n"
+    << ", pool_prefault: true"
+    << (o.queue_delay_target.empty() ? "" : ", queue_delay_target: " + o.queue_delay_target)
+    << " }\n"
     << "nodes:\n"
     << "  - name: server\n"
     << "    cluster: dst\n"

@@ -22,6 +22,7 @@ struct transfer_options {
   uint32_t pool_buffers = 16;           ///< receive and send pool buffers (the deployment default)
   int repeat = 3;                       ///< each figure is the best of this many runs
   std::string pace;                     ///< data-plane pacing rate ("950mbit"); empty = none
+  std::string queue_delay_target;       ///< data_plane.queue_delay_target ("2ms"); empty = default
   std::string link_rate;                ///< the link's rate ("1gbit"): prints utilisation
   /// Two-process mode (e.g. two network namespaces). The server binds `--listen`
   /// tcp://HOST:PORT and PORT+1 (raw ZeroMQ), PORT+2 (control plane), PORT+5 (plain TCP); the

@@ -168,7 +168,7 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
              {"window_chunks", "window_bytes", "chunk_timeout", "transfer_timeout",
               "receive_timeout", "max_chunk_bytes", "connections", "pool_buffer_bytes",
               "pool_receive_buffers", "pool_send_buffers", "pool_prefault", "pool_huge_pages",
-              "chunk_transport", "nice", "faults"});
+              "chunk_transport", "queue_delay_target", "nice", "faults"});
   auto key = [&](const char* k) { return join(path, k); };
   if (auto n = node["window_chunks"])
     out.window_chunks = uint32(n, key("window_chunks"), 1);
@@ -198,6 +198,8 @@ void deployment_parser::parse_data_plane(const YAML::Node& node, data_plane_sett
     out.nice = static_cast<uint32_t>(unsigned_int(n, key("nice"), 0, 19));
   if (auto n = node["chunk_transport"])
     out.bulk_tcp = choice(n, key("chunk_transport"), {"tcp", "zmq"}) == "tcp";
+  if (auto n = node["queue_delay_target"])
+    out.queue_delay_target = time(n, key("queue_delay_target"));
   if (out.chunk_timeout >= out.transfer_timeout)
     fail(key(node["chunk_timeout"] ? "chunk_timeout" : "transfer_timeout"),
          "chunk_timeout (" + format_duration(out.chunk_timeout) +

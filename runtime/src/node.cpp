@@ -98,6 +98,7 @@ void node::start_data_plane() {
   dc.send_pool = dc.receive_pool;
   dc.send_pool.buffers = s.pool_send_buffers;
   dc.bulk_tcp = s.bulk_tcp;
+  dc.queue_delay_target = s.queue_delay_target;
   dc.nice = static_cast<int>(s.nice);
   dc.security = security_;
   // `blackhole_peers` entries are "dst" (from every node) or "src->dst" (from src only).

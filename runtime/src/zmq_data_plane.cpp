@@ -80,8 +80,10 @@ void wake_signal::drain() const {
   (void)!::read(fd, &v, sizeof v);
 }
 
-dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now)
-    : name(std::move(n)), endpoint(std::move(ep)), link(l), bucket(l.rate_bps, burst_for(l), now) {
+dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now,
+                 double queue_delay_target_s)
+    : name(std::move(n)), endpoint(std::move(ep)), link(l), bucket(l.rate_bps, burst_for(l), now),
+      delay(queue_delay_target_s) {
   report.peer = name;
 }
 
@@ -347,6 +349,7 @@ void zmq_data_plane_impl::run() {
         drain_replies(*p, i);
     now = dp_clock::now();
     flush_delayed(now);
+    control_delay(now);
     check_timeouts(now);
     pump(now);
     if (now - last_expiry_ >= std::chrono::milliseconds(100)) {
@@ -397,7 +400,9 @@ dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
     return nullptr;
   auto l = cfg_.links.find(name);
   auto link = l == cfg_.links.end() ? cfg_.default_link : l->second;
-  auto p = std::make_unique<dp_peer>(name, ep->second, link, dp_clock::now());
+  auto p =
+      std::make_unique<dp_peer>(name, ep->second, link, dp_clock::now(),
+                                std::chrono::duration<double>(cfg_.queue_delay_target).count());
   auto& bh = cfg_.faults.blackhole_peers;
   p->blackhole = std::find(bh.begin(), bh.end(), name) != bh.end();
   prometheus::Labels lbl{{"peer", name}};

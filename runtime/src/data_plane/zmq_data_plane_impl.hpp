@@ -28,6 +28,7 @@
 #include "prfaas/runtime/data_plane.hpp"
 #include "prfaas/runtime/data_plane/frame.hpp"
 #include "prfaas/runtime/data_plane/token_bucket.hpp"
+#include "delay_control.hpp"
 
 namespace prfaas::detail {
 
@@ -154,8 +155,17 @@ struct dp_peer {
   prometheus::Counter* retransmits = nullptr;
   prometheus::Gauge* in_flight_gauge = nullptr;
   prometheus::Gauge* queued_gauge = nullptr;
+  /// Delay-based pacing of the bulk connections (delay_control.hpp; data_plane/pacing.cpp).
+  delay_control delay;
+  dp_clock::time_point delay_at{}; ///< last sample
+  dp_clock::time_point busy_at{};  ///< last sample with bytes in flight
+  uint64_t delay_acked = 0;        ///< the connections' bytes acknowledged at that sample
+  bool delay_paced = false;        ///< a pacing rate is set on the sockets
+  prometheus::Gauge* pacing_gauge = nullptr;
+  prometheus::Gauge* queue_delay_gauge = nullptr;
 
-  dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now);
+  dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::time_point now,
+          double queue_delay_target_s);
 };
 
 /// A transfer this node receives, keyed by (source node, id). After delivery it stays
@@ -316,6 +326,9 @@ private:
   void bulk_payload_done(bulk_in& c);
   /// A payload that stopped arriving for `quiet` leaves its pool buffer (copied out);
   /// true when one did.
+  // -- data_plane/pacing.cpp ----------------------------------------------------------
+  /// Samples each busy peer's bulk connections (TCP_INFO) and sets their pacing rate.
+  void control_delay(dp_clock::time_point now);
   bool bulk_release_stalled(dp_clock::time_point now, dp_clock::duration quiet);
 
   // -- data_plane/receiver.cpp -------------------------------------------------------

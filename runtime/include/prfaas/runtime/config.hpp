@@ -144,6 +144,8 @@ struct data_plane_settings : data_plane_limits {
   /// Chunk payloads on plain TCP connections of their own ("tcp", read straight into
   /// receive pool buffers) or on ZeroMQ ("zmq"). With `security`, always ZeroMQ.
   bool bulk_tcp = true;
+  /// The queueing delay the bulk connections' pacing keeps under (0, the default: off).
+  duration queue_delay_target{0};
   data_fault_config faults;
 
   bool operator==(const data_plane_settings&) const = default;

@@ -78,6 +78,10 @@ struct data_plane_config : data_plane_limits {
   /// pool buffers (control frames stay on ZeroMQ). Off with `security` (the bytes would
   /// travel unencrypted): chunks then go on ZeroMQ too.
   bool bulk_tcp = true;
+  /// Queue-delay control of the bulk connections (data_plane/delay_control.hpp): the
+  /// queueing delay (smoothed RTT over min RTT) the sender keeps under by pacing;
+  /// zero (the default) turns it off.
+  duration queue_delay_target{0};
 };
 
 /// Timing and counts of one transfer. Times are steady_clock.
