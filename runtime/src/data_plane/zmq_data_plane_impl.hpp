@@ -326,10 +326,11 @@ private:
   void bulk_payload_done(bulk_in& c);
   /// A payload that stopped arriving for `quiet` leaves its pool buffer (copied out);
   /// true when one did.
+  bool bulk_release_stalled(dp_clock::time_point now, dp_clock::duration quiet);
+
   // -- data_plane/pacing.cpp ----------------------------------------------------------
   /// Samples each busy peer's bulk connections (TCP_INFO) and sets their pacing rate.
   void control_delay(dp_clock::time_point now);
-  bool bulk_release_stalled(dp_clock::time_point now, dp_clock::duration quiet);
 
   // -- data_plane/receiver.cpp -------------------------------------------------------
   void drain_inbound();
