@@ -207,17 +207,30 @@ void prefill_job::operator()(engine::engine& e) {
     reqs.push_back(request(orders[i], *messages[i], hits[i]));
     sinks.push_back([m = messages[i].get()](engine::kv_chunk&& c) { m->add(c); });
   }
-  auto results = e.prefill_batch(reqs, sinks);
+  // Each order's transfer closes as soon as the engine is done with it, not when the
+  // whole batch is: a transfer left open holds receive credit at the decode worker
+  // that the batch's other transfers wait for.
+  std::vector<std::string> errors(n);
+  std::vector<bool> closed(n, false);
+  auto close_one = [&](size_t i, const engine::result<engine::prefill_result>& r) {
+    if (i >= n || closed[i])
+      return;
+    closed[i] = true;
+    messages[i]->flush();
+    const auto ns_i = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
+    errors[i] = close(orders[i], r, *messages[i], ns_i);
+  };
+  auto results = e.prefill_batch(reqs, sinks, close_one);
   const auto ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(runner->now() - t0).count());
   std::vector<order_outcome> outcomes;
   uint64_t unpooled = 0;
   for (size_t i = 0; i < n; ++i) {
-    messages[i]->flush();
+    close_one(i, results[i]); // an engine that did not report it
     unpooled += messages[i]->unpooled();
     const auto& r = results[i];
-    outcomes.push_back(
-        {orders[i].o, close(orders[i], r, *messages[i], ns), r ? r->computed_tokens : 0u});
+    outcomes.push_back({orders[i].o, errors[i], r ? r->computed_tokens : 0u});
   }
   if (unpooled > 0)
     ctx->node_metrics()

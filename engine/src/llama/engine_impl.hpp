@@ -12,6 +12,7 @@
 #include "llama/model_store.hpp"
 #include "llama/state_codec.hpp"
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,7 +36,8 @@ public:
 
   result<prefill_result> prefill(const prefill_request& req, const chunk_sink& sink) override;
   std::vector<result<prefill_result>> prefill_batch(std::span<const prefill_request> reqs,
-                                                    std::span<const chunk_sink> sinks) override;
+                                                    std::span<const chunk_sink> sinks,
+                                                    const prefill_done& done = {}) override;
   result<std::vector<token>> decode_step(std::span<const seq_id> batch) override;
   result<void> import_sequence(seq_id id, std::span<const kv_chunk> chunks) override;
   void release(seq_id id) override;
@@ -116,6 +118,9 @@ private:
     uint32_t pos = 0;            ///< the prompt is computed up to here
     std::string error;           ///< why it failed (then nothing more is done for it)
     std::optional<prefill_result> done;
+    size_t index = 0;                      ///< its request's place in the prefill_batch call
+    const prefill_done* on_done = nullptr; ///< told when it ends (may be empty)
+    std::chrono::steady_clock::time_point started; ///< its group's start
   };
   /// Checks the item's request and places it in a slot (with its reused prefix), or
   /// says why not in `it.error`. `earlier`: the items of the same call before it.
@@ -124,8 +129,9 @@ private:
   /// llama_decode each: a round takes the next slice of each unfinished item in turn, up
   /// to `config_.batch` tokens in all, and a slice ends at its item's next checkpoint or
   /// at its prompt's end. After a round, each slice's KV goes to its item's sink,
-  /// checkpoints are kept, and a finished item samples its first token and sends its
-  /// end state.
+  /// checkpoints are kept, and a finished item samples its first token, sends its end
+  /// state and is reported to its `on_done` (so that its transfer closes while the
+  /// others compute on).
   void compute_prompts(std::span<prefill_item> items);
   /// The slices of one round into batch_ (a slice per unfinished item, in turn).
   struct slice {

@@ -271,7 +271,11 @@ void llama_engine::compute_prompts(std::span<prefill_item> items) {
       out.computed_tokens = n - it.req->reuse_tokens;
       if (*it.sink)
         export_end_state(s, n, *it.sink);
+      out.modeled_time =
+          std::chrono::duration_cast<nanos>(std::chrono::steady_clock::now() - it.started);
       it.done = std::move(out);
+      if (it.on_done && *it.on_done)
+        (*it.on_done)(it.index, result<prefill_result>(*it.done));
     }
   }
 }
@@ -330,7 +334,7 @@ result<prefill_result> llama_engine::prefill(const prefill_request& req, const c
 
 std::vector<result<prefill_result>>
 llama_engine::prefill_batch(std::span<const prefill_request> reqs,
-                            std::span<const chunk_sink> sinks) {
+                            std::span<const chunk_sink> sinks, const prefill_done& done) {
   static const chunk_sink no_sink;
   std::vector<result<prefill_result>> out;
   out.reserve(reqs.size());
@@ -341,6 +345,9 @@ llama_engine::prefill_batch(std::span<const prefill_request> reqs,
     for (size_t i = 0; i < items.size(); ++i) {
       items[i].req = &reqs[first + i];
       items[i].sink = first + i < sinks.size() ? &sinks[first + i] : &no_sink;
+      items[i].index = first + i;
+      items[i].on_done = &done;
+      items[i].started = t0;
       start_prefill(items[i], std::span(items).first(i));
     }
     compute_prompts(items);
@@ -354,10 +361,10 @@ llama_engine::prefill_batch(std::span<const prefill_request> reqs,
         if (it.s)
           free_slot(*it.s);
         out.push_back(make_error(it.error));
+        if (done)
+          done(it.index, out.back());
         continue;
       }
-      it.done->modeled_time =
-          std::chrono::duration_cast<nanos>(std::chrono::duration<double>(secs));
       computed += it.done->computed_tokens;
       it.s->last_used = ++clock_;
       seqs_.emplace(it.req->id, std::move(it.s));

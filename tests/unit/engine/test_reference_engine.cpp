@@ -105,6 +105,34 @@ TEST_CASE("reference prefill streams one chunk per layer in order then meta") {
   CHECK(decode_n(*e, 9, 8) == decode_n(*f, 9, 8));
 }
 
+TEST_CASE("prefill_batch one after the other tells each request's end before the next starts") {
+  // The engine interface's own prefill_batch (the reference engine has no batched one).
+  auto e = make_reference();
+  xoshiro256 rng(4);
+  std::vector<std::vector<token>> prompts{random_prompt(rng, 40), random_prompt(rng, 70), {}};
+  std::vector<prefill_request> reqs(3);
+  std::vector<std::vector<kv_chunk>> chunks(3);
+  std::vector<chunk_sink> sinks;
+  for (size_t i = 0; i < 3; ++i) {
+    reqs[i].id = 30 + i;
+    reqs[i].prompt = prompts[i]; // the third is empty: refused
+    sinks.push_back([&chunks, i](kv_chunk&& c) { chunks[i].push_back(std::move(c)); });
+  }
+  std::vector<std::string> heard;
+  auto results = e->prefill_batch(reqs, sinks, [&](size_t i, const result<prefill_result>& r) {
+    std::string what = std::to_string(i) + (r.ok() ? ":ok" : ":failed");
+    for (size_t k = 0; k < 3; ++k) // whose chunks are out when request i is told
+      what += "," + std::to_string(chunks[k].size());
+    heard.push_back(what);
+  });
+  REQUIRE(results.size() == 3);
+  CHECK(results[0].ok());
+  CHECK(results[1].ok());
+  CHECK_FALSE(results[2].ok());
+  // 8 layers and a meta chunk each; request 1 computes only after 0 was told.
+  CHECK(heard == std::vector<std::string>{"0:ok,9,0,0", "1:ok,9,9,0", "2:failed,9,9,0"});
+}
+
 TEST_CASE("reference decode validates the batch") {
   auto e = make_reference();
   const seq_id unknown[1] = {5};

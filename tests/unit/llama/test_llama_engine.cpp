@@ -182,8 +182,27 @@ TEST_CASE("prompts prefilled together: one llama_decode for short ones, each as 
         sinks.push_back([&chunks, i](kv_chunk&& c) { chunks[i].push_back(std::move(c)); });
       }
       const double decodes = counter(*together, "llama_prefill_decodes");
-      auto results = together->prefill_batch(reqs, sinks);
+      // Each request is reported done once, as soon as its own chunks are all out
+      // (its meta chunk last), with the result the call returns for it.
+      std::vector<int> told(count, 0);
+      std::vector<std::optional<token>> told_token(count);
+      std::vector<size_t> chunks_when_told(count, 0);
+      auto results =
+          together->prefill_batch(reqs, sinks, [&](size_t i, const result<prefill_result>& r) {
+            REQUIRE(i < count);
+            ++told[i];
+            REQUIRE(r.ok());
+            told_token[i] = r->first_token;
+            chunks_when_told[i] = chunks[i].size();
+            REQUIRE_FALSE(chunks[i].empty());
+            CHECK(chunks[i].back().header.kind == layer_kind::meta);
+          });
       REQUIRE(results.size() == count);
+      for (size_t i = 0; i < count; ++i) {
+        CHECK(told[i] == 1);
+        CHECK(chunks_when_told[i] == chunks[i].size()); // nothing after it
+        CHECK(told_token[i] == results[i]->first_token);
+      }
       if (short_ones) // at most 240 tokens: one slice each, all in one llama_decode
         CHECK(counter(*together, "llama_prefill_decodes") - decodes == 1);
       for (size_t i = 0; i < count; ++i) {
@@ -223,7 +242,14 @@ TEST_CASE("prompts prefilled together: one llama_decode for short ones, each as 
     reqs[1].prompt = bad_prompt;
     reqs[2].id = 7;
     reqs[2].prompt = ok_prompt;
-    auto results = together->prefill_batch(reqs, {});
+    std::vector<int> told(3, 0);
+    auto results =
+        together->prefill_batch(reqs, {}, [&](size_t i, const result<prefill_result>& r) {
+          REQUIRE(i < 3);
+          ++told[i];
+          CHECK(r.ok() == (i == 0)); // the failures are told too
+        });
+    CHECK(told == std::vector<int>{1, 1, 1});
     REQUIRE(results.size() == 3);
     CHECK(results[0].ok());
     REQUIRE_FALSE(results[1].ok());

@@ -45,6 +45,11 @@ struct prefill_result {
   std::optional<sampled_logprobs> first_logprobs;
 };
 
+/// Told, while prefill_batch runs, that request `index` has ended (its every chunk has
+/// gone to its sink, or it failed), with the result prefill_batch will return for it.
+/// A caller can then close that request's transfer while the others still compute.
+using prefill_done = std::function<void(size_t index, const result<prefill_result>& r)>;
+
 /// A named figure an engine keeps about its own work (e.g. the tokens llama.cpp
 /// evaluated), for metrics and tests.
 struct engine_counter {
@@ -70,12 +75,18 @@ public:
   /// and sink `sinks[i]`): an engine that gains from it computes them together
   /// (model_info::prefill_batch_tokens says how much), the others one after the other.
   /// One result per request, in order; one request's error leaves the others' intact.
+  /// `done` (may be empty) hears of each request as soon as it ends, once, before
+  /// prefill_batch returns.
   virtual std::vector<result<prefill_result>> prefill_batch(std::span<const prefill_request> reqs,
-                                                            std::span<const chunk_sink> sinks) {
+                                                            std::span<const chunk_sink> sinks,
+                                                            const prefill_done& done = {}) {
     std::vector<result<prefill_result>> out;
     out.reserve(reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i)
+    for (size_t i = 0; i < reqs.size(); ++i) {
       out.push_back(prefill(reqs[i], i < sinks.size() ? sinks[i] : chunk_sink{}));
+      if (done)
+        done(i, out.back());
+    }
     return out;
   }
 
