@@ -89,6 +89,14 @@ struct worker_metrics {
         .Observe(seconds);
   }
 
+  /// One KV state taken into the engine (parsed, checked, imported): the engine's time.
+  void import_done(double seconds) {
+    m_->histogram("prfaas_worker_decode_import_seconds",
+                  "Engine time to parse, check and import each arriving KV state",
+                  token_interval_buckets(), {{"worker", worker_}, {"role", role_}})
+        .Observe(seconds);
+  }
+
 private:
   metrics* m_;
   std::string worker_, role_;

@@ -38,6 +38,10 @@ struct decode_state {
   /// Transfers that arrived before their order (bounded; the oldest go first).
   early_transfers<received_transfer> early{{}};
   bool engine_ready = false; ///< the engine is built and transfers are taken
+  /// The chunks of the state being imported, parsed into memory kept from one import to
+  /// the next (engine thread only; engine::parse_stream_over says why).
+  std::shared_ptr<std::vector<engine::kv_chunk>> import_chunks =
+      std::make_shared<std::vector<engine::kv_chunk>>();
 
   ~decode_state() {
     if (ctx && ctx->data())

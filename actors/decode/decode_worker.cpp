@@ -194,22 +194,30 @@ void start_import(self_ptr self, const sequence_ptr& q, received_transfer rt) {
     return; // done with one token: no import needed
   auto chunks = std::make_shared<std::vector<bulk_ptr>>(std::move(rt.chunks));
   chunks->pop_back();
-  post_between_steps(s, [inbox = s.inbox, self, q, chunks](engine::engine& e) {
-    std::vector<engine::kv_chunk> parsed;
-    parsed.reserve(chunks->size());
+  post_between_steps(s, [inbox = s.inbox, self, q, chunks, runner = s.runner.get(),
+                         parsed = s.import_chunks](engine::engine& e) {
+    const auto t0 = runner->now(); // the engine's time: virtual in simulation
+    size_t n = 0;
     std::string error;
     // A message holds one chunk or several (the sender's layers_per_push).
     for (size_t i = 0; i < chunks->size() && error.empty(); ++i) {
       const auto& m = *(*chunks)[i];
       if (m.size() == 0)
         error = "kv transfer message " + std::to_string(i) + " is empty";
-      else if (auto r = engine::parse_stream_into({m.data(), m.size()}, parsed); !r)
+      else if (auto r = engine::parse_stream_over({m.data(), m.size()}, *parsed, n); !r)
         error = "kv transfer message " + std::to_string(i) + ": " + r.message();
+      else
+        n = *r;
     }
     if (error.empty())
-      if (auto r = e.import_sequence(q->seq, parsed); !r)
+      if (auto r = e.import_sequence(q->seq, std::span(*parsed).first(n)); !r)
         error = r.message();
-    inbox->post([self, q, error] { imported(self, q, error); });
+    const double import_s = std::chrono::duration<double>(runner->now() - t0).count();
+    inbox->post([self, q, error, import_s] {
+      if (error.empty())
+        self->state.stats->import_done(import_s);
+      imported(self, q, error);
+    });
   });
 }
 

@@ -142,8 +142,10 @@ result<chunk_header> parse_header(std::span<const std::byte> bytes, size_t index
 
 namespace {
 
-/// Parses the chunk at the start of `bytes`; sets `consumed`.
-result<kv_chunk> parse_one(std::span<const std::byte> bytes, size_t index, size_t& consumed) {
+/// Parses and verifies the chunk at the start of `bytes` without copying it: its header
+/// and where its payload lies in `bytes`. Sets `consumed`.
+result<chunk_header> parse_in_place(std::span<const std::byte> bytes, size_t index,
+                                    size_t& consumed, std::span<const std::byte>& payload) {
   auto h = parse_header(bytes, index);
   if (!h)
     return h.err();
@@ -152,10 +154,19 @@ result<kv_chunk> parse_one(std::span<const std::byte> bytes, size_t index, size_
   if (h->payload_bytes > available)
     return make_error(label() + ": truncated payload (" + std::to_string(available) + " of " +
                       std::to_string(h->payload_bytes) + " bytes)");
-  auto payload = bytes.subspan(chunk_header::wire_size, static_cast<size_t>(h->payload_bytes));
+  payload = bytes.subspan(chunk_header::wire_size, static_cast<size_t>(h->payload_bytes));
   if (checksum(payload) != h->payload_xxh3)
     return make_error(label() + ": checksum mismatch (payload corrupted)");
   consumed = chunk_header::wire_size + payload.size();
+  return h;
+}
+
+/// Parses the chunk at the start of `bytes`; sets `consumed`.
+result<kv_chunk> parse_one(std::span<const std::byte> bytes, size_t index, size_t& consumed) {
+  std::span<const std::byte> payload;
+  auto h = parse_in_place(bytes, index, consumed, payload);
+  if (!h)
+    return h.err();
   return kv_chunk{*h, std::vector<std::byte>(payload.begin(), payload.end())};
 }
 
@@ -181,6 +192,25 @@ result<void> parse_stream_into(std::span<const std::byte> bytes, std::vector<kv_
     off += consumed;
   }
   return {};
+}
+
+result<size_t> parse_stream_over(std::span<const std::byte> bytes, std::vector<kv_chunk>& out,
+                                 size_t at) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    size_t consumed = 0;
+    std::span<const std::byte> payload;
+    auto h = parse_in_place(bytes.subspan(off), at, consumed, payload);
+    if (!h)
+      return h.err();
+    if (at >= out.size())
+      out.resize(at + 1);
+    out[at].header = *h;
+    out[at].payload.assign(payload.begin(), payload.end()); // keeps its capacity
+    ++at;
+    off += consumed;
+  }
+  return at;
 }
 
 result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes) {

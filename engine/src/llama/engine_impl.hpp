@@ -174,6 +174,7 @@ private:
   /// largest state read (+25%): at most one sequence's state at the context's length,
   /// i.e. bounded by the KV cache llama.cpp allocates for the context anyway.
   mutable std::vector<std::byte> snap_buf_;
+  std::vector<std::byte> load_buf_;       ///< the state an import builds, reused (load_chunks)
   mutable std::optional<seq_id> snap_of_; ///< whose state snap_buf_ holds
   double cpu_wait_s_ = 0; ///< this engine's graphs queued on the process's compute thread
   /// Measured pace (EWMA): prefill tokens per second, seconds per decode step and token.

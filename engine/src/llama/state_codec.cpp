@@ -492,10 +492,10 @@ void write_rec(std::vector<std::byte>& out, const layout& lay, const state_parts
 
 } // namespace
 
-result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts) {
+result<void> build_into(const layout& lay, const state_parts& parts, std::vector<std::byte>& out) {
   if (auto ok = check_parts(lay, parts); !ok)
     return ok.err();
-  std::vector<std::byte> out;
+  out.clear();
   out.reserve(static_cast<size_t>(lay.state_bytes(parts.length)));
   put<uint32_t>(out, lay.magic);
   put<int32_t>(out, 0);
@@ -503,7 +503,7 @@ result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts
     write_kv(out, lay, parts);
   if (lay.has_rec)
     write_rec(out, lay, parts);
-  return out;
+  return {};
 }
 
 namespace {

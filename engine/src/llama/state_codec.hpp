@@ -133,7 +133,15 @@ struct state_parts {
 };
 
 /// A sequence state llama_state_seq_set_data_ext(flags 0) accepts, from validated
-/// parts (sizes are checked again; an error names the layer). One copy of each byte.
-result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts);
+/// parts (sizes are checked again; an error names the layer), into `out`: its contents
+/// replaced, its memory reused. One copy of each byte.
+result<void> build_into(const layout& lay, const state_parts& parts, std::vector<std::byte>& out);
+/// As build_into, into a new buffer.
+inline result<std::vector<std::byte>> build(const layout& lay, const state_parts& parts) {
+  std::vector<std::byte> out;
+  if (auto ok = build_into(lay, parts, out); !ok)
+    return ok.err();
+  return out;
+}
 
 } // namespace prfaas::engine::llama_codec

@@ -262,7 +262,11 @@ TEST_CASE("llama.cpp: short prompts queued behind a long one are prefilled toget
   };
   send(0);
   REQUIRE(t::eventually([&] { return p0("prfaas_worker_active") >= 1; }, 30s, 2ms));
-  for (size_t i = 1; i < prompts.size(); ++i)
+  // The second long one queued first: sent with the short ones, it could land between
+  // them (the clients race), and a short one ahead of it would start alone.
+  send(1);
+  REQUIRE(t::eventually([&] { return p0("prfaas_worker_queue_depth") >= 1; }, 30s, 2ms));
+  for (size_t i = 2; i < prompts.size(); ++i)
     send(i);
   // All five waiting while the first computes: the four short ones start as one batch.
   const bool queued = t::eventually([&] { return p0("prfaas_worker_queue_depth") == 5; }, 30s, 2ms);

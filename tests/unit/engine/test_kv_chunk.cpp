@@ -150,3 +150,42 @@ TEST_CASE("kv chunk streams parsed one message after another number their chunks
   REQUIRE_FALSE(cut.ok());
   CHECK(contains(cut.message(), "kv chunk 1 (layer 3): truncated payload"));
 }
+
+TEST_CASE("kv chunk streams parsed over kept chunks reuse their memory and read as parse_stream") {
+  std::vector<kv_chunk> first = {sample_chunk(4000), sample_chunk(3000)};
+  std::vector<kv_chunk> second = {sample_chunk(2000)};
+  auto a = to_wire(first);
+  auto b = to_wire(second);
+  std::vector<kv_chunk> kept;
+  auto n = parse_stream_over(a, kept, 0);
+  REQUIRE(n.ok());
+  CHECK(*n == 2);
+  n = parse_stream_over(b, kept, *n);
+  REQUIRE(n.ok());
+  REQUIRE(*n == 3);
+  REQUIRE(kept.size() == 3);
+  auto whole = parse_stream(a);
+  REQUIRE(whole.ok());
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(kept[i].payload == (*whole)[i].payload);
+    CHECK(kept[i].header.payload_xxh3 == (*whole)[i].header.payload_xxh3);
+  }
+  CHECK(kept[2].payload == second[0].payload);
+  // The next state, smaller, lands in the memory the first one left.
+  const auto* where = kept[0].payload.data();
+  std::vector<kv_chunk> next = {sample_chunk(1000)};
+  n = parse_stream_over(to_wire(next), kept, 0);
+  REQUIRE(n.ok());
+  CHECK(*n == 1);
+  CHECK(kept[0].payload.data() == where);
+  CHECK(kept[0].payload == next[0].payload);
+  CHECK(kept[1].payload.size() == 3000); // past the count: left as it was
+  // Errors number the chunks from `at`, as parse_stream_into's from out.size().
+  b[b.size() - 1] ^= std::byte{1};
+  auto bad = parse_stream_over(b, kept, 5);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(contains(bad.message(), "kv chunk 5 (layer 3): checksum mismatch"));
+  auto cut = parse_stream_over(std::span(a.data(), a.size() - 5), kept, 0);
+  REQUIRE_FALSE(cut.ok());
+  CHECK(contains(cut.message(), "kv chunk 1 (layer 3): truncated payload"));
+}

@@ -72,6 +72,13 @@ result<std::vector<kv_chunk>> parse_stream(std::span<const std::byte> bytes);
 /// Parse a concatenation of serialized chunks onto the end of `out`; errors number
 /// the chunks from out.size() on, so a transfer of several messages reads as one.
 result<void> parse_stream_into(std::span<const std::byte> bytes, std::vector<kv_chunk>& out);
+/// As parse_stream_into, but the chunks go to out[at], out[at + 1], ... reusing the
+/// memory those elements' payloads already hold (out grows as needed; elements past
+/// the returned count are left as they were). A receiver that keeps `out` from one
+/// state to the next copies each payload into memory it has already touched, instead of
+/// faulting in a fresh allocation the size of the state every time.
+result<size_t> parse_stream_over(std::span<const std::byte> bytes, std::vector<kv_chunk>& out,
+                                 size_t at);
 
 /// "kv chunk 3 (layer 2)" — the prefix used by every chunk error message.
 std::string chunk_label(size_t index, const chunk_header& header);
