@@ -23,6 +23,17 @@ kv_chunk sample_chunk(size_t payload_bytes = 96) {
   return make_chunk(h, std::move(p));
 }
 
+/// A transfer of two messages, as a prefill worker sends it with layers_per_push > 1:
+/// the first of two chunks, the second of one; payload sizes as given.
+struct two_messages {
+  std::vector<kv_chunk> first, second;
+  std::vector<std::byte> a, b; ///< the two messages on the wire
+
+  two_messages(size_t x, size_t y, size_t z)
+      : first{sample_chunk(x), sample_chunk(y)}, second{sample_chunk(z)}, a(to_wire(first)),
+        b(to_wire(second)) {}
+};
+
 } // namespace
 
 TEST_CASE("kv chunk serialize parse round trip") {
@@ -127,11 +138,7 @@ TEST_CASE("kv chunk header rejects invalid ranges and kinds") {
 }
 
 TEST_CASE("kv chunk streams parsed one message after another number their chunks as one transfer") {
-  // A transfer of several messages, each one chunk or several (layers_per_push).
-  std::vector<kv_chunk> first = {sample_chunk(10), sample_chunk(20)};
-  std::vector<kv_chunk> second = {sample_chunk(30)};
-  auto a = to_wire(first);
-  auto b = to_wire(second);
+  auto [first, second, a, b] = two_messages(10, 20, 30);
   std::vector<kv_chunk> out;
   REQUIRE(parse_stream_into(a, out).ok());
   REQUIRE(parse_stream_into(b, out).ok());
@@ -152,10 +159,7 @@ TEST_CASE("kv chunk streams parsed one message after another number their chunks
 }
 
 TEST_CASE("kv chunk streams parsed over kept chunks reuse their memory and read as parse_stream") {
-  std::vector<kv_chunk> first = {sample_chunk(4000), sample_chunk(3000)};
-  std::vector<kv_chunk> second = {sample_chunk(2000)};
-  auto a = to_wire(first);
-  auto b = to_wire(second);
+  auto [first, second, a, b] = two_messages(4000, 3000, 2000);
   std::vector<kv_chunk> kept;
   auto n = parse_stream_over(a, kept, 0);
   REQUIRE(n.ok());
