@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -65,28 +66,6 @@ bool write_all(int fd, const void* buf, size_t n) {
   return true;
 }
 
-/// One connection's transfers, read into one warm buffer.
-void read_loop(int fd, size_t buffer_bytes) {
-  std::vector<std::byte> buf(buffer_bytes, std::byte{1}); // touched: warm from the start
-  for (;;) {
-    uint64_t len = 0;
-    if (!read_all(fd, &len, sizeof len) || len == 0)
-      return;
-    while (len > 0) {
-      auto r = ::recv(fd, buf.data(), std::min<uint64_t>(len, buf.size()), 0);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR)
-          continue;
-        return;
-      }
-      len -= static_cast<uint64_t>(r);
-    }
-    char ok = 'k';
-    if (!write_all(fd, &ok, 1))
-      return;
-  }
-}
-
 } // namespace
 
 proc_usage self_usage() {
@@ -112,8 +91,9 @@ bool reset_peak_rss() {
   return static_cast<bool>(out);
 }
 
-tcp_sink::tcp_sink(const std::string& host, int port, size_t buffer_bytes)
-    : buffer_bytes_(buffer_bytes) {
+tcp_sink::tcp_sink(const std::string& host, int port, size_t buffer_bytes, size_t ring)
+    : buffer_bytes_(buffer_bytes),
+      ring_(std::max<size_t>(1, ring), std::vector<std::byte>(buffer_bytes, std::byte{1})) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0)
     fail("socket");
@@ -136,7 +116,27 @@ void tcp_sink::accept_loop() {
       return; // closed by the destructor
     }
     fds_.push_back(fd);
-    readers_.emplace_back([fd, n = buffer_bytes_] { read_loop(fd, n); });
+    readers_.emplace_back([this, fd] { read_loop(fd); });
+  }
+}
+
+/// One connection's transfers.
+void tcp_sink::read_loop(int fd) {
+  std::vector<std::byte> own(buffer_bytes_, std::byte{1}); // touched: warm from the start
+  for (;;) {
+    uint64_t head[2] = {0, 0}; // length, mode
+    if (!read_all(fd, head, sizeof head) || head[0] == 0)
+      return;
+    for (uint64_t len = head[0]; len > 0;) {
+      auto& buf = head[1] == 1 ? ring_[next_++ % ring_.size()] : own;
+      auto n = std::min<uint64_t>(len, buf.size());
+      if (!read_all(fd, buf.data(), n))
+        return;
+      len -= n;
+    }
+    char ok = 'k';
+    if (!write_all(fd, &ok, 1))
+      return;
   }
 }
 
@@ -153,7 +153,9 @@ tcp_sink::~tcp_sink() {
     ::close(fd);
 }
 
-tcp_source::tcp_source(const std::string& host, int port, uint32_t connections) {
+tcp_source::tcp_source(const std::string& host, int port, uint32_t connections,
+                       const std::vector<std::byte>& pattern, size_t ring)
+    : ring_(std::max<size_t>(1, ring), pattern) {
   auto a = address_of(host, port);
   for (uint32_t i = 0; i < connections; ++i) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -174,24 +176,27 @@ tcp_source::tcp_source(const std::string& host, int port, uint32_t connections) 
 
 tcp_source::~tcp_source() {
   for (int fd : fds_) {
-    uint64_t end = 0;
-    (void)write_all(fd, &end, sizeof end);
+    uint64_t end[2] = {0, 0};
+    (void)write_all(fd, end, sizeof end);
     ::close(fd);
   }
 }
 
-double tcp_source::send(uint64_t bytes, const std::vector<std::byte>& warm) {
+double tcp_source::send(uint64_t bytes, bool distinct) {
   const uint64_t share = bytes / fds_.size();
+  std::atomic<size_t> next{0};
   std::vector<std::thread> writers;
   std::atomic<bool> ok{true};
   auto t0 = clock_type::now();
   for (size_t i = 0; i < fds_.size(); ++i) {
     uint64_t mine = i + 1 == fds_.size() ? bytes - share * (fds_.size() - 1) : share;
     writers.emplace_back([&, fd = fds_[i], mine] {
-      bool good = write_all(fd, &mine, sizeof mine);
+      const uint64_t head[2] = {mine, distinct ? 1u : 0u};
+      bool good = write_all(fd, head, sizeof head);
       for (uint64_t left = mine; good && left > 0;) {
-        auto n = std::min<uint64_t>(left, warm.size());
-        good = write_all(fd, warm.data(), n);
+        const auto& buf = distinct ? ring_[next++ % ring_.size()] : ring_.front();
+        auto n = std::min<uint64_t>(left, buf.size());
+        good = write_all(fd, buf.data(), n);
         left -= n;
       }
       char ack = 0;

@@ -21,10 +21,36 @@ void print_costs(const figures& f) {
               f.counted_runs > 1 || f.counted_runs == 0 ? " after the first" : "");
   line("data plane", f.dp_cost);
   line("plain TCP", f.tcp_cost);
+  line("TCP, 1 buf", f.tcp_one_cost);
   const double faults = std::max(f.dp_cost.per_gb(static_cast<double>(f.dp_cost.client_minflt)),
                                  f.dp_cost.per_gb(static_cast<double>(f.dp_cost.server_minflt)));
   std::printf("  data-plane minor faults per GB (the larger side) %.0f   [target < 1000: %s]\n",
               faults, faults < 1000 ? "meets target" : "MISSES target");
+}
+
+/// The figures as one JSON line.
+void print_json(const transfer_options& o, const figures& f, double bytes, uint64_t link_bps) {
+  const double ratio = f.tcp_gbps > 0 ? f.gbps / f.tcp_gbps : 0;
+  const double raw_ratio = f.raw_gbps > 0 ? f.gbps / f.raw_gbps : 0;
+  double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
+  std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
+              "\"tcp_gb_per_s\":%.4f,\"tcp_one_buffer_gb_per_s\":%.4f,\"iperf3_gbit_per_s\":%.4f,"
+              "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio_tcp\":%.4f,"
+              "\"ratio_raw\":%.4f,\"retransmits\":%u,"
+              "\"dp_minflt_per_gb_client\":%.0f,\"dp_minflt_per_gb_server\":%.0f,"
+              "\"dp_cpu_s_per_gb_client\":%.3f,\"dp_cpu_s_per_gb_server\":%.3f,"
+              "\"server_peak_rss\":%llu,\"link_rate_bps\":%llu,"
+              "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
+              "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
+              bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
+              f.tcp_gbps, f.tcp_one_gbps, f.iperf_gbps.value_or(0), f.raw_gbps, f.raw_hot_gbps,
+              ratio, raw_ratio, f.retransmits,
+              f.dp_cost.per_gb(static_cast<double>(f.dp_cost.client_minflt)),
+              f.dp_cost.per_gb(static_cast<double>(f.dp_cost.server_minflt)),
+              f.dp_cost.per_gb(f.dp_cost.client_cpu_s), f.dp_cost.per_gb(f.dp_cost.server_cpu_s),
+              static_cast<unsigned long long>(f.server_peak_rss),
+              static_cast<unsigned long long>(link_bps), u, f.idle_p50_us, f.idle_p99_us,
+              f.load_p50_us, f.load_p99_us, static_cast<unsigned long long>(f.rtt_samples));
 }
 
 } // namespace
@@ -46,9 +72,14 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   std::printf("  data plane  %7.3f GB/s  (%7.0f Mbit/s)   [target >= 80%% of plain TCP: %s]\n",
               f.gbps, f.gbps * 8e3, verdict(ratio >= 0.8));
   std::printf(
-      "  plain TCP   %7.3f GB/s  (%7.0f Mbit/s)   %u connection(s), chunk-sized writes from a\n"
-      "                                         warm buffer, reads into a warm buffer\n",
-      f.tcp_gbps, f.tcp_gbps * 8e3, o.connections);
+      "  plain TCP   %7.3f GB/s  (%7.0f Mbit/s)   %u connection(s), chunk-sized writes from %u\n"
+      "                                         distinct warm buffers, reads into %u (the "
+      "pools')\n",
+      f.tcp_gbps, f.tcp_gbps * 8e3, o.connections, o.pool_buffers, o.pool_buffers);
+  std::printf(
+      "  TCP, 1 buf  %7.3f GB/s  (%7.0f Mbit/s)   reference: every write from one buffer, reads\n"
+      "                                         into one per connection (cache-resident)\n",
+      f.tcp_one_gbps, f.tcp_one_gbps * 8e3);
   if (f.iperf_gbps)
     std::printf(
         "  iperf3 -P %u %7.3f GB/s  (%7.0f Mbit/s)   reference, 3 s, run before the nodes\n",
@@ -62,14 +93,20 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
   std::printf(
       "  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
       f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
-  std::printf("  ratio       %6.0f%% of plain TCP; %.0f%% of raw zmq; %.0f%% of raw zmq hot; chunk "
-              "re-sends: %u\n",
-              100 * ratio, 100 * raw_ratio,
-              f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
+  std::printf(
+      "  ratio       %6.0f%% of plain TCP; %.0f%% of TCP, 1 buf; %.0f%% of raw zmq; %.0f%% of "
+      "raw zmq hot; chunk re-sends: %u\n",
+      100 * ratio, f.tcp_one_gbps > 0 ? 100 * f.gbps / f.tcp_one_gbps : 0.0, 100 * raw_ratio,
+      f.raw_hot_gbps > 0 ? 100 * f.gbps / f.raw_hot_gbps : 0.0, f.retransmits);
   print_costs(f);
   const double pools = 2.0 * o.pool_buffers * static_cast<double>(o.chunk_bytes) / (1 << 20);
-  std::printf("  receiver peak RSS during a data-plane transfer %.0f MiB (its pools: %.0f MiB)\n",
-              static_cast<double>(f.server_peak_rss) / (1 << 20), pools);
+  // The receiving process also holds the plain-TCP sink's warm buffers (its ring and one
+  // per connection), resident from the first baseline run on.
+  const double sink = static_cast<double>(o.pool_buffers + o.connections) *
+                      static_cast<double>(o.chunk_bytes) / (1 << 20);
+  std::printf("  receiver peak RSS during a data-plane transfer %.0f MiB (its pools: %.0f MiB; the "
+              "plain-TCP sink's buffers: %.0f MiB)\n",
+              static_cast<double>(f.server_peak_rss) / (1 << 20), pools, sink);
   if (link_bps > 0) {
     double u = f.gbps * 8e9 / static_cast<double>(link_bps);
     double ru = f.raw_gbps * 8e9 / static_cast<double>(link_bps);
@@ -87,26 +124,8 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
     std::printf("  (the load: separate data-plane runs at %.3f GB/s while pinged every ~200 us)\n",
                 f.gbps_pinged);
   }
-  if (o.json) {
-    double u = link_bps > 0 ? f.gbps * 8e9 / static_cast<double>(link_bps) : 0;
-    std::printf("{\"bytes\":%.0f,\"chunk_bytes\":%llu,\"connections\":%u,\"gb_per_s\":%.4f,"
-                "\"tcp_gb_per_s\":%.4f,\"iperf3_gbit_per_s\":%.4f,"
-                "\"raw_gb_per_s\":%.4f,\"raw_hot_gb_per_s\":%.4f,\"ratio_tcp\":%.4f,"
-                "\"ratio_raw\":%.4f,\"retransmits\":%u,"
-                "\"dp_minflt_per_gb_client\":%.0f,\"dp_minflt_per_gb_server\":%.0f,"
-                "\"dp_cpu_s_per_gb_client\":%.3f,\"dp_cpu_s_per_gb_server\":%.3f,"
-                "\"server_peak_rss\":%llu,\"link_rate_bps\":%llu,"
-                "\"utilisation\":%.4f,\"rtt_idle_p50_us\":%.1f,\"rtt_idle_p99_us\":%.1f,"
-                "\"rtt_load_p50_us\":%.1f,\"rtt_load_p99_us\":%.1f,\"rtt_samples\":%llu}\n",
-                bytes, static_cast<unsigned long long>(o.chunk_bytes), o.connections, f.gbps,
-                f.tcp_gbps, f.iperf_gbps.value_or(0), f.raw_gbps, f.raw_hot_gbps, ratio, raw_ratio,
-                f.retransmits, f.dp_cost.per_gb(static_cast<double>(f.dp_cost.client_minflt)),
-                f.dp_cost.per_gb(static_cast<double>(f.dp_cost.server_minflt)),
-                f.dp_cost.per_gb(f.dp_cost.client_cpu_s), f.dp_cost.per_gb(f.dp_cost.server_cpu_s),
-                static_cast<unsigned long long>(f.server_peak_rss),
-                static_cast<unsigned long long>(link_bps), u, f.idle_p50_us, f.idle_p99_us,
-                f.load_p50_us, f.load_p99_us, static_cast<unsigned long long>(f.rtt_samples));
-  }
+  if (o.json)
+    print_json(o, f, bytes, link_bps);
 }
 
 } // namespace prfaas::bench

@@ -19,14 +19,16 @@ struct cost {
 };
 
 struct figures {
-  double gbps = 0, tcp_gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
-  double gbps_pinged = 0; ///< the data plane while the control plane is pinged
+  double gbps = 0, raw_gbps = 0, raw_hot_gbps = 0;
+  double tcp_gbps = 0;     ///< plain TCP from and into distinct warm buffers (the target's)
+  double tcp_one_gbps = 0; ///< plain TCP from and into one cache-resident buffer (reference)
+  double gbps_pinged = 0;  ///< the data plane while the control plane is pinged
   std::optional<double> iperf_gbps;
   std::string iperf_why;
   double idle_p50_us = 0, idle_p99_us = 0, load_p50_us = 0, load_p99_us = 0;
   uint64_t rtt_samples = 0;
   uint32_t retransmits = 0;
-  cost dp_cost, tcp_cost;
+  cost dp_cost, tcp_cost, tcp_one_cost;
   uint64_t server_peak_rss = 0; ///< the most any data-plane run reached
   int counted_runs = 0;         ///< runs whose costs are counted (after the first)
 };
