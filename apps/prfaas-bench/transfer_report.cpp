@@ -91,7 +91,8 @@ void print(const transfer_options& o, const figures& f, bool two_process) {
       "                                         held by the receiver until all arrived\n",
       f.raw_gbps, f.raw_gbps * 8e3);
   std::printf(
-      "  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one 4 MiB buffer re-sent, dropped on arrival\n",
+      "  raw zmq hot %7.3f GB/s  (%7.0f Mbit/s)   one chunk-sized buffer re-sent, dropped on "
+      "arrival\n",
       f.raw_hot_gbps, f.raw_hot_gbps * 8e3);
   std::printf(
       "  ratio       %6.0f%% of plain TCP; %.0f%% of TCP, 1 buf; %.0f%% of raw zmq; %.0f%% of "
