@@ -7,6 +7,9 @@
 // one spare for each transfer holding none. A transfer quiet for 2 x
 // chunk_timeout gives back its reservation and the pool buffers of chunks waiting for
 // an earlier one, so neither a stalled nor an abandoned transfer starves the others.
+// While another transfer waits for its first buffer and none is spare, a reservation
+// goes back after `contended_quiet` instead: a sender computing its next part (a
+// prefill between slices) would otherwise hold every buffer for seconds.
 
 #include <algorithm>
 #include <cstring>
@@ -18,6 +21,11 @@ namespace prfaas::detail {
 // -- buffers and credit --------------------------------------------------------------
 
 namespace {
+
+/// How long a transfer holding a reservation may be quiet while another waits for its
+/// first buffer. Bytes arriving count as activity, also midway through a chunk on a
+/// slow link, so a transfer that is being received is never this quiet.
+constexpr dp_clock::duration contended_quiet = std::chrono::milliseconds(100);
 
 /// Holds no receive buffer, and has chunks left to be granted.
 bool wants_first_credit(const inbound_transfer& in) {
@@ -79,12 +87,15 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in, bool yield) {
     // A transfer being served (`yield`: one of its chunks just landed) leaves a spare
     // buffer for each transfer holding none that wants credit, so transfers that keep
     // re-granting themselves the buffers they free cannot starve a new one.
+    // A transfer that gave its reservation back while others waited, and has not been
+    // quiet for long, still counts: its share stays spare for its next chunks.
+    const auto now = dp_clock::now();
     uint32_t active = 0, owed = 0;
     for (auto& [_, other] : inbound_) {
-      if (other.delivered || other.idle)
+      if (other.delivered || (other.idle && now - other.last_activity >= 2 * cfg_.chunk_timeout))
         continue;
       ++active;
-      owed += yield && &other != &in && wants_first_credit(other) ? 1 : 0;
+      owed += yield && &other != &in && !other.idle && wants_first_credit(other) ? 1 : 0;
     }
     const uint32_t share =
         std::max<uint32_t>(1, rx_pool_->capacity() / std::max<uint32_t>(active, 1));
@@ -122,16 +133,18 @@ void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
   // waiting for an earlier one move out of the pool (copied). An abandoned transfer
   // whose CANCEL was lost would otherwise keep them until receive_timeout, and a pool
   // full of them grants every other sender nothing.
-  const auto quiet = 2 * cfg_.chunk_timeout;
+  const dp_clock::duration quiet = 2 * cfg_.chunk_timeout;
+  const auto reservation_quiet = waiting_for_credit() ? std::min(quiet, contended_quiet) : quiet;
   bool freed = false;
   for (auto& [_, in] : inbound_) {
-    if (in.delivered || now - in.last_activity < quiet)
+    if (in.delivered || now - in.last_activity < reservation_quiet)
       continue;
-    for (auto& [index, c] : in.pending)
-      if (c.first && c.first->pooled()) {
-        c.first = copy_bulk(c.first->data(), c.first->size());
-        freed = true;
-      }
+    if (now - in.last_activity >= quiet)
+      for (auto& [index, c] : in.pending)
+        if (c.first && c.first->pooled()) {
+          c.first = copy_bulk(c.first->data(), c.first->size());
+          freed = true;
+        }
     if (in.idle || in.reserved == 0)
       continue;
     in.idle = true;
@@ -141,6 +154,15 @@ void zmq_data_plane_impl::release_idle(dp_clock::time_point now) {
   freed |= bulk_release_stalled(now, quiet);
   if (freed)
     regrant();
+}
+
+bool zmq_data_plane_impl::waiting_for_credit() const {
+  if (!rx_pool_ || spare_buffers() > 0)
+    return false;
+  for (auto& [_, in] : inbound_)
+    if (!in.delivered && !in.idle && !in.reply_to.empty() && wants_first_credit(in))
+      return true;
+  return false;
 }
 
 void zmq_data_plane_impl::regrant(const inbound_transfer* served) {

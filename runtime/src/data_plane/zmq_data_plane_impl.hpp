@@ -388,6 +388,8 @@ private:
   /// Gives back the reservations of transfers nothing arrived for in a while, so a dead
   /// sender's grant does not starve the others.
   void release_idle(dp_clock::time_point now);
+  /// An open transfer waits for its first receive buffer, and none is spare.
+  bool waiting_for_credit() const;
   /// The transfer is active again (a frame arrived): it may reserve again.
   void touch(inbound_transfer& in, dp_clock::time_point now);
   std::shared_ptr<stream_handlers> sink_for(const std::string& sink);

@@ -190,3 +190,44 @@ TEST_CASE(
   CHECK(p.done.get(1).ok);
   CHECK(p.done.get(2).ok);
 }
+
+TEST_CASE(
+    "data plane credit: a transfer whose producer is computing gives its grant to a new one") {
+  // Two receive buffers, two chunks of grant per transfer. Transfer 1's first chunk
+  // lands and its grant moves on: both buffers are set aside for chunks its producer
+  // has not made yet (a prefill computing its next slice). Transfer 2 opens meanwhile.
+  // It must not wait until 1 is quiet for 2 x chunk_timeout (60 s here: it would time
+  // out first); a transfer that holds a reservation and has been quiet for a moment
+  // gives it back when another is waiting for its first buffer.
+  credit_pair p{2, 30s};
+  auto first = make_chunks(3, 20 << 10, 81);
+  p.a->open(1, "b", "kv", "m", p.done.handler());
+  p.a->push(1, first[0]);
+  auto gauge = [&](const char* name) { return p.mb.gauge_value(name, {}); };
+  REQUIRE(eventually([&] { return gauge("prfaas_data_receive_buffers_reserved") == 2; }, 10s));
+
+  auto chunks = make_chunks(6, 20 << 10, 82);
+  p.send(2, chunks);
+  REQUIRE(p.done.wait(1, 20s));
+  INFO(p.done.get(2).error);
+  CHECK(p.done.get(2).ok);
+  CHECK(p.done.calls(1) == 0); // 1 is still open
+  REQUIRE(p.got.wait(1, 10s));
+  auto t = p.got.find(2);
+  REQUIRE(t.chunks.size() == chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i)
+    CHECK(same_bytes(t.chunks[i], chunks[i]));
+
+  // 1's producer goes on: its chunks land, and it completes intact.
+  p.a->push(1, first[1]);
+  p.a->push(1, first[2]);
+  p.a->finish(1);
+  REQUIRE(p.done.wait(2, 20s));
+  INFO(p.done.get(1).error);
+  CHECK(p.done.get(1).ok);
+  REQUIRE(p.got.wait(2, 10s));
+  auto one = p.got.find(1);
+  REQUIRE(one.chunks.size() == first.size());
+  for (size_t i = 0; i < first.size(); ++i)
+    CHECK(same_bytes(one.chunks[i], first[i]));
+}
