@@ -119,6 +119,16 @@ struct credit_pair : dp_pair {
                 }} {}
 };
 
+/// The `n`th transfer delivered to b's sink is `id`, with exactly `chunks`.
+void check_delivered(credit_pair& p, size_t n, uint64_t id,
+                     const std::vector<std::vector<std::byte>>& chunks) {
+  REQUIRE(p.got.wait(n, 10s));
+  auto t = p.got.find(id);
+  REQUIRE(t.chunks.size() == chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i)
+    CHECK(same_bytes(t.chunks[i], chunks[i]));
+}
+
 } // namespace
 
 TEST_CASE("data plane credit: a chunk arriving slowly on the bulk path holds one buffer, not two") {
@@ -140,11 +150,7 @@ TEST_CASE("data plane credit: a chunk arriving slowly on the bulk path holds one
   REQUIRE(p.done.wait(1, 20s));
   INFO(p.done.get(1).error);
   CHECK(p.done.get(1).ok);
-  REQUIRE(p.got.wait(1, 10s));
-  auto t = p.got.find(1);
-  REQUIRE(t.chunks.size() == chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i)
-    CHECK(same_bytes(t.chunks[i], chunks[i]));
+  check_delivered(p, 1, 1, chunks);
   CHECK(gauge("prfaas_data_receive_buffers_taken") == 1); // 50's chunk is still arriving
 }
 
@@ -178,11 +184,7 @@ TEST_CASE(
   INFO(p.done.get(3).error);
   CHECK(p.done.get(3).ok);
   CHECK(others_open); // 3 did not wait for 1 and 2 to end
-  REQUIRE(p.got.wait(1, 10s));
-  auto t = p.got.find(3);
-  REQUIRE(t.chunks.size() == chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i)
-    CHECK(same_bytes(t.chunks[i], chunks[i]));
+  check_delivered(p, 1, 3, chunks);
   // And 1 and 2 complete once their producers finish.
   p.a->finish(1);
   p.a->finish(2);
@@ -212,11 +214,7 @@ TEST_CASE(
   INFO(p.done.get(2).error);
   CHECK(p.done.get(2).ok);
   CHECK(p.done.calls(1) == 0); // 1 is still open
-  REQUIRE(p.got.wait(1, 10s));
-  auto t = p.got.find(2);
-  REQUIRE(t.chunks.size() == chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i)
-    CHECK(same_bytes(t.chunks[i], chunks[i]));
+  check_delivered(p, 1, 2, chunks);
 
   // 1's producer goes on: its chunks land, and it completes intact.
   p.a->push(1, first[1]);
@@ -225,9 +223,5 @@ TEST_CASE(
   REQUIRE(p.done.wait(2, 20s));
   INFO(p.done.get(1).error);
   CHECK(p.done.get(1).ok);
-  REQUIRE(p.got.wait(2, 10s));
-  auto one = p.got.find(1);
-  REQUIRE(one.chunks.size() == first.size());
-  for (size_t i = 0; i < first.size(); ++i)
-    CHECK(same_bytes(one.chunks[i], first[i]));
+  check_delivered(p, 2, 1, first);
 }
