@@ -6,22 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/json_line.hpp"
 #include "support/process.hpp"
 
 using namespace prfaas::test;
-using json = nlohmann::json;
-
-namespace {
-
-json last_json_line(const std::string& out) {
-  auto end = out.find_last_not_of('\n');
-  REQUIRE(end != std::string::npos);
-  auto begin = out.rfind('\n', end);
-  begin = begin == std::string::npos ? 0 : begin + 1;
-  return json::parse(out.substr(begin, end - begin + 1));
-}
-
-} // namespace
 
 TEST_CASE("directory bench: ops and block ops are counted as Dynamo's mooncake_bench counts them") {
   temp_dir dir;
