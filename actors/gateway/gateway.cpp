@@ -1,5 +1,8 @@
 // `gateway`: owns every request's lifecycle, from acceptance at the HTTP front end
-// to exactly one outcome (done or failed) — see lifecycle.hpp.
+// to exactly one outcome (done or failed) — see lifecycle.hpp. The decisions below are
+// the request tracker's (request_tracker.hpp: events in, actions out, no actors);
+// this actor receives messages and hands them to it, gateway_env.cpp carries out its
+// actions.
 //
 //   accepted      HTTP validated it and admission let it in (http_frontend)
 //   routed        the scheduler chose prefill and decode workers (RouteQuery)
@@ -39,7 +42,7 @@
 #include "gateway/http_frontend.hpp"
 #include "gateway/lifecycle.hpp"
 #include "gateway/request_figures.hpp"
-#include "gateway/request_rules.hpp"
+#include "gateway/request_tracker.hpp"
 #include "gateway/sim_ingress.hpp"
 #include "prfaas/engine/block_hash.hpp"
 #include "prfaas/runtime/peer_loss.hpp"
@@ -68,17 +71,16 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
   s.live_gauge->Set(0);
   gateway_env env{self, ctx, name, cfg};
   http_frontend::hooks hooks;
+  s.tracker =
+      std::make_unique<request_tracker>(tracker_settings_of(cfg), [ctx] { return ctx->new_id(); });
   auto accept = [self, env](std::shared_ptr<accepted_request> a) {
-    auto e = std::make_shared<entry>();
-    e->a = a;
-    e->text = std::make_unique<output_text>(env.cfg.tok, a->req.stop, a->req.logprobs >= 0);
     if (!a->req.user.empty())
       env.ctx->log()->info("request_accepted request={} prompt_tokens={} {}", a->id,
                            a->req.prompt.size(), a->req.user);
-    e->deadline = a->accepted + env.cfg.http.deadline;
-    self->state.live.emplace(a->id, e);
-    self->state.live_gauge->Set(static_cast<double>(self->state.live.size()));
-    env.route(e, false);
+    auto text = std::make_unique<output_text>(env.cfg.tok, a->req.stop, a->req.logprobs >= 0);
+    auto todo = env.tracker().accept(std::move(a), std::move(text));
+    self->state.live_gauge->Set(static_cast<double>(env.tracker().size()));
+    env.run(std::move(todo));
   };
   hooks.submit = [inbox = s.inbox, accept](std::shared_ptr<accepted_request> a) {
     return inbox->post([accept, a] { accept(a); });
@@ -110,7 +112,9 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
         .Set(s.http->port());
   }
   self->send(self, caf::tick_atom_v);
-  auto lost = [=](const std::string& peer, const std::string&) { env.on_peer_down(peer); };
+  auto lost = [=](const std::string& peer, const std::string&) {
+    env.run(env.tracker().peer_down(peer, env.now()));
+  };
   return on_peer_lost(self, *ctx, lost)
       .or_else(caf::behavior{
           [=](wake_atom) { self->state.inbox->drain(); },
@@ -119,7 +123,7 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
             accept(std::move(m.request));
           },
           [=](caf::tick_atom) {
-            env.sweep();
+            env.run(env.tracker().sweep(env.now()));
             self->delayed_send(self, env.cfg.sweep_interval, caf::tick_atom_v);
           },
           [=](remote_message& msg) -> caf::result<remote_message> {
@@ -127,9 +131,9 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
                 *ctx, msg,
                 [&](TokenEvents& batch) {
                   for (auto& ev : batch.events())
-                    env.on_tokens(ev);
+                    env.run(env.tracker().tokens(ev, env.now()));
                 },
-                [&](TokenEvent& ev) { env.on_tokens(ev); });
+                [&](TokenEvent& ev) { env.run(env.tracker().tokens(ev, env.now())); });
           },
       });
 }

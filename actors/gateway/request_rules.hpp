@@ -3,7 +3,7 @@
 // The gateway's decisions about one request, as plain functions of what it knows: which
 // token events it takes, when a lost prefill fails over or gives up, when a lost decode
 // worker's request resumes, what a node's death means for it, what the periodic sweep
-// does with it. gateway.cpp carries them out (messages, output, metrics);
+// does with it. The request tracker (request_tracker.hpp) applies them;
 // tests/unit/gateway checks them without an actor system, with a property test that a
 // stream assembled through them never repeats or skips an index.
 
