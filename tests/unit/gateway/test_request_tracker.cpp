@@ -3,8 +3,9 @@
 // paths one by one (route, failover, switch of decode worker, resume, token gaps,
 // stalls, deadlines, a lost node, late replies), then a property test: requests driven
 // by random interleavings of replies, failures, lost and duplicated token events, node
-// deaths, silent workers and gone clients each end exactly once, and no output token is
-// delivered twice or skipped.
+// deaths, silent workers, gone clients and stop strings each end exactly once, no output
+// token is delivered twice or skipped, and a resume prefills the prompt plus the output so
+// far (with what a possible stop string holds back).
 
 #include <map>
 #include <random>
@@ -42,15 +43,15 @@ struct fixture {
   uint64_t ids = 0;
   request_tracker t{settings(), [this] { return ++ids; }};
 
-  entry_ptr accept(const std::string& id, uint32_t max_tokens = 8, time_point at = t0) {
+  entry_ptr accept(const std::string& id, uint32_t max_tokens = 8, time_point at = t0,
+                   std::vector<std::string> stops = {}) {
     auto a = std::make_shared<accepted_request>();
     a->id = id;
     a->req.prompt = {'h', 'i'};
     a->req.max_tokens = max_tokens;
     a->channel = std::make_shared<stream_channel>();
     a->accepted = at;
-    auto out =
-        t.accept(a, std::make_unique<output_text>(bytes(), std::vector<std::string>{}, false));
+    auto out = t.accept(a, std::make_unique<output_text>(bytes(), std::move(stops), false));
     REQUIRE(out.size() == 1);
     REQUIRE(std::holds_alternative<act::ask_route>(out[0]));
     return t.find(id);
@@ -304,7 +305,8 @@ struct world {
   std::map<std::string, std::vector<token>> delivered;
   std::map<std::string, uint32_t> totals;
   std::set<std::string> dead; ///< nodes that died (for this run: they stay dead)
-  int finished = 0, failed = 0;
+  int finished = 0, failed = 0, stopped = 0;
+  std::set<std::string> stops; ///< requests with the stop string "fgh"
 
   explicit world(uint32_t seed) : rng(seed) {}
   bool chance(int pct) { return std::uniform_int_distribution<int>(0, 99)(rng) < pct; }
@@ -343,11 +345,17 @@ struct world {
   }
   void on(act::order_prefill& x) {
     auto e = x.e;
-    // A resume prefills the prompt and what the client has: decoding continues from there.
-    auto expect = e->a->req.prompt;
-    const auto& d = delivered[e->a->id];
-    expect.insert(expect.end(), d.begin(), d.end());
-    CHECK(prefill_prompt(*e) == expect);
+    // A resume prefills the prompt and the first n tokens of the output, n at least what
+    // the client has (more when text is held back for a stop string that may begin):
+    // decoding continues from there.
+    const auto p = prefill_prompt(*e);
+    const auto& prompt = e->a->req.prompt;
+    REQUIRE(p.size() >= prompt.size());
+    CHECK(std::equal(prompt.begin(), prompt.end(), p.begin()));
+    const size_t n = p.size() - prompt.size();
+    CHECK(n >= delivered[e->a->id].size());
+    for (size_t k = 0; k < n; ++k)
+      CHECK(p[prompt.size() + k] == static_cast<token>('a' + k % 26));
     const uint64_t tid = e->transfer_id;
     if (dead.count(e->route.prefill_node()) || chance(12)) {
       const errc code = chance(40) ? errc::transfer_failed : errc::request_timeout;
@@ -387,9 +395,18 @@ struct world {
     ++failed;
   }
   void on(act::finished& x) {
-    ++ends[x.e->a->id];
+    const auto& id = x.e->a->id;
+    ++ends[id];
     ++finished;
-    CHECK(delivered[x.e->a->id].size() == totals[x.e->a->id]); // complete
+    // Complete: every token, or those before the stop string ("fgh": tokens 5-7).
+    if (x.reason == "stop") {
+      ++stopped;
+      CHECK(stops.count(id) == 1);
+      CHECK(delivered[id].size() == 5);
+      return;
+    }
+    CHECK(delivered[id].size() == totals[id]);
+    CHECK((stops.count(id) == 0 || totals[id] < 8));
   }
 
   /// A decode worker sends its next 1-3 tokens (sometimes lost, sometimes twice).
@@ -437,14 +454,20 @@ struct world {
 } // namespace
 
 TEST_CASE("tracker: random event orders end every request exactly once, no token twice") {
-  int finished = 0, failed = 0;
+  int finished = 0, failed = 0, stopped = 0;
+  std::set<std::string> stops; ///< requests with the stop string "fgh"
   for (uint32_t seed = 1; seed <= 200; ++seed) {
     CAPTURE(seed);
     world w{seed};
     for (int i = 0; i < 6; ++i) {
       const auto id = "r" + std::to_string(i);
       w.totals[id] = 1 + w.rng() % 30;
-      auto e = w.f.accept(id, w.totals[id], w.now);
+      std::vector<std::string> stop;
+      if (i % 2 == 0) {
+        stop.push_back("fgh");
+        w.stops.insert(id);
+      }
+      auto e = w.f.accept(id, w.totals[id], w.now, stop);
       w.apply({act::ask_route{e, false}});
     }
     for (int i = 0; i < 3000 && w.f.t.size() > 0; ++i)
@@ -465,8 +488,10 @@ TEST_CASE("tracker: random event orders end every request exactly once, no token
     }
     finished += w.finished;
     failed += w.failed;
+    stopped += w.stopped;
   }
   // The random world exercises both endings (a fixed seed range: deterministic).
   CHECK(finished > 100);
   CHECK(failed > 50);
+  CHECK(stopped > 40);
 }
