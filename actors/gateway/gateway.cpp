@@ -78,9 +78,9 @@ caf::behavior gateway(self_ptr self, node_context* ctx, std::string name, gatewa
       env.ctx->log()->info("request_accepted request={} prompt_tokens={} {}", a->id,
                            a->req.prompt.size(), a->req.user);
     auto text = std::make_unique<output_text>(env.cfg.tok, a->req.stop, a->req.logprobs >= 0);
-    auto todo = env.tracker().accept(std::move(a), std::move(text));
+    auto acts = env.tracker().accept(std::move(a), std::move(text));
     self->state.live_gauge->Set(static_cast<double>(env.tracker().size()));
-    env.run(std::move(todo));
+    env.run(std::move(acts));
   };
   hooks.submit = [inbox = s.inbox, accept](std::shared_ptr<accepted_request> a) {
     return inbox->post([accept, a] { accept(a); });

@@ -26,8 +26,8 @@ duration gateway_env::remaining(const entry& e) const {
   return left.count() > 0 ? std::chrono::duration_cast<duration>(left) : duration{1};
 }
 
-void gateway_env::run(actions todo) const {
-  for (auto& a : todo)
+void gateway_env::run(actions acts) const {
+  for (auto& a : acts)
     std::visit(overloaded{[&](act::ask_route& x) { ask_route(x.e, x.failover); },
                           [&](act::order_decode& x) { order_decode(x.e); },
                           [&](act::order_prefill& x) { order_prefill(x.e); },

@@ -68,7 +68,7 @@ struct gateway_env {
   duration remaining(const entry& e) const;
 
   /// Carries out the tracker's actions, in order.
-  void run(actions todo) const;
+  void run(actions acts) const;
 
   // One per action.
   void ask_route(const entry_ptr& e, bool failover) const;
