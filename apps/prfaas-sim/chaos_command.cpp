@@ -67,6 +67,7 @@ public:
   json run() {
     reset_probe_tally();
     reset_fault_tally();
+    w_.fabric().set_live(o_.data_plane == "real", seed_);
     w_.start();
     observe_membership();
     w_.run_until(w_.now() + secs(3)); // membership settles
@@ -231,6 +232,13 @@ private:
       at(f.at_s, [this] { degrade(true); });
       at(end, [this] { degrade(false); });
       break;
+    case fault_kind::data_loss:
+    case fault_kind::data_corrupt: {
+      const bool loss = f.kind == fault_kind::data_loss;
+      at(f.at_s, [this, loss] { damage(loss, true); });
+      at(end, [this, loss] { damage(loss, false); });
+      break;
+    }
     case fault_kind::message_loss:
       at(f.at_s, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, true); });
       at(end, [this] { points({"transport.drop", "transport.duplicate"}, 0.02, false); });
@@ -327,6 +335,16 @@ private:
     const double full = r_.link_bps > 0 ? r_.link_bps : 100e9;
     w_.fabric().schedule_link_rate(r_.prfaas_cluster, r_.pd_cluster, w_.now(),
                                    on ? full / 100 : full);
+  }
+  /// Data-plane frames across the link lost (`loss`) or chunks corrupted, both ways.
+  void damage(bool loss, bool on) {
+    int& depth = loss ? lossy_ : corrupting_;
+    if (on ? depth++ > 0 : --depth > 0)
+      return;
+    const double p = on ? 0.05 : 0.0;
+    for (auto [a, b] :
+         {std::pair{r_.prfaas_cluster, r_.pd_cluster}, std::pair{r_.pd_cluster, r_.prfaas_cluster}})
+      loss ? w_.fabric().set_loss(a, b, p) : w_.fabric().set_corrupt(a, b, p);
   }
   /// Fault points on every node now running (and on nodes restarted while active).
   void points(std::vector<std::string> names, double p, bool on) {
@@ -425,7 +443,7 @@ private:
   std::map<std::string, double> slow_in_flight_until_; ///< a slowed link's frames still in flight
   std::map<std::pair<std::string, std::string>, std::chrono::nanoseconds> base_latency_;
   std::map<std::string, double> point_p_;
-  int cut_both_ = 0, cut_one_ = 0, degraded_ = 0;
+  int cut_both_ = 0, cut_one_ = 0, degraded_ = 0, lossy_ = 0, corrupting_ = 0;
   std::vector<membership_seen> seen_;
   std::vector<failure> failures_;
 };
@@ -458,6 +476,13 @@ CLI::App* add_chaos_command(CLI::App& app, chaos_options& o) {
   cmd->add_option("--gateway", o.gateway, "the gateway's node (never faulted)")
       ->capture_default_str();
   cmd->add_option("--json", o.json_out, "write the JSON report here (default stdout)");
+  cmd->add_option("--data-plane", o.data_plane,
+                  "real: the data plane's own sender and receiver over simulated frames; "
+                  "fluid: the fluid link model alone (faster)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"real", "fluid"}));
+  cmd->add_flag("!--no-data-faults", o.data_faults,
+                "no data-plane fault (lost frames, corrupted chunks) on top of --faults");
   cmd->add_flag("!--quiet", o.progress, "no progress lines on stderr");
   cmd->add_option("--sabotage", o.sabotage,
                   "negative control of the checker: hide_outcome | corrupt_stream | tight_bound");

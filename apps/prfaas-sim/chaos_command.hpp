@@ -38,7 +38,13 @@ struct chaos_options {
   double settle_s = 5;         ///< after the last heal, before the tail
   std::string gateway = "gw0"; ///< node whose gateway takes the load (never faulted)
   std::string json_out;        ///< "-" or empty = stdout
-  bool progress = true;        ///< a line per seed on stderr
+  /// "real": the data plane's sender and receiver run over simulated frames (credit,
+  /// resume, NACK, re-send under the seed); "fluid": the fluid link model alone.
+  std::string data_plane = "real";
+  /// With the real data plane: one data-plane fault per seed on top of `faults`
+  /// (frames lost, or chunks corrupted, across the link).
+  bool data_faults = true;
+  bool progress = true; ///< a line per seed on stderr
   /// Negative controls for the checker itself (tests): "hide_outcome" keeps one
   /// request's end from the checker, "corrupt_stream" changes a token of one completed
   /// stream, "tight_bound" checks detection against a bound of zero. Each must be

@@ -34,6 +34,10 @@ const char* name_of(fault_kind k) {
     return "slow_restart";
   case fault_kind::crash_gateway:
     return "crash_gateway";
+  case fault_kind::data_loss:
+    return "data_loss";
+  case fault_kind::data_corrupt:
+    return "data_corrupt";
   }
   return "?";
 }
@@ -77,8 +81,6 @@ roles roles_of(const deployment_config& dep, const std::string& gateway) {
   return r;
 }
 
-/// Seed `seed`'s faults: kinds in turn across the sweep (so a short sweep covers every
-/// kind), targets, times and lengths drawn from the seed.
 std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const roles& r,
                                double arrivals_s) {
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 17);
@@ -129,6 +131,13 @@ std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const role
     if ((f.kind == fault_kind::crash_directory || f.kind == fault_kind::crash_gateway) &&
         f.target.empty())
       f.kind = fault_kind::crash_points;
+    out.push_back(f);
+  }
+  if (o.data_faults && o.data_plane == "real") {
+    fault f;
+    f.kind = data_kinds[(seed - 1) % data_kinds.size()];
+    f.at_s = uniform(2.0, last_start);
+    f.for_s = uniform(1.0, 8.0);
     out.push_back(f);
   }
   std::sort(out.begin(), out.end(), [](const fault& a, const fault& b) { return a.at_s < b.at_s; });

@@ -34,6 +34,10 @@ enum class fault_kind {
                    ///< was sent to it arrives; the links speed up again (reordering)
   crash_gateway,   ///< kill a gateway other than the observer: its clients see their
                    ///< connections drop; the other gateways' clients must not notice
+  data_loss,       ///< 5% of the data plane's frames across the link lost, both ways (the
+                   ///< real data plane re-sends; the fluid model loses capacity)
+  data_corrupt,    ///< 5% of the chunks across the link arrive with a byte flipped (the
+                   ///< real data plane's checksums catch them; no effect on the fluid model)
 };
 
 inline constexpr std::array all_kinds{
@@ -42,6 +46,8 @@ inline constexpr std::array all_kinds{
     fault_kind::crash_points,  fault_kind::one_way,         fault_kind::flap,
     fault_kind::degrade,       fault_kind::burst,           fault_kind::slow_restart,
     fault_kind::crash_gateway};
+/// Drawn on top of a seed's faults, one per seed in turn (`chaos_options::data_faults`).
+inline constexpr std::array data_kinds{fault_kind::data_loss, fault_kind::data_corrupt};
 
 const char* name_of(fault_kind k);
 
@@ -65,7 +71,9 @@ struct roles {
 roles roles_of(const deployment_config& dep, const std::string& gateway);
 
 /// Seed `seed`'s faults: kinds in turn across the sweep (so a short sweep covers every
-/// kind), targets, times and lengths drawn from the seed.
+/// kind), targets, times and lengths drawn from the seed; then, with `o.data_faults` on
+/// the real data plane, one data-plane fault (loss and corruption in turn), drawn after the others
+/// so that they are the same with or without it.
 std::vector<fault> schedule_of(const chaos_options& o, uint64_t seed, const roles& r,
                                double arrivals_s);
 

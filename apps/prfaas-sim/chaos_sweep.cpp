@@ -48,7 +48,8 @@ json chaos_sweep(const chaos_options& opts) {
     progress.finish(opts.seeds, opts.seeds, virtual_s, events);
   std::vector<std::string> missing;
   for (auto& p : probe_inventory())
-    if (p.in_simulation && probes[std::string{p.name}] == 0)
+    if (p.in_simulation && (opts.data_plane == "real" || !p.needs_real_data_plane) &&
+        probes[std::string{p.name}] == 0)
       missing.emplace_back(p.name);
   uint64_t fired = 0;
   for (auto& [_, n] : points)

@@ -419,6 +419,10 @@ void add_run_options(CLI::App& cmd, run_options& o) {
   cmd.add_option("--trace-time-scale", o.trace_time_scale, "arrival = timestamp × this");
   cmd.add_option("--trace-input-scale", o.trace_input_scale, "input lengths and blocks × this");
   cmd.add_option("--seed", o.seed, "drives everything random");
+  cmd.add_option("--data-plane", o.data_plane,
+                 "fluid: the fluid link model | real: the data plane's own sender and receiver "
+                 "over simulated frames")
+      ->check(CLI::IsMember({"fluid", "real"}));
   cmd.add_option("--arrivals", o.arrivals, "poisson | bursty | mmpp");
   cmd.add_option("--rate", o.rate, "req/s (bursty: during bursts)");
   cmd.add_option("--burst-on", o.burst_on_s, "bursty: seconds of each burst");
@@ -462,6 +466,7 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   sim_world w{o.config};
   std::mt19937_64 rng{o.seed};
   auto src = make_source(o, rng);
+  w.fabric().set_live(o.data_plane == "real", o.seed);
   w.start();
   w.run_until(w.now() + std::chrono::nanoseconds(static_cast<int64_t>(o.warmup_s * 1e9)));
   run_state st{o, w};

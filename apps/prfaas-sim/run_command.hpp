@@ -45,6 +45,9 @@ struct run_options {
   std::string gateway;      ///< node/actor or "all"; default: the first gateway
   std::string json_out;     ///< "-" or empty = stdout
   std::string requests_csv; ///< per-request results, optional
+  /// "fluid": the fluid link model (scale runs); "real": the live data plane's sender
+  /// and receiver over simulated frames (slower: every chunk is an event).
+  std::string data_plane = "fluid";
 };
 
 CLI::App* add_run_command(CLI::App& app, run_options& opts);

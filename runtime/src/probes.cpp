@@ -26,7 +26,8 @@ constexpr probe_info runtime_probes[] = {
      "the work it held for that peer"},
     {"supervisor.restart", "a crashed actor was restarted by its supervisor"},
     {"data.transfer_failed", "a KV transfer failed (timeout, unreachable or cancelled peer)"},
-    {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", false},
+    {"data.chunk_retransmit", "a KV chunk was lost or corrupted on the wire and sent again", true,
+     true},
     {"data.bulk_fallback",
      "a bulk (TCP) connection of the data plane broke; chunks went back to ZeroMQ", false},
 };

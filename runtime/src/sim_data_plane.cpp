@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 
+#include "sim_fabric_link.hpp"
+
 namespace prfaas {
 
 namespace {
@@ -174,18 +176,6 @@ struct sim_data_fabric::flow {
   time_point active{}; ///< the producer's last open, push or finish: the timeout counts from it
 };
 
-struct sim_data_fabric::link {
-  std::string from, to; ///< clusters
-  bool shared = true;   ///< false: every transfer gets the full rate (intra-cluster)
-  double capacity_bps = 0;
-  double loss = 0;
-  std::vector<std::shared_ptr<flow>> flows;
-  time_point updated{};
-  uint64_t gen = 0;
-  double delivered = 0;
-  uint64_t messages = 0;
-};
-
 sim_data_fabric::sim_data_fabric(caf::actor_system& sys, sim_network* net)
     : net_(net), timer_(std::make_unique<sim_timer>(sys)) {}
 
@@ -251,7 +241,9 @@ void sim_data_fabric::set_loss(const std::string& from, const std::string& to, d
   reschedule(l);
 }
 
-data_plane_ptr sim_data_fabric::attach(data_plane_config cfg, metrics&, logger_ptr log) {
+data_plane_ptr sim_data_fabric::attach(data_plane_config cfg, metrics& m, logger_ptr log) {
+  if (live_)
+    return attach_live(std::move(cfg), m, std::move(log));
   auto name = cfg.node;
   auto p = std::make_shared<sim_data_plane>(shared_from_this(), std::move(cfg), std::move(log));
   planes_[name] = p.get();
@@ -574,7 +566,7 @@ void sim_data_fabric::reachability_changed() {
 
 sim_data_fabric* sim_fabric_of(data_plane* dp) {
   auto* p = dynamic_cast<sim_data_plane*>(dp);
-  return p ? &p->fabric() : nullptr;
+  return p ? &p->fabric() : live_fabric_of(dp);
 }
 
 std::shared_ptr<sim_data_fabric> sim_network::data_fabric() {

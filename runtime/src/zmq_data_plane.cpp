@@ -87,9 +87,11 @@ dp_peer::dp_peer(std::string n, std::string ep, data_link_config l, dp_clock::ti
   report.peer = name;
 }
 
-zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log)
+zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log,
+                                         std::shared_ptr<dp_sim_port> sim)
     : cfg_(std::move(cfg)), metrics_(m), log_(log ? std::move(log) : make_null_logger()),
-      identity_nonce_(random_nonce()), ctx_(io_threads_for(cfg_)), rng_(cfg_.faults.seed) {
+      identity_nonce_(random_nonce()), ctx_(io_threads_for(cfg_)), rng_(cfg_.faults.seed),
+      sim_(std::move(sim)) {
   if (cfg_.default_link.connections == 0)
     cfg_.default_link.connections = 1;
   for (auto& [_, l] : cfg_.links)
@@ -97,23 +99,39 @@ zmq_data_plane_impl::zmq_data_plane_impl(data_plane_config cfg, metrics& m, logg
   if (cfg_.window_chunks == 0)
     cfg_.window_chunks = 1;
   faults_on_ = cfg_.faults.seed != 0;
+  if (sim_) {
+    // No sockets: frames go through the port. The routing ids are a function of the
+    // incarnation (a run is a function of its seed); producers never wait on a send
+    // pool (nothing may block in virtual time); no TCP bulk path, no CURVE.
+    identity_nonce_ = std::to_string(cfg_.incarnation);
+    cfg_.bulk_tcp = false;
+    cfg_.security = nullptr;
+    cfg_.send_pool.buffers = 0;
+    cfg_.queue_delay_target = duration{0};
+  }
   // The first socket starts the context's I/O threads, which inherit the nice value
   // of the thread that creates it: create it from a thread running `nice` steps below
   // us, so bulk transfers yield the CPU to the control plane (heartbeats, requests).
-  std::thread{[this] {
-    lower_priority(cfg_.nice);
-    router_ = zmq::socket_t{ctx_, zmq::socket_type::router};
-  }}.join();
+  if (!sim_)
+    std::thread{[this] {
+      lower_priority(cfg_.nice);
+      router_ = zmq::socket_t{ctx_, zmq::socket_type::router};
+    }}.join();
   wake_ = std::make_shared<wake_signal>();
   if (cfg_.receive_pool.buffers > 0) {
     rx_pool_ = buffer_pool::create(cfg_.receive_pool, cfg_.node + ".receive");
-    rx_pool_->on_release([w = std::weak_ptr<wake_signal>(wake_)] {
-      if (auto s = w.lock()) {
-        // One wake per burst of releases: the loop regrants for all of them.
-        if (!s->released.exchange(true))
-          s->notify();
-      }
-    });
+    rx_pool_->on_release(
+        [w = std::weak_ptr<wake_signal>(wake_), port = std::weak_ptr<dp_sim_port>(sim_)] {
+          if (auto s = w.lock()) {
+            // One wake per burst of releases: the loop regrants for all of them.
+            if (!s->released.exchange(true)) {
+              if (auto p = port.lock())
+                p->wake_at(p->now());
+              else
+                s->notify();
+            }
+          }
+        });
   }
   if (cfg_.send_pool.buffers > 0)
     tx_pool_ = buffer_pool::create(cfg_.send_pool, cfg_.node + ".send");
@@ -148,6 +166,13 @@ void zmq_data_plane_impl::configure(zmq::socket_t& s) {
 void zmq_data_plane_impl::start() {
   if (started_.exchange(true))
     return;
+  if (sim_) {
+    endpoint_ = "sim://" + cfg_.node + "/data";
+    log_->info("data_plane_started node={} endpoint={} peers={} simulated=true", cfg_.node,
+               endpoint_, cfg_.peers.size());
+    wake(); // commands queued before the start
+    return;
+  }
   configure(router_);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::router_handover, 1);
@@ -175,6 +200,11 @@ void zmq_data_plane_impl::stop() {
   if (stopped_.exchange(true))
     return;
   stop_ = true;
+  if (sim_ && started_) {
+    if (!in_turn_) // from a handler, the turn that ran it shuts down when it ends
+      shutdown_io();
+    return;
+  }
   wake_->notify();
   if (io_.joinable()) {
     if (io_.get_id() == std::this_thread::get_id())
@@ -212,7 +242,7 @@ void zmq_data_plane_impl::enqueue(dp_command c) {
     }
   }
   if (wake)
-    wake_->notify();
+    this->wake();
   // The I/O thread is gone: an open still owes its caller a `done`.
   if (c.what == dp_command::op::open && c.done)
     c.done(transfer_outcome{c.id, false, "stopped", {}});
@@ -227,7 +257,7 @@ void zmq_data_plane_impl::open(uint64_t id, const std::string& peer, const std::
   c.sink = sink;
   c.meta = std::move(meta);
   c.done = std::move(done);
-  c.at = dp_clock::now();
+  c.at = clock_now();
   enqueue(std::move(c));
 }
 
@@ -240,7 +270,7 @@ void zmq_data_plane_impl::push(uint64_t id, bulk_ptr chunk) {
   // The checksum is computed here, on the producer's thread, not on the I/O thread.
   c.checksum = data_wire::checksum(chunk->data(), chunk->size());
   c.chunk = std::move(chunk);
-  c.at = dp_clock::now(); // the producer's progress keeps the transfer alive (transfer_timeout)
+  c.at = clock_now(); // the producer's progress keeps the transfer alive (transfer_timeout)
   enqueue(std::move(c));
 }
 
@@ -248,7 +278,7 @@ void zmq_data_plane_impl::finish(uint64_t id) {
   dp_command c;
   c.what = dp_command::op::finish;
   c.id = id;
-  c.at = dp_clock::now();
+  c.at = clock_now();
   enqueue(std::move(c));
 }
 
@@ -310,10 +340,17 @@ std::optional<dp_clock::duration> zmq_data_plane_impl::next_wake(dp_clock::time_
   return wait;
 }
 
+void zmq_data_plane_impl::wake() {
+  if (sim_)
+    sim_->wake_at(sim_->now());
+  else
+    wake_->notify();
+}
+
 void zmq_data_plane_impl::run() {
   std::vector<zmq::pollitem_t> items;
   while (!stop_) {
-    auto now = dp_clock::now();
+    auto now = clock_now();
     items.clear();
     items.push_back({nullptr, wake_->fd, ZMQ_POLLIN, 0});
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
@@ -339,27 +376,32 @@ void zmq_data_plane_impl::run() {
       wake_->drain();
     if (monitor_ && (items[2].revents & ZMQ_POLLIN))
       monitor_->drain();
-    process_commands();
-    drain_inbound();
-    bulk_after_poll(items);
-    if (wake_->released.exchange(false))
-      regrant();
-    for (auto& [_, p] : peers_)
-      for (size_t i = 0; i < p->conns.size(); ++i)
-        drain_replies(*p, i);
-    now = dp_clock::now();
-    flush_delayed(now);
-    control_delay(now);
-    check_timeouts(now);
-    pump(now);
-    if (now - last_expiry_ >= std::chrono::milliseconds(100)) {
-      expire_inbound(now);
-      release_idle(now);
-      last_expiry_ = now;
-    }
-    publish_links(now);
+    step(&items);
   }
   shutdown_io();
+}
+
+void zmq_data_plane_impl::step(const std::vector<zmq::pollitem_t>* items) {
+  process_commands();
+  drain_inbound();
+  if (items != nullptr)
+    bulk_after_poll(*items);
+  if (wake_->released.exchange(false))
+    regrant();
+  for (auto& [_, p] : peers_)
+    for (size_t i = 0; i < p->conns.size(); ++i)
+      drain_replies(*p, i);
+  auto now = clock_now();
+  flush_delayed(now);
+  control_delay(now);
+  check_timeouts(now);
+  pump(now);
+  if (now - last_expiry_ >= std::chrono::milliseconds(100)) {
+    expire_inbound(now);
+    release_idle(now);
+    last_expiry_ = now;
+  }
+  publish_links(now);
 }
 
 void zmq_data_plane_impl::shutdown_io() {
@@ -377,7 +419,7 @@ void zmq_data_plane_impl::shutdown_io() {
     ids.push_back(id);
   for (auto id : ids)
     complete(id, false, "stopped", "stopped");
-  publish_links(dp_clock::now(), true);
+  publish_links(clock_now(), true);
   for (auto& [_, p] : peers_)
     for (auto& c : p->conns)
       c.socket.close();
@@ -401,7 +443,7 @@ dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
   auto l = cfg_.links.find(name);
   auto link = l == cfg_.links.end() ? cfg_.default_link : l->second;
   auto p =
-      std::make_unique<dp_peer>(name, ep->second, link, dp_clock::now(),
+      std::make_unique<dp_peer>(name, ep->second, link, clock_now(),
                                 std::chrono::duration<double>(cfg_.queue_delay_target).count());
   auto& bh = cfg_.faults.blackhole_peers;
   p->blackhole = std::find(bh.begin(), bh.end(), name) != bh.end();
@@ -422,12 +464,15 @@ dp_peer* zmq_data_plane_impl::peer_for(const std::string& name) {
 void zmq_data_plane_impl::connect(dp_peer& p) {
   for (uint32_t k = 0; k < p.link.connections; ++k) {
     dp_connection c;
+    if (sim_) { // frames go through the port, addressed by peer and connection
+      p.conns.push_back(std::move(c));
+      continue;
+    }
     c.socket = zmq::socket_t{ctx_, zmq::socket_type::dealer};
     configure(c.socket);
     // Unique per connection and per instance: a restarted node never hands over
     // (steals) the live connections of another instance of the same name.
-    c.socket.set(zmq::sockopt::routing_id,
-                 cfg_.node + "/" + std::to_string(k) + "/" + identity_nonce_);
+    c.socket.set(zmq::sockopt::routing_id, routing_id_of(k));
     c.socket.set(zmq::sockopt::immediate, 1); // no queueing into a connection not yet up
     c.socket.set(zmq::sockopt::reconnect_ivl, 100);
     c.socket.set(zmq::sockopt::reconnect_ivl_max, 1000);
@@ -524,66 +569,6 @@ bool zmq_data_plane_impl::source_current(const data_wire::header& h) {
   default:
     return true;
   }
-}
-
-void zmq_data_plane_impl::publish_links(dp_clock::time_point now, bool force) {
-  if (!force && now - last_publish_ < std::chrono::milliseconds(1))
-    return;
-  last_publish_ = now;
-  std::vector<data_link_report> out;
-  out.reserve(peers_.size());
-  for (auto& [_, p] : peers_) {
-    auto& r = p->report;
-    // Throughput: acknowledged bits/s over ~100 ms windows, smoothed (EWMA 0.3).
-    if (!p->sampled) {
-      p->sampled = true;
-      p->sample_at = now;
-      p->acked_at_sample = r.bytes_acked;
-    } else if (now - p->sample_at >= std::chrono::milliseconds(100)) {
-      double dt = std::chrono::duration<double>(now - p->sample_at).count();
-      double rate = static_cast<double>(r.bytes_acked - p->acked_at_sample) * 8.0 / dt;
-      r.throughput_bps = r.throughput_bps == 0 ? rate : 0.7 * r.throughput_bps + 0.3 * rate;
-      p->sample_at = now;
-      p->acked_at_sample = r.bytes_acked;
-    }
-    uint32_t active = 0;
-    for (auto id : p->order)
-      active += outbound_.count(id) ? 1 : 0;
-    r.active_transfers = active;
-    r.updated = now;
-    p->in_flight_gauge->Set(static_cast<double>(r.bytes_in_flight));
-    p->queued_gauge->Set(static_cast<double>(r.bytes_queued));
-    out.push_back(r);
-  }
-  if (rx_pool_) {
-    rx_reserved_gauge_->Set(static_cast<double>(rx_reserved_));
-    rx_taken_gauge_->Set(static_cast<double>(rx_pool_->capacity() - rx_pool_->available()));
-  }
-  std::lock_guard<std::mutex> guard{links_mtx_};
-  published_ = std::move(out);
-}
-
-std::vector<data_link_report> zmq_data_plane_impl::links() const {
-  std::lock_guard<std::mutex> guard{links_mtx_};
-  return published_;
-}
-
-void zmq_data_plane_impl::observe_completed(const std::string& peer, const transfer_stats& st) {
-  const prometheus::Labels l{{"peer", peer}};
-  metrics_
-      .histogram("prfaas_data_transfer_seconds",
-                 "Completed sent transfers: open to the receiver's confirmation", latency_buckets(),
-                 l)
-      .Observe(std::chrono::duration<double>(st.completed - st.opened).count());
-  metrics_
-      .histogram("prfaas_data_transfer_exposed_seconds",
-                 "Completed sent transfers: wire time after the last chunk was produced",
-                 latency_buckets(), l)
-      .Observe(std::chrono::duration<double>(st.exposed_wire_time()).count());
-  metrics_
-      .histogram("prfaas_data_transfer_bytes", "Completed sent transfers: payload bytes",
-                 byte_count_buckets(), l)
-      .Observe(static_cast<double>(st.bytes));
 }
 
 } // namespace detail

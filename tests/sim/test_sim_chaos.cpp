@@ -1,5 +1,6 @@
 // The deterministic chaos sweep (`prfaas-sim chaos`): a short seeded slice holds
-// every invariant and fires every rare-path probe; a seed replays byte for byte; the
+// every invariant and fires every rare-path probe, on the real data plane (the
+// default) and on the fluid link model; a seed replays byte for byte; the
 // checker reports what it is built to catch (negative controls); and the seed that
 // showed a fixed bug stays fixed. The long sweep is `ctest -L slow` (test_sim_chaos_long).
 
@@ -48,14 +49,17 @@ std::pair<uint64_t, size_t> seeds_from_env(std::pair<uint64_t, size_t> dflt) {
 
 TEST_CASE(
     "a seeded slice of the chaos sweep loses nothing, breaks no invariant and fires every probe") {
-  // Seeds 71-74 together schedule every fault kind (24 faults over 13 kinds) and fire
-  // every probe (decode.order_expired is the rarest: since fencing, a reservation whose
-  // gateway is lost is dropped before its lease runs out; 4 times in seeds 1-150).
-  auto out = prfaas::sim::chaos_sweep(options(71, 4));
+  // Seeds 161-164 together schedule every fault kind (24 faults over 13 kinds, plus a
+  // data-plane fault each: frames lost, chunks corrupted) and fire every probe
+  // (decode.order_expired is the rarest: since fencing, a reservation whose gateway is
+  // lost is dropped before its lease runs out; 4 times in seeds 1-300).
+  auto out = prfaas::sim::chaos_sweep(options(161, 4));
   const auto& s = out["summary"];
   require_clean(s, out["seeds"]);
   CHECK(s["probes_never_fired"].empty());
-  CHECK(s["faults_scheduled"] == 24);
+  CHECK(s["faults_scheduled"] == 28);
+  // The real data plane's sender and receiver ran: chunks were lost and re-sent.
+  CHECK(s["probes"]["data.chunk_retransmit"].get<uint64_t>() > 0);
   CHECK(s["fault_points_fired"].get<uint64_t>() > 0);
   CHECK(s["requests"].get<size_t>() >= 4 * 68);
   // Faults cost some requests (clean 429/503/504, dropped connections of a killed
@@ -70,6 +74,20 @@ TEST_CASE(
       CHECK(d["bound_ms"].get<double>() <= 1200.0 + 400.0); // 1 ms links; 400 ms slowed
     }
   CHECK(detections >= 4);
+}
+
+TEST_CASE("on the fluid link model a slice fires every probe it can reach, and no other") {
+  // Seeds 71-74: every fault kind, no data-plane faults (the fluid model has no frames
+  // to lose); the sweep skips exactly the probes that need the real data plane.
+  auto o = options(71, 4);
+  o.data_plane = "fluid";
+  auto out = prfaas::sim::chaos_sweep(o);
+  const auto& s = out["summary"];
+  require_clean(s, out["seeds"]);
+  CHECK(s["probes_never_fired"].empty());
+  CHECK(s["faults_scheduled"] == 24);
+  CHECK(s["probes"].value("data.chunk_retransmit", 0) == 0);
+  CHECK(s["probes"]["decode.order_expired"].get<uint64_t>() > 0);
 }
 
 TEST_CASE("a chaos seed replays exactly and another seed differs") {

@@ -89,7 +89,7 @@ bool zmq_data_plane_impl::grant(inbound_transfer& in, bool yield) {
     // re-granting themselves the buffers they free cannot starve a new one.
     // A transfer that gave its reservation back while others waited, and has not been
     // quiet for long, still counts: its share stays spare for its next chunks.
-    const auto now = dp_clock::now();
+    const auto now = clock_now();
     uint32_t active = 0, owed = 0;
     for (auto& [_, other] : inbound_) {
       if (other.delivered || (other.idle && now - other.last_activity >= 2 * cfg_.chunk_timeout))

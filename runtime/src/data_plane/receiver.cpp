@@ -49,6 +49,17 @@ private:
 } // namespace
 
 void zmq_data_plane_impl::drain_inbound() {
+  if (sim_) {
+    for (int n = 0; n < 1024 && !sim_inbound_.empty(); ++n) {
+      auto f = std::move(sim_inbound_.front());
+      sim_inbound_.pop_front();
+      zmq::message_t identity{f.identity.data(), f.identity.size()};
+      zmq::message_t head{f.head.data(), f.head.size()};
+      auto payload = message_of(f.payload);
+      inbound_arrived(identity, head, f.has_payload ? &payload : nullptr);
+    }
+    return;
+  }
   for (int n = 0; n < 1024; ++n) {
     zmq::message_t identity;
     if (!router_.recv(identity, zmq::recv_flags::dontwait))
@@ -68,22 +79,34 @@ void zmq_data_plane_impl::drain_inbound() {
       drop_frame("malformed");
       continue;
     }
-    data_wire::decode_error err;
-    auto h =
-        data_wire::decode(static_cast<const std::byte*>(parts[0].data()), parts[0].size(), err);
-    if (!h || h->source.empty()) {
-      drop_frame("malformed");
-      continue;
-    }
-    if (!authentic(*h, parts[0]) || !source_current(*h))
-      continue;
-    on_inbound(identity, *h, count == 2 ? &parts[1] : nullptr);
+    inbound_arrived(identity, parts[0], count == 2 ? &parts[1] : nullptr);
   }
+}
+
+void zmq_data_plane_impl::inbound_arrived(const zmq::message_t& identity, zmq::message_t& head,
+                                          zmq::message_t* payload) {
+  data_wire::decode_error err;
+  auto h = data_wire::decode(static_cast<const std::byte*>(head.data()), head.size(), err);
+  if (!h || h->source.empty()) {
+    drop_frame("malformed");
+    return;
+  }
+  if (authentic(*h, head) && source_current(*h))
+    on_inbound(identity, *h, payload);
 }
 
 bool zmq_data_plane_impl::reply_header(const zmq::message_t& identity, const data_wire::header& h,
                                        const std::string* payload, bool quiet) {
   auto head = encode_ours(h);
+  if (sim_) {
+    if (sim_->reply(dp_sim_frame{routing_id(identity), std::move(head),
+                                 payload != nullptr ? make_bulk(*payload) : nullptr,
+                                 payload != nullptr}))
+      return true;
+    if (!quiet)
+      drop_frame("unroutable_reply");
+    return false;
+  }
   try {
     if (!router_.send(zmq::buffer(identity.data(), identity.size()),
                       zmq::send_flags::dontwait | zmq::send_flags::sndmore)) {
@@ -182,7 +205,7 @@ void zmq_data_plane_impl::on_inbound(const zmq::message_t& identity, const data_
 void zmq_data_plane_impl::inbound_open(const zmq::message_t& identity, const data_wire::header& h,
                                        zmq::message_t* payload) {
   auto key = std::make_pair(h.source, h.id);
-  auto now = dp_clock::now();
+  auto now = clock_now();
   if (!sink_for(h.sink)) {
     if (auto it = inbound_.find(key); it != inbound_.end())
       drop_inbound(it, "re-opened for sink '" + h.sink + "', which is not here");
@@ -236,7 +259,7 @@ inbound_transfer* zmq_data_plane_impl::chunk_target(const zmq::message_t& identi
     return nullptr;
   }
   auto& in = it->second;
-  touch(in, dp_clock::now());
+  touch(in, clock_now());
   in.reply_to = routing_id(identity);
   if (in.delivered) {
     answer(identity, h, data_wire::kind::done);
@@ -329,7 +352,7 @@ void zmq_data_plane_impl::inbound_done(const zmq::message_t& identity, const dat
     return;
   }
   auto& in = it->second;
-  auto now = dp_clock::now();
+  auto now = clock_now();
   touch(in, now);
   in.reply_to = routing_id(identity);
   if (in.delivered) {
@@ -425,7 +448,7 @@ void zmq_data_plane_impl::maybe_deliver(const std::pair<std::string, uint64_t>& 
     drop_inbound(it, reason);
     return;
   }
-  auto now = dp_clock::now();
+  auto now = clock_now();
   received_transfer rt;
   rt.id = in.id;
   rt.source = in.source;

@@ -36,6 +36,14 @@ void release_chunk(void*, void* hint) {
 
 } // namespace
 
+zmq::message_t message_of(const chunk_bytes& bytes) {
+  if (!bytes || bytes->size() == 0)
+    return zmq::message_t{};
+  // Zero-copy: the message holds a reference to the bytes until it is dropped.
+  auto* keep = new chunk_bytes(bytes);
+  return zmq::message_t(const_cast<std::byte*>(bytes->data()), bytes->size(), release_chunk, keep);
+}
+
 // -- commands ------------------------------------------------------------------------
 
 void zmq_data_plane_impl::on_open(dp_command& c) {
@@ -154,9 +162,16 @@ bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::h
                                      const std::string* small, const chunk_bytes& bulk) {
   if (h.k == data_wire::kind::chunk && bulk_send(p, conn, h, bulk))
     return true; // on the bulk path (bulk.cpp)
-  auto& s = p.conns[conn].socket;
   auto head = encode_ours(h);
   bool more = small != nullptr || bulk != nullptr;
+  if (sim_) {
+    sim_->send(p.name, conn,
+               dp_sim_frame{routing_id_of(conn), std::move(head),
+                            small != nullptr ? make_bulk(*small) : bulk, more},
+               h.k == data_wire::kind::chunk);
+    return true;
+  }
+  auto& s = p.conns[conn].socket;
   try {
     if (!s.send(zmq::buffer(head), zmq::send_flags::dontwait |
                                        (more ? zmq::send_flags::sndmore : zmq::send_flags::none)))
@@ -165,14 +180,9 @@ bool zmq_data_plane_impl::send_frame(dp_peer& p, size_t conn, const data_wire::h
     if (small != nullptr) {
       s.send(zmq::buffer(*small), zmq::send_flags::none);
     } else if (bulk != nullptr) {
-      if (bulk->size() == 0) {
-        s.send(zmq::message_t{}, zmq::send_flags::none);
-      } else {
-        // Zero-copy: ZeroMQ holds a reference to the chunk until it has sent it.
-        auto* keep = new chunk_bytes(bulk);
-        zmq::message_t m(const_cast<std::byte*>(bulk->data()), bulk->size(), release_chunk, keep);
-        s.send(m, zmq::send_flags::none);
-      }
+      // Zero-copy: ZeroMQ holds a reference to the chunk until it has sent it.
+      auto m = message_of(bulk);
+      s.send(m, zmq::send_flags::none);
     }
     return true;
   } catch (const zmq::error_t& e) {
@@ -376,6 +386,16 @@ bool zmq_data_plane_impl::pump_peer(dp_peer& p, dp_clock::time_point now) {
 // -- replies -------------------------------------------------------------------------
 
 void zmq_data_plane_impl::drain_replies(dp_peer& p, size_t conn) {
+  if (sim_) {
+    for (int n = 0; n < 1024 && !p.conns[conn].sim_in.empty(); ++n) {
+      auto f = std::move(p.conns[conn].sim_in.front());
+      p.conns[conn].sim_in.pop_front();
+      auto payload = message_of(f.payload);
+      reply_arrived(p, conn, zmq::message_t{f.head.data(), f.head.size()},
+                    f.has_payload ? &payload : nullptr);
+    }
+    return;
+  }
   auto& s = p.conns[conn].socket;
   for (int n = 0; n < 1024; ++n) {
     zmq::message_t head;
@@ -395,16 +415,20 @@ void zmq_data_plane_impl::drain_replies(dp_peer& p, size_t conn) {
       drop_frame("malformed");
       continue;
     }
-    data_wire::decode_error err;
-    auto h = data_wire::decode(static_cast<const std::byte*>(head.data()), head.size(), err);
-    if (!h) {
-      drop_frame("malformed");
-      continue;
-    }
-    if (!source_current(*h))
-      continue;
-    on_reply(p, conn, *h, parts == 2 ? &payload : nullptr);
+    reply_arrived(p, conn, head, parts == 2 ? &payload : nullptr);
   }
+}
+
+void zmq_data_plane_impl::reply_arrived(dp_peer& p, size_t conn, const zmq::message_t& head,
+                                        const zmq::message_t* payload) {
+  data_wire::decode_error err;
+  auto h = data_wire::decode(static_cast<const std::byte*>(head.data()), head.size(), err);
+  if (!h) {
+    drop_frame("malformed");
+    return;
+  }
+  if (source_current(*h))
+    on_reply(p, conn, *h, payload);
 }
 
 void zmq_data_plane_impl::raise_limit(outbound_transfer& t, uint32_t limit,
@@ -473,7 +497,7 @@ void zmq_data_plane_impl::on_reply(dp_peer& p, size_t conn, const data_wire::hea
     return;
   }
   auto& t = it->second;
-  auto now = dp_clock::now();
+  auto now = clock_now();
   // An answer's seq is progress of the connection it came on (unless rerouted there).
   if ((h.k == kind::ack || h.k == kind::nack) &&
       !(h.flags & (data_wire::flag_open | data_wire::flag_rerouted))) {
@@ -558,7 +582,7 @@ void zmq_data_plane_impl::complete(uint64_t id, bool ok, std::string error, cons
   if (!t.done)
     return;
   // What links() shows is current when `done` runs.
-  publish_links(dp_clock::now(), true);
+  publish_links(clock_now(), true);
   try {
     t.done(transfer_outcome{id, ok, std::move(error), t.stats});
   } catch (const std::exception& e) {

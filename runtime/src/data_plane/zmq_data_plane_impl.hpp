@@ -1,13 +1,20 @@
 #pragma once
 
-// The ZeroMQ data plane's internals, shared by its three source files:
-//   zmq_data_plane.cpp      lifecycle, the I/O loop, commands, metrics, links()
-//   data_plane/sender.cpp   outbound transfers: credit, pacing, re-sends, replies
-//   data_plane/receiver.cpp inbound transfers: checksums, acks, resume, delivery
+// The ZeroMQ data plane's internals, shared by its source files:
+//   zmq_data_plane.cpp          lifecycle, the I/O loop, commands, peers, timeouts
+//   data_plane/sender.cpp       outbound transfers: credit, pacing, re-sends, replies
+//   data_plane/receiver.cpp     inbound transfers: checksums, acks, resume, delivery
+//   data_plane/credit.cpp       the receiver's grants; bulk.cpp, the TCP bulk path
+//   data_plane/link_reports.cpp links() and the transfer histograms
+//   sim_live_plane.cpp          the simulation's sockets (dp_sim_port) and turns
 //
 // Threads: every socket and every piece of transfer state below belongs to the one
 // I/O thread. Other threads touch only the command queue (`cmd_mtx_`), the sinks
 // (`sinks_mtx_`) and the published link reports (`links_mtx_`).
+//
+// In simulation (sim_live_plane.cpp) the same code runs without sockets or a thread:
+// a dp_sim_port carries the frames and reads virtual time, and the simulation calls
+// sim_turn() where the I/O loop would have woken.
 
 #include <atomic>
 #include <deque>
@@ -35,10 +42,13 @@ namespace prfaas::detail {
 using dp_clock = std::chrono::steady_clock;
 using chunk_bytes = bulk_ptr;
 
-/// A request from any thread to the I/O thread.
 /// A copy of `bytes` with one byte flipped (the corrupt fault; sender_faults.cpp).
 chunk_bytes corrupted_copy(const bulk_buffer& bytes, uint64_t at);
 
+/// A message referring to `bytes` without copying them (empty for null or no bytes).
+zmq::message_t message_of(const chunk_bytes& bytes);
+
+/// A request from any thread to the I/O thread.
 struct dp_command {
   enum class op : uint8_t { open, push, finish, cancel } what = op::push;
   uint64_t id = 0;
@@ -126,9 +136,34 @@ struct bulk_in {
   bool discard = false;            ///< read and dropped (no credit, unknown transfer)
 };
 
+/// One frame in simulation: what a ZeroMQ message would carry.
+struct dp_sim_frame {
+  std::string identity; ///< the sending connection's routing id (toward a ROUTER)
+  std::string head;     ///< the encoded header
+  bulk_ptr payload;     ///< second part, when `has_payload`
+  bool has_payload = false;
+};
+
+/// The sockets and the clock of a data plane running in simulation: frames go to
+/// the simulated fabric, time is virtual, turns of the loop are scheduled events.
+class dp_sim_port {
+public:
+  virtual ~dp_sim_port() = default;
+  virtual dp_clock::time_point now() const = 0;
+  /// A turn of the loop at `t` (at once when not in the future); turns coalesce.
+  virtual void wake_at(dp_clock::time_point t) = 0;
+  /// Frame `f` from this node's connection `conn` to `peer`'s ROUTER (`chunk`: it
+  /// carries a chunk, whose wire size the fabric may scale).
+  virtual void send(const std::string& peer, size_t conn, dp_sim_frame f, bool chunk) = 0;
+  /// Frame `f` from this node's ROUTER back to the connection `f.identity`; false when
+  /// no such connection exists (ROUTER_MANDATORY's unroutable).
+  virtual bool reply(dp_sim_frame f) = 0;
+};
+
 /// One DEALER to a peer.
 struct dp_connection {
   zmq::socket_t socket;
+  std::deque<dp_sim_frame> sim_in; ///< simulation: replies arrived, not yet read
   uint64_t in_flight_bytes = 0;
   uint32_t next_seq = 1;           ///< numbers chunk transmissions on this connection
   uint32_t acked_seq = 0;          ///< highest sequence number acknowledged or nacked
@@ -221,7 +256,9 @@ struct delayed_frame {
 class zmq_data_plane_impl final : public data_plane,
                                   public std::enable_shared_from_this<zmq_data_plane_impl> {
 public:
-  zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log);
+  /// `sim`: run in simulation over that port (no sockets, no thread); null: ZeroMQ.
+  zmq_data_plane_impl(data_plane_config cfg, metrics& m, logger_ptr log,
+                      std::shared_ptr<dp_sim_port> sim = nullptr);
   ~zmq_data_plane_impl() override;
 
   void start() override;
@@ -238,9 +275,24 @@ public:
   std::vector<data_link_report> links() const override;
   std::string local_endpoint() const override;
 
+  // -- simulation (sim_live_plane.cpp delivers, the port schedules) ---------------------
+  /// The routing id of this node's connection `conn` (to every peer).
+  std::string routing_id_of(size_t conn) const;
+  /// A frame arrived at this node's ROUTER.
+  void sim_inbound(dp_sim_frame f);
+  /// A reply arrived on connection `conn` to `peer`; dropped when that connection is gone.
+  void sim_reply(const std::string& peer, size_t conn, dp_sim_frame f);
+  /// One turn of the loop at the port's now; schedules the next.
+  void sim_turn();
+
 private:
   // -- zmq_data_plane.cpp: loop, commands, bookkeeping -------------------------------
   void run();
+  /// One round of the loop after the wait (`items`: the poll's, null in simulation).
+  void step(const std::vector<zmq::pollitem_t>* items);
+  dp_clock::time_point clock_now() const { return sim_ ? sim_->now() : dp_clock::now(); }
+  /// Wakes the loop: the eventfd, or a turn in simulation.
+  void wake();
   void enqueue(dp_command c);
   void process_commands();
   void shutdown_io();
@@ -290,6 +342,9 @@ private:
                  bool again, dp_clock::time_point now);
   void flush_delayed(dp_clock::time_point now);
   void drain_replies(dp_peer& p, size_t conn);
+  /// One reply read from connection `conn` of `p`: decoded, checked, handled.
+  void reply_arrived(dp_peer& p, size_t conn, const zmq::message_t& head,
+                     const zmq::message_t* payload);
   void on_reply(dp_peer& p, size_t conn, const data_wire::header& h, const zmq::message_t* payload);
   void mark_acked(dp_peer& p, outbound_transfer& t, uint32_t index, dp_clock::time_point now);
   void raise_limit(outbound_transfer& t, uint32_t limit, dp_clock::time_point now);
@@ -334,6 +389,9 @@ private:
 
   // -- data_plane/receiver.cpp -------------------------------------------------------
   void drain_inbound();
+  /// One frame read from the ROUTER: decoded, checked, handled.
+  void inbound_arrived(const zmq::message_t& identity, zmq::message_t& head,
+                       zmq::message_t* payload);
   void on_inbound(const zmq::message_t& identity, const data_wire::header& h,
                   zmq::message_t* payload);
   /// False when it could not be queued (counted as dropped unless `quiet`).
@@ -451,6 +509,10 @@ private:
   std::map<std::string, prometheus::Counter*> corrupt_;
   std::map<std::string, prometheus::Counter*> received_bytes_;
   std::map<std::string, prometheus::Counter*> chunk_paths_;
+  // Simulation only.
+  std::shared_ptr<dp_sim_port> sim_;
+  std::deque<dp_sim_frame> sim_inbound_; ///< arrived at the ROUTER, not yet read
+  bool in_turn_ = false;                 ///< stop() from a handler: shut down after the turn
 };
 
 } // namespace prfaas::detail

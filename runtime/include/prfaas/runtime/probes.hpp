@@ -27,10 +27,12 @@ class metrics;
 struct probe_info {
   std::string_view name;
   std::string_view path; ///< the rare path it marks
-  /// The deterministic chaos sweep can reach it (false: live-only paths, e.g. the
-  /// ZeroMQ data plane's chunk re-sends, which the simulated data plane models as a
-  /// rate instead).
+  /// The deterministic chaos sweep can reach it (false: live-only paths, e.g. the data
+  /// plane's TCP bulk connections, which simulation does not have).
   bool in_simulation = true;
+  /// ... only with the real data plane (`prfaas-sim chaos --data-plane real`, the
+  /// default): the fluid link model has no chunks to re-send.
+  bool needs_real_data_plane = false;
 };
 
 /// Every probe registered: the runtime's, each linked component's, each loaded plugin's.

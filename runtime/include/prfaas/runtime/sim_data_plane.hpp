@@ -22,6 +22,16 @@
 //    producer's last open, push or finish;
 //  * delivery to the sink and the acknowledgement each take the pair's latency
 //    (sim_network's latency table).
+//
+// With set_live(true) (before the nodes start) a node gets the real data plane instead
+// — the ZeroMQ data plane's sender and receiver, credit, resume, NACK and re-send —
+// with its sockets replaced by frames on this fabric (sim_live_plane.cpp): each
+// directed cluster link is a first-in first-out pipe of the link's capacity (a frame
+// occupies it for its wire size over the rate, then takes the pair's latency), a pair
+// of nodes in one cluster has a pipe of `local_rate`; `set_loss` drops a frame with
+// that probability and `set_corrupt` flips a byte of a chunk's payload; partitions,
+// isolated and crashed nodes drop frames. Slower than the fluid model (every chunk
+// and acknowledgement is an event): for chaos sweeps, not for scale runs.
 
 #include <functional>
 #include <map>
@@ -40,6 +50,7 @@
 namespace prfaas {
 
 class sim_data_plane;
+class sim_frame_switch;
 
 /// Totals of one directed cluster link, for utilisation over time.
 struct sim_link_totals {
@@ -67,6 +78,16 @@ public:
   void schedule_link_rate(const std::string& a, const std::string& b, time_point at, double bps,
                           bool both = true);
   void set_loss(const std::string& from, const std::string& to, double p);
+  /// Real data plane only: the probability that a chunk crossing the link arrives with
+  /// a byte flipped (the receiver's checksum catches it; the fluid model ignores it).
+  void set_corrupt(const std::string& from, const std::string& to, double p);
+  /// Nodes attached from now on run the real data plane over simulated frames (above);
+  /// `seed` seeds the frames' loss and corruption draws.
+  void set_live(bool on, uint64_t seed = 1) {
+    live_ = on;
+    live_seed_ = seed;
+  }
+  bool live() const { return live_; }
   /// Per-transfer rate inside a cluster (bit/s).
   void set_local_rate(double bps) { local_rate_ = bps; }
   /// How many wire bytes a pushed chunk stands for; default: its size.
@@ -95,6 +116,20 @@ public:
   void start_listening();
   sim_timer& timer() { return *timer_; }
 
+  // -- used by the real data plane in simulation (sim_live_plane.cpp) ------------
+  /// The pipe a frame from node `src` to node `dst` takes.
+  struct frame_path {
+    std::string pipe;        ///< pipes with the same name are one first-in first-out queue
+    double capacity_bps = 0; ///< 0 = unlimited
+    double loss = 0, corrupt = 0;
+  };
+  frame_path path_of(const std::string& src, const std::string& dst);
+  /// Wire bytes that left the link from `src` toward `dst` (`chunk`: one data message).
+  void count_frame(const std::string& src, const std::string& dst, double wire_bytes, bool chunk);
+  /// The wire bytes a chunk stands for (set_wire_size).
+  double wire_bytes(const bulk_ptr& chunk) const;
+  sim_network& net() { return *net_; }
+
 private:
   link& link_of(const std::string& src_node, const std::string& dst_node);
   link& link_between(const std::string& from_cluster, const std::string& to_cluster);
@@ -115,11 +150,17 @@ private:
   std::map<std::pair<std::string, uint64_t>, std::shared_ptr<flow>> flows_;
   double local_rate_ = 800e9;
   wire_size_fn wire_size_;
+  bool live_ = false;
+  uint64_t live_seed_ = 1;
+  std::shared_ptr<sim_frame_switch> switch_; ///< with live_: carries the frames
+  data_plane_ptr attach_live(data_plane_config cfg, metrics& m, logger_ptr log);
 };
 
 using sim_data_fabric_ptr = std::shared_ptr<sim_data_fabric>;
 
-/// The fabric behind `dp` when it is a simulated data plane, else null.
+/// The fabric behind `dp` when it is a simulated data plane (fluid or real), else null.
 sim_data_fabric* sim_fabric_of(data_plane* dp);
+/// The same for the real data plane in simulation only (sim_live_plane.cpp).
+sim_data_fabric* live_fabric_of(data_plane* dp);
 
 } // namespace prfaas
