@@ -9,6 +9,14 @@
 # llama-server and llama-bench (for the side-by-side benchmark). Nothing is installed
 # outside the cache; no download other than the npm registry.
 #
+# Built without llamafile's tinyBLAS (-DGGML_LLAMAFILE=OFF): ggml uses it for every
+# matrix product of two or more columns and its own dot products for one, and the two
+# add in different orders, so a sequence decoded in a batch of two got logits ~1e-4
+# away from the same sequence alone — enough to change a sampled token. Without it a
+# sequence's tokens do not depend on what it is batched with (docs/llama.md,
+# "Batch invariance"); prompt processing and decode speed were unchanged within 2% on
+# the bench model (F16) with llama-bench.
+#
 # The pin (bump all three together; see docs/llama.md "Bumping llama.cpp"):
 #   PIN_VERSION    node-llama-cpp version       (npm view node-llama-cpp version)
 #   PIN_INTEGRITY  its tarball's dist.integrity (npm view node-llama-cpp@V dist.integrity)
@@ -33,9 +41,9 @@ cuda=0
 if [ "${PRFAAS_LLAMA_CUDA:-0}" = 1 ] && command -v nvcc >/dev/null; then cuda=1; fi
 # What the binaries depend on besides the pin: the CPU's flags, the compiler, CUDA or not,
 # and how this script lays the build out (layout=2: libraries find each other through
-# $ORIGIN, so a cache folder that is moved or restored elsewhere still loads).
+# $ORIGIN, so a cache folder that is moved or restored elsewhere still loads; llamafile=off).
 machine_key=$( (grep -m1 '^flags' /proc/cpuinfo || true; c++ --version | head -1; echo "cuda=$cuda"
-  echo "layout=2") |
+  echo "layout=2"; echo "llamafile=off") |
   sha256sum | cut -c1-12)
 dir="$cache/llama.cpp-$PIN_RELEASE-npm$PIN_VERSION-$machine_key"
 
@@ -70,7 +78,7 @@ launcher=()
 if command -v ccache >/dev/null; then launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
 log "building llama.cpp $PIN_RELEASE (CPU backend$([ $cuda = 1 ] && echo ' + CUDA'), shared libraries, llama-server, llama-bench)"
 cmake -S "$dir/src" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
-  -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DGGML_NATIVE=ON -DGGML_CUDA=$([ $cuda = 1 ] && echo ON || echo OFF) \
+  -DBUILD_SHARED_LIBS=ON -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DGGML_NATIVE=ON -DGGML_LLAMAFILE=OFF -DGGML_CUDA=$([ $cuda = 1 ] && echo ON || echo OFF) \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
   >"$dir/configure.log" 2>&1 || { log "configure failed; see $dir/configure.log"; exit 1; }

@@ -78,6 +78,10 @@ result<void> llama_engine::init() {
   cp.n_ubatch = config_.ubatch;
   cp.n_seq_max = config_.slots;
   cp.kv_unified = false;
+  // ggml's CPU flash attention takes other paths for other batch shapes (tiles for long
+  // query runs, split KV for one query over a long cache): off, a sequence computes the
+  // same bits in any batch (docs/llama.md, "Batch invariance").
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.n_threads = static_cast<int32_t>(config_.threads);
   cp.n_threads_batch = static_cast<int32_t>(config_.threads);
   cp.no_perf = false;

@@ -105,6 +105,11 @@ result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool v
   params.vocab_only = vocab_only;
   params.n_gpu_layers = 0; // CPU; the tests need no GPU
   params.load_mode = LLAMA_LOAD_MODE_MMAP;
+  // No extra buffer types (AMX, weight repacking): their kernels depend on the batch
+  // shape, and on a VM that advertises AMX without supporting it the AMX type dies
+  // (SIGILL on a Q8_0 model's first decode) or fails its scheduler assert (an F16 Kimi
+  // Linear context). See docs/llama.md, "Batch invariance".
+  params.use_extra_bufts = false;
   auto m = std::make_shared<loaded_model>();
   m->path = path;
   m->vocab_only = vocab_only;
