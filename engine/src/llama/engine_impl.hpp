@@ -76,6 +76,8 @@ public:
 
 private:
   result<void> init();
+  /// Fills info_ from the model and the discovered state layout (end of init()).
+  void describe();
   llama_memory_t mem() const { return llama_get_memory(ctx_.get()); }
   sequence& seq(seq_id id) const { return static_cast<sequence&>(*seqs_.at(id)); }
 

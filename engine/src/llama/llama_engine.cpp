@@ -120,7 +120,11 @@ result<void> llama_engine::init() {
     return make_error(config_.gguf + ": architecture " + model_->facts.architecture +
                       " is not supported: " + lay.message());
   layout_ = std::move(lay).value();
+  describe();
+  return {};
+}
 
+void llama_engine::describe() {
   info_.model = model_->facts.name.empty() ? model_->facts.architecture : model_->facts.name;
   for (uint32_t l = 0; l < layout_.n_full(); ++l)
     info_.layers.push_back(layer_kind::full);
@@ -137,7 +141,6 @@ result<void> llama_engine::init() {
   info_.identity = llama_detail::full_identity(model_->identity_base, layout_text(layout_));
   info_.fingerprint = checksum(info_.identity);
   flops_per_token_ = 2.0 * static_cast<double>(llama_model_n_params(model_->model));
-  return {};
 }
 
 result<void> llama_engine::decode_slice(int32_t slot, std::span<const token> tokens, uint32_t pos0,
