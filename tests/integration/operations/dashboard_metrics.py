@@ -241,14 +241,22 @@ def all_ok(result, phase, routes=("pd", "prfaas")):
             raise Failure(f"phase {phase}: no request took route {route}: {result['routes']}")
 
 
-def kill_under_load(dep, r, scratch, bench_bin, phase, victim, seed, restart_at_once):
+def kill_under_load(dep, r, scratch, bench_bin, phase, victim, seed, restart_at_once,
+                    victim_busy=False):
     """Long prompts queued on the PrfaaS prefill node, then `victim` killed; restarted
-    at once or after the load."""
+    at once or after the load. `victim_busy`: also wait until the victim works on an
+    order (a decode node killed while every request is still in prefill moves none to
+    another decode worker: they fail over in prefill instead)."""
     proc, out = bench(bench_bin, r, scratch, phase, LONG, seed, duration=3, rate=8)
     queued = dep.admin(r["prfaas_prefill"][0])
     wait_for(f"phase {phase}: long prompts queued on {r['prfaas_prefill'][0]}",
              lambda: (metric(http_get(queued, "/metrics"), "prfaas_worker_queue_depth") or 0) >= 2,
              timeout=20, step=0.05)
+    if victim_busy:
+        busy = dep.admin(victim)
+        wait_for(f"phase {phase}: {victim} decoding",
+                 lambda: (metric(http_get(busy, "/metrics"), "prfaas_worker_active") or 0) >= 1,
+                 timeout=20, step=0.05)
     dep.kill(victim)
     if restart_at_once:
         dep.restart(victim)
@@ -275,7 +283,8 @@ def run_phases(dep, r, scratch, b):
                 "killing the PrfaaS prefill node under load re-routed nothing")
 
     before = counter(dep, r, "prfaas_gateway_decode_resumes_total")
-    kill_under_load(dep, r, scratch, b, "decode-loss", r["decode"][0], 4, restart_at_once=True)
+    kill_under_load(dep, r, scratch, b, "decode-loss", r["decode"][0], 4, restart_at_once=True,
+                    victim_busy=True)
     expect_grew(dep, r, "prfaas_gateway_decode_resumes_total", before, "decode-loss",
                 "killing the decode node under load moved no request")
 
