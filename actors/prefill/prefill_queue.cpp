@@ -99,9 +99,13 @@ void prefill_queue::engine_done(key k, uint32_t computed, std::chrono::nanosecon
   auto& e = it->second;
   settle_work(e);
   if (ok && computed >= pace_min_tokens && engine_time.count() > 0) {
-    const double rate = computed / std::chrono::duration<double>(engine_time).count();
+    const double seconds = std::chrono::duration<double>(engine_time).count();
+    const double rate = computed / seconds;
     tokens_per_s_ =
         tokens_per_s_ > 0 ? (1 - pace_smoothing) * tokens_per_s_ + pace_smoothing * rate : rate;
+    recent_.push_back({computed, seconds});
+    if (recent_.size() > recent_kept)
+      recent_.pop_front();
   }
   if (e.transfer_open)
     e.ph = phase::sent;

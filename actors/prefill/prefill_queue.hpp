@@ -121,11 +121,19 @@ public:
   /// less the queued orders fair queueing would run after it (none with one origin).
   uint64_t work_ahead(const order& o) const;
   /// The engine's prefill pace: the rate of each prefill of at least `pace_min_tokens`,
-  /// smoothed by `pace_smoothing` per prefill (0 until one finished). The re-planner
-  /// estimates a profile's pace the same way.
+  /// smoothed by `pace_smoothing` per prefill (0 until one finished): what a queue's
+  /// wait is estimated at.
   double tokens_per_s() const { return tokens_per_s_; }
   static constexpr uint32_t pace_min_tokens = 64;
   static constexpr double pace_smoothing = 0.2;
+  /// The last `recent_kept` prefills of at least `pace_min_tokens` (oldest first): their
+  /// computed tokens and engine seconds.
+  struct prefill_sample {
+    uint32_t tokens = 0;
+    double seconds = 0;
+  };
+  const std::deque<prefill_sample>& recent() const { return recent_; }
+  static constexpr size_t recent_kept = 8;
   size_t max_queue() const { return max_queue_; }
   size_t size() const { return orders_.size(); }
 
@@ -153,6 +161,7 @@ private:
   std::map<std::string, double> finish_; ///< per origin: its last order's finish tag
   uint64_t queued_tokens_ = 0;
   double tokens_per_s_ = 0;
+  std::deque<prefill_sample> recent_;
 };
 
 } // namespace prfaas::serving

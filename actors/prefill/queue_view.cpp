@@ -29,6 +29,11 @@ WorkerLoad load_of(const prefill_queue& q, bool ready, const deployment_config& 
   l.set_capacity(static_cast<uint32_t>(q.max_queue()));
   l.set_queued_tokens(q.queued_tokens());
   l.set_tokens_per_s(q.tokens_per_s());
+  for (auto& r : q.recent()) {
+    auto* p = l.add_recent_prefills();
+    p->set_tokens(r.tokens);
+    p->set_seconds(r.seconds);
+  }
   l.set_load(static_cast<double>(q.queued() + q.running()) / q.max_queue());
   l.set_starting(!ready);
   // Under fair queueing each PD cluster waits behind its share, not the whole queue.

@@ -43,6 +43,9 @@ struct worker_view {
   uint64_t assigned_tokens = 0; ///< prefill tokens of those
   uint64_t reports = 0;         ///< load reports received (a fresh one tells "drained")
   double tokens_per_s = 0;      ///< prefill: the engine's measured pace; 0 = not yet known
+  /// prefill: its last prefills, (computed tokens, engine seconds), oldest first (last report
+  /// that had any).
+  std::vector<std::pair<uint32_t, double>> recent_prefills;
 
   using time_point = std::chrono::steady_clock::time_point;
   /// A request routed here: when, and its prefill tokens.

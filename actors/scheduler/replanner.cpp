@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "prefill/prefill_queue.hpp"
 #include "prfaas/planner/multi.hpp"
 #include "prfaas/planner/planner.hpp"
 
@@ -22,17 +21,6 @@ engine::profile slowed(engine::profile p, double k) {
 
 /// Mean measured pace of one side's routable prefill workers that have one (0: none),
 /// and how many have one.
-std::pair<double, size_t> pace_per_instance(const cluster_view& v, bool prfaas_side) {
-  double sum = 0;
-  size_t n = 0;
-  for (auto& w : v.prefill)
-    if (w.prfaas == prfaas_side && w.routable() && w.tokens_per_s > 0) {
-      sum += w.tokens_per_s;
-      ++n;
-    }
-  return {n ? sum / static_cast<double>(n) : 0, n};
-}
-
 uint32_t routable_prfaas(const cluster_view& v) {
   uint32_t n = 0;
   for (auto& w : v.prefill)
@@ -184,27 +172,19 @@ void replanner::expire(time_point now) {
     samples_.pop_front();
 }
 
-double replanner::scale(bool prfaas_side, double measured_per_instance, size_t workers) const {
-  if (measured_per_instance <= 0)
-    return 1;
+double replanner::scale(bool prfaas_side, const cluster_view& v) const {
   const auto& prof = prfaas_side ? p_.prfaas : p_.pd;
-  // The profiled pace estimated the way the workers measure theirs (prefill_queue):
-  // each smooths the rate of its own prefills, so their mean covers the side's last few. A ratio of
-  // all tokens over all seconds in the window would not do: a prefill has a fixed cost, so short
-  // prompts run at a lower rate, and after t fell a worker running exactly at its profile would
-  // look several times slower than the window's older, longer prompts.
-  const double alpha =
-      prefill_queue::pace_smoothing / static_cast<double>(std::max<size_t>(workers, 1));
-  double pace = 0;
-  for (auto& x : samples_)
-    if (x.offloaded == prfaas_side && x.uncached >= prefill_queue::pace_min_tokens) {
-      const double s = prof.prefill_seconds(x.uncached);
-      const double rate = s > 0 ? static_cast<double>(x.uncached) / s : 0;
-      pace = pace > 0 ? (1 - alpha) * pace + alpha * rate : rate;
-    }
-  if (pace <= 0)
-    return 1;
-  return pace / measured_per_instance;
+  double measured = 0, profiled = 0;
+  for (auto& w : v.prefill)
+    if (w.prfaas == prfaas_side && w.routable())
+      for (auto [tokens, seconds] : w.recent_prefills) {
+        const double s = prof.prefill_seconds(tokens);
+        if (s > 0) {
+          measured += seconds;
+          profiled += s;
+        }
+      }
+  return measured > 0 && profiled > 0 ? measured / profiled : 1;
 }
 
 bool replanner::restart_on_shift(time_point now) {
@@ -292,10 +272,8 @@ std::optional<replanner::decision> replanner::measure(const cluster_view& v, con
     return d;
   }
   d.usable_gbps = usable / 1e9;
-  const auto [prfaas_pace, prfaas_paced] = pace_per_instance(v, true);
-  const auto [pd_pace, pd_paced] = pace_per_instance(v, false);
-  d.prfaas_scale = scale(true, prfaas_pace, prfaas_paced);
-  d.pd_scale = scale(false, pd_pace, pd_paced);
+  d.prfaas_scale = scale(true, v);
+  d.pd_scale = scale(false, v);
   std::vector<uint64_t> lengths;
   double output = 0;
   for (auto& x : samples_) {

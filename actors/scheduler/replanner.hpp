@@ -8,10 +8,12 @@
 //   * lengths: the uncached length of every routed request (after prefix matching:
 //     what a prefill computes), as an empirical distribution;
 //   * prefill speed per side: each side's profile (the deployment's, Table 5 style),
-//     its times scaled by measured / profiled pace — measured: the routable workers'
-//     reported tokens/s (each smooths its recent prefills' rates); profiled: the rates
-//     of the same side's recent routed lengths under the profile, smoothed the same
-//     way, so a slower-than-profiled H20 makes every PD time longer;
+//     its times scaled by measured over profiled time of the same prefills — each
+//     routable worker reports its last prefills (computed tokens, engine seconds), and
+//     the side's scale is their seconds summed over the profile's seconds for the
+//     same lengths, so a slower-than-profiled H20 makes every PD time longer (a
+//     prefill has a fixed cost: a pace, tokens over seconds, depends on which lengths
+//     ran last, and two paces over different prompts compare those, not the speeds);
 //   * link: the usable bandwidth (measured throughput while the link is backed up,
 //     else its configured rate), which Eq. 3's Θ_link turns into the hard bound of
 //     Eq. 2 on offloaded KV;
@@ -145,10 +147,10 @@ public:
   std::optional<uint32_t> target_prefill() const { return target_prefill_; }
   const settings& config() const { return s_; }
 
-  /// The side's time multiplier: profiled pace of its routed lengths, smoothed as
-  /// `workers` workers smooth theirs (prefill_queue::tokens_per_s), over
-  /// the measured pace per instance (1 when either is unknown). Exposed for tests.
-  double scale(bool prfaas_side, double measured_per_instance, size_t workers = 1) const;
+  /// The side's time multiplier: the seconds of the routable workers' last reported
+  /// prefills over the profile's seconds for the same lengths (1 when none is known).
+  /// Exposed for tests.
+  double scale(bool prfaas_side, const cluster_view& v) const;
 
 private:
   struct sample {

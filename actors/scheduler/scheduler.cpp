@@ -22,6 +22,7 @@
 // _cluster_routes_total{prfaas_cluster}.
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -114,6 +115,12 @@ void apply_load(worker_view& w, const WorkerLoad& l, worker_view::time_point pol
   w.starting = l.starting();
   if (l.tokens_per_s() > 0)
     w.tokens_per_s = l.tokens_per_s();
+  if (l.recent_prefills_size() > 0) {
+    w.recent_prefills.clear();
+    for (auto& p : l.recent_prefills())
+      if (p.tokens() > 0 && p.seconds() > 0 && std::isfinite(p.seconds()))
+        w.recent_prefills.emplace_back(p.tokens(), p.seconds());
+  }
   w.settle(polled, grace);
   ++w.reports;
 }

@@ -1,6 +1,7 @@
 #include "run_command.hpp"
 
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <random>
 
@@ -423,6 +424,17 @@ void add_run_options(CLI::App& cmd, run_options& o) {
                  "fluid: the fluid link model | real: the data plane's own sender and receiver "
                  "over simulated frames")
       ->check(CLI::IsMember({"fluid", "real"}));
+  cmd.add_option("--log-level", o.log,
+                 "the simulated nodes' logs to stderr, each line stamped t=<virtual seconds>: "
+                 "trace | debug | info | warn | error | off")
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, log_level>{{"trace", log_level::trace},
+                                                                   {"debug", log_level::debug},
+                                                                   {"info", log_level::info},
+                                                                   {"warn", log_level::warn},
+                                                                   {"error", log_level::error},
+                                                                   {"off", log_level::off}},
+                                  CLI::ignore_case));
   cmd.add_option("--arrivals", o.arrivals, "poisson | bursty | mmpp");
   cmd.add_option("--rate", o.rate, "req/s (bursty: during bursts)");
   cmd.add_option("--burst-on", o.burst_on_s, "bursty: seconds of each burst");
@@ -467,6 +479,7 @@ json simulate(const run_options& o, std::vector<double>* ttft_by_arrival) {
   std::mt19937_64 rng{o.seed};
   auto src = make_source(o, rng);
   w.fabric().set_live(o.data_plane == "real", o.seed);
+  w.set_log_level(o.log);
   w.start();
   w.run_until(w.now() + std::chrono::nanoseconds(static_cast<int64_t>(o.warmup_s * 1e9)));
   run_state st{o, w};

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "prfaas/runtime/config.hpp"
+
 namespace prfaas::sim {
 
 struct run_options {
@@ -48,6 +50,8 @@ struct run_options {
   /// "fluid": the fluid link model (scale runs); "real": the live data plane's sender
   /// and receiver over simulated frames (slower: every chunk is an event).
   std::string data_plane = "fluid";
+  /// The simulated nodes' logs (stderr, stamped with virtual seconds); off by default.
+  log_level log = log_level::off;
 };
 
 CLI::App* add_run_command(CLI::App& app, run_options& opts);

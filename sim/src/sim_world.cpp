@@ -1,6 +1,8 @@
 #include "prfaas/sim/sim_world.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <caf/detail/test_actor_clock.hpp>
 
 #include "prfaas/messages/type_ids.hpp"
@@ -14,6 +16,22 @@ namespace {
 /// how far virtual time may jump without passing a horizon.
 struct clock_peek : caf::detail::test_actor_clock {
   static auto schedule_ptr() { return &clock_peek::schedule_; }
+};
+
+/// `%*` in a simulated node's log pattern: virtual seconds since the run started.
+class virtual_time_flag : public spdlog::custom_flag_formatter {
+public:
+  explicit virtual_time_flag(std::function<double()> elapsed) : elapsed_(std::move(elapsed)) {}
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    fmt::format_to(std::back_inserter(dest), "{:.3f}", elapsed_());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<virtual_time_flag>(elapsed_);
+  }
+
+private:
+  std::function<double()> elapsed_;
 };
 
 } // namespace
@@ -87,7 +105,20 @@ node& sim_world::start_node(const std::string& name, uint64_t incarnation) {
   node_options opts;
   opts.sim = net_;
   opts.incarnation = incarnation;
-  opts.log = make_null_logger();
+  if (log_level_ == log_level::off) {
+    opts.log = make_null_logger();
+  } else {
+    static auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    auto log = std::make_shared<spdlog::logger>(
+        "node=" + name + " inc=" + std::to_string(incarnation), sink);
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<virtual_time_flag>('*', [this] {
+       return elapsed_s();
+     }).set_pattern("t=%* %^%l%$ %n %v");
+    log->set_formatter(std::move(f));
+    log->set_level(to_spdlog(log_level_));
+    opts.log = std::move(log);
+  }
   opts.serve_admin = false;
   auto nd = std::make_unique<node>(*sys_, dep_, name, registry_, opts);
   nd->start();

@@ -118,6 +118,11 @@ TEST_CASE("admission refuses a full queue and work that cannot be done in the bu
     p.next(t0);
     p.engine_done(k2, 500, 1s, true); // 500 tokens/s: 0.8 * 1000 + 0.2 * 500
     CHECK(p.tokens_per_s() == Approx(900));
+    // The prefills themselves, for the re-planner (the 10-token one says nothing).
+    REQUIRE(p.recent().size() == 2);
+    CHECK(p.recent()[0].tokens == 1000);
+    CHECK(p.recent()[1].tokens == 500);
+    CHECK(p.recent()[1].seconds == Approx(1.0));
 
     admit(p, order_of("queued", 4500)); // 5 s of work ahead at 900 tokens/s
     auto late = p.admit(order_of("late", 900, 5s));
@@ -126,6 +131,27 @@ TEST_CASE("admission refuses a full queue and work that cannot be done in the bu
     CHECK(std::holds_alternative<prefill_queue::key>(p.admit(order_of("in time", 900, 7s))));
     CHECK(std::holds_alternative<prefill_queue::key>(p.admit(order_of("no budget", 900, 0s))));
   }
+}
+
+TEST_CASE("the last prefills are kept for the re-planner, oldest first") {
+  const uint32_t n = prefill_queue::recent_kept + 2;
+  prefill_queue q{64};
+  for (uint32_t i = 1; i <= n; ++i) {
+    auto k = admit(q, order_of("r" + std::to_string(i), 100 * i));
+    q.next(t0);
+    q.engine_done(k, 100 * i, std::chrono::milliseconds(250 * i), true);
+    q.transfer_ended(k);
+  }
+  REQUIRE(q.recent().size() == prefill_queue::recent_kept);
+  CHECK(q.recent().front().tokens == 300); // the first two are gone
+  CHECK(q.recent().front().seconds == Approx(0.75));
+  CHECK(q.recent().back().tokens == 100 * n);
+  CHECK(q.recent().back().seconds == Approx(0.25 * n));
+  // A failed prefill says nothing of the speed.
+  auto bad = admit(q, order_of("bad", 5000));
+  q.next(t0);
+  q.engine_done(bad, 5000, 1s, false);
+  CHECK(q.recent().back().tokens == 100 * n);
 }
 
 TEST_CASE("a queued order past its deadline is dropped when its turn comes") {

@@ -46,6 +46,23 @@ TEST_CASE("without shares every order has one origin and the report the whole qu
   auto l = load_of(q, true, dep);
   CHECK(l.queued_tokens() == 300);
   CHECK(l.queued_tokens_ahead().empty());
+  CHECK(l.recent_prefills_size() == 0); // nothing prefilled yet
+
+  // A prefill done: its tokens and seconds go out with the pace.
+  const auto first = q.next({}).start;
+  REQUIRE(first.size() == 1);
+  q.engine_done(first[0], 300, 150ms, true);
+  auto k =
+      std::get<prefill_queue::key>(q.admit(queue_order(dep, order_to("a0", 2000), {}, 10s, false)));
+  REQUIRE(q.next({}).start == std::vector<prefill_queue::key>{k});
+  q.engine_done(k, 2000, 500ms, true);
+  l = load_of(q, true, dep);
+  REQUIRE(l.recent_prefills_size() == 2);
+  CHECK(l.recent_prefills(0).tokens() == 300);
+  CHECK(l.recent_prefills(0).seconds() == Approx(0.15));
+  CHECK(l.recent_prefills(1).tokens() == 2000);
+  CHECK(l.recent_prefills(1).seconds() == Approx(0.5));
+  CHECK(l.tokens_per_s() > 0);
 }
 
 TEST_CASE("with shares an order's origin is its decode node's cluster, and each PD cluster "

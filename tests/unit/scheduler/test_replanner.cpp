@@ -215,51 +215,70 @@ TEST_CASE("replanner: with links to two PrfaaS clusters it plans with the M x N 
   CHECK(r.planned() == 100);
 }
 
+/// Every routable worker of a side reports `prompts` prefills of `tokens` each, taking
+/// `times` the profile's seconds.
+void report_prefills(cluster_view& v, bool prfaas_side, const prfaas::engine::profile& prof,
+                     const std::vector<uint32_t>& prompts, double times) {
+  for (auto& w : v.prefill)
+    if (w.prfaas == prfaas_side) {
+      w.recent_prefills.clear();
+      for (uint32_t n : prompts)
+        w.recent_prefills.emplace_back(n, prof.prefill_seconds(n) * times);
+    }
+}
+
 TEST_CASE("replanner: a PD cluster slower than its profile scales the PD times and lowers t") {
   const auto ls = lengths(2000, 9.9, 6);
   auto v = case_study();
-  // The PD workers report half the pace their profile gives for the lengths they ran.
   const uint64_t t_route = 20000;
   replanner r{fast(), kimi(), t_route};
   r.tick(t0, v, fixed_split);
   feed(r, ls, t0 + 10s, t_route);
-  size_t pd_workers = 0;
+  CHECK(r.scale(false, v) == 1.0); // nothing reported yet: the profile as it is
+  // The PD workers took twice their profile's time for the prompts they ran.
+  report_prefills(v, false, kimi().pd, {3000, 12000, 800}, 2.0);
+  CHECK(r.scale(false, v) == Approx(2.0));
+  CHECK(r.scale(true, v) == 1.0);
+  // A worker that takes no work (standby, draining, down) does not count.
   for (auto& w : v.prefill)
-    pd_workers += w.prfaas ? 0 : 1;
-  // The pace the profile gives for these lengths: the one whose scale is 1.
-  const double pace = r.scale(false, 1.0, pd_workers);
-  REQUIRE(pace > 0);
+    if (!w.prfaas) {
+      w.enabled = false;
+      break;
+    }
+  CHECK(r.scale(false, v) == Approx(2.0));
   for (auto& w : v.prefill)
-    if (!w.prfaas)
-      w.tokens_per_s = pace / 2;
-  CHECK(r.scale(false, pace, pd_workers) == Approx(1.0));
-  CHECK(r.scale(false, pace / 2, pd_workers) == Approx(2.0));
-  CHECK(r.scale(true, 0) == 1.0); // no pace measured: the profile as it is
+    w.enabled = true;
   auto d = r.tick(t0 + 10s, v, fixed_split);
   REQUIRE(d);
   CHECK(d->pd_scale == Approx(2.0));
+  CHECK(d->prfaas_scale == 1.0);
   const auto slow = expected(ls, 100, 2.0);
   CHECK(d->t_plan == static_cast<uint64_t>(std::llround(slow.threshold)));
   CHECK(d->t_plan < static_cast<uint64_t>(std::llround(expected(ls).threshold)));
 }
 
-TEST_CASE("replanner: workers at their profile's pace on short prompts are not called slow") {
-  // The window still holds older, long prompts; the workers' pace reflects their last
-  // prefills, short ones, whose fixed cost makes them run at a far lower rate.
+TEST_CASE("replanner: workers at their profile's speed are at scale 1 whatever lengths they ran") {
+  // A prefill has a fixed cost, so a rate (tokens/s) grows with the length: compared with
+  // the profile's rate of other prompts (the window's, or older long ones), a worker at
+  // its profile on short prompts looked several times slower. The time of the same
+  // prompts under the profile cannot mislead that way.
   const auto p = kimi();
-  const double long_rate = 20000 / p.pd.prefill_seconds(20000);
-  const double short_rate = 300 / p.pd.prefill_seconds(300);
-  REQUIRE(long_rate > short_rate * 3);
-  for (size_t workers : {size_t{1}, size_t{4}}) {
-    INFO(workers << " PD prefill workers");
-    replanner r{fast(), kimi(), 1u << 20}; // every prompt stays on the PD side
-    feed(r, std::vector<uint64_t>(100, 20000), t0, 1u << 20);
-    feed(r, std::vector<uint64_t>(200, 300), t0 + 10s, 1u << 20);
-    // Running exactly at the profile, each reports the rate of its 300-token prefills.
-    CHECK(r.scale(false, short_rate, workers) == Approx(1.0).epsilon(0.01));
-    // Twice as slow as the profile.
-    CHECK(r.scale(false, short_rate / 2, workers) == Approx(2.0).epsilon(0.01));
+  REQUIRE(20000 / p.pd.prefill_seconds(20000) > 3 * (300 / p.pd.prefill_seconds(300)));
+  replanner r{fast(), kimi(), 1u << 20}; // every prompt stays on the PD side
+  feed(r, std::vector<uint64_t>(100, 20000), t0, 1u << 20);
+  feed(r, std::vector<uint64_t>(200, 300), t0 + 10s, 1u << 20);
+  auto v = case_study();
+  for (const std::vector<uint32_t>& ran :
+       {std::vector<uint32_t>{300, 300, 300}, std::vector<uint32_t>{20000, 300, 64, 90000}}) {
+    INFO(ran.size() << " prefills, the first of " << ran[0] << " tokens");
+    report_prefills(v, false, p.pd, ran, 1.0);
+    CHECK(r.scale(false, v) == Approx(1.0));
+    report_prefills(v, false, p.pd, ran, 0.5); // twice as fast
+    CHECK(r.scale(false, v) == Approx(0.5));
   }
+  // The PrfaaS side against its own profile, not the PD one.
+  report_prefills(v, true, p.prfaas, {5000, 40000}, 1.5);
+  CHECK(r.scale(true, v) == Approx(1.5));
 }
 
 TEST_CASE("replanner: a backed-up link plans with what it delivers, not its rate") {

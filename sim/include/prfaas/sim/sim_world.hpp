@@ -37,6 +37,10 @@ public:
   sim_world(const sim_world&) = delete;
   sim_world& operator=(const sim_world&) = delete;
 
+  /// Nodes started from now on log at `level` to stderr, each line stamped with virtual
+  /// seconds since start() (`t=12.345`) instead of the wall clock; by default they
+  /// log nothing (a sweep of many seeds would print millions of lines).
+  void set_log_level(log_level level) { log_level_ = level; }
   /// Starts every node (deterministic incarnations 1, 2, ... in file order).
   void start();
   /// Starts node `name` alone, as `incarnation` (0: the next unused number; a restart
@@ -98,6 +102,7 @@ private:
   std::unique_ptr<sim_timer> timer_;
   time_point started_{};
   uint64_t events_ = 0;
+  log_level log_level_ = log_level::off;
 };
 
 } // namespace prfaas::sim
