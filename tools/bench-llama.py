@@ -31,9 +31,11 @@ of --runs runs. The settings:
                 prompts are offloaded (threshold 256) and their state crosses the
                 emulated link.
                 Its prefill workers keep a recurrent-state checkpoint every
-                --checkpoint-tokens (checkpoint_blocks).
+                --checkpoint-tokens (checkpoint_blocks). Its contexts run without flash
+                attention (a sequence computes the same bits in any batch:
+                docs/llama.md, "Batch invariance").
   llama-server  -np 8 -t 2 -tb 2 -b 512 -ub 512 -c 65536 (8192 a slot), flash attention
-                auto (as prfaas), context checkpoints on for hybrid reuse (-ctxcp 32
+                at its default (auto), context checkpoints on for hybrid reuse (-ctxcp 32
                 -cms <checkpoint tokens>), prompt cache in RAM (its default 8 GiB), no web UI.
 """
 
@@ -91,7 +93,7 @@ def wait_http(port, path, timeout, ok=lambda body: True):
 class server:
     """A running server: prfaas (one process, llama-local topology) or llama-server."""
 
-    def __init__(self, kind, model, block_tokens, checkpoint_tokens, workdir):
+    def __init__(self, kind, model, block_tokens, checkpoint_tokens, workdir, peer_args=()):
         self.kind = kind
         self.port = free_port()
         self.log = open(os.path.join(workdir, kind + ".log"), "w")
@@ -120,7 +122,7 @@ class server:
         else:
             argv = [os.path.join(llama_dir(), "build/bin/llama-server"), "-m", model, "--port", str(self.port),
                     "-np", "8", "-t", "2", "-tb", "2", "-b", "512", "-ub", "512", "-c", str(8192 * 8),
-                    "-ctxcp", "32", "-cms", str(checkpoint_tokens), "--no-webui"]
+                    "-ctxcp", "32", "-cms", str(checkpoint_tokens), "--no-webui"] + list(peer_args)
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
         # Ready when the scheduler routes to the decode worker and both prefill workers
@@ -317,6 +319,8 @@ def main():
                     help="recurrent-state checkpoint spacing, both servers (prfaas checkpoint_blocks, llama-server -cms)")
     ap.add_argument("--shared-output", type=int, default=4)
     ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--llama-server-arg", action="append", default=[], metavar="ARG",
+                    help="one more llama-server argument (repeatable), e.g. --llama-server-arg=--no-repack")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
 
@@ -334,7 +338,8 @@ def main():
             order = ["prfaas", "llama-server"] if run % 2 == 0 else ["llama-server", "prfaas"]
             for kind in order:
                 log("run %d: %s" % (run + 1, kind))
-                srv = server(kind, args.model, args.block_tokens, args.checkpoint_tokens, workdir)
+                srv = server(kind, args.model, args.block_tokens, args.checkpoint_tokens, workdir,
+                             args.llama_server_arg)
                 try:
                     r = measure(srv, srv.model_id, args, run, vocab, shared)
                 finally:
@@ -351,7 +356,8 @@ def main():
             ("8-stream aggregate (tokens/s)", "eight_stream_tps", True),
             ("TTFT, 4096-token prompt (s)", "ttft_4k_s", False),
             ("shared prefix: reused prompt tokens", "shared_reused_tokens", True)]
-    print("%d interleaved runs, medians; %s" % (args.runs, os.path.basename(args.model)))
+    print("%d interleaved runs, medians; %s%s" % (args.runs, os.path.basename(args.model),
+          "; llama-server also " + " ".join(args.llama_server_arg) if args.llama_server_arg else ""))
     print("%-40s %14s %14s %9s" % ("", "prfaas", "llama-server", "ratio"))
     verdicts = []
     for label, key, higher in rows:
@@ -377,7 +383,7 @@ def main():
         print("  %-36s %s" % (name, verdict))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump(dict(results, llama_server_extra_args=args.llama_server_arg), f, indent=1)
 
 
 if __name__ == "__main__":
