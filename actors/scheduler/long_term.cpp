@@ -207,10 +207,9 @@ void long_term::check_deployment(const actor_params& p, const deployment_config&
     replan_profiles(p, dep, v);
 }
 
-void long_term::observe(time_point now, const route_choice& c, const cluster_view& v,
-                        uint32_t output_tokens) {
+void long_term::observe(time_point now, const route_choice& c, uint32_t output_tokens) {
   if (plan_ && c.prefill >= 0)
-    plan_->observe(now, c.uncached_tokens, v.prefill[c.prefill].prfaas, output_tokens);
+    plan_->observe(now, c.uncached_tokens, output_tokens);
 }
 
 void long_term::tick(time_point now, cluster_view& v, routing_policy& policy, metrics& m,
@@ -270,6 +269,13 @@ void long_term::report(const replanner::decision& d, metrics& m, spdlog::logger&
   m.gauge("prfaas_scheduler_plan_threshold_tokens",
           "The last plan's optimal threshold (the planned one moves toward it)")
       .Set(static_cast<double>(d.t_plan));
+  for (auto [side, scale] : {std::pair{"prfaas", d.prfaas_scale}, std::pair{"pd", d.pd_scale}})
+    m.gauge("prfaas_scheduler_prefill_speed_scale",
+            "Each side's prefill time over its profile's for the same prompts (the workers' "
+            "last reported prefills; 1 = as profiled, 2 = twice as slow): the re-planner "
+            "scales the profile by it",
+            {{"side", side}})
+        .Set(scale);
   planned_pd(m, "prefill").Set(d.prefill_after);
   planned_pd(m, "decode").Set(d.pd_total - d.prefill_after);
   for (auto [at, value] : {std::pair{"current", d.lambda_now}, std::pair{"plan", d.lambda_plan}})

@@ -42,8 +42,7 @@ public:
                                const cluster_view& v);
 
   /// A routed request (for the re-planner's window).
-  void observe(time_point now, const route_choice& c, const cluster_view& v,
-               uint32_t output_tokens);
+  void observe(time_point now, const route_choice& c, uint32_t output_tokens);
   /// Once per load interval: re-plans when due (the policy takes a new planned t),
   /// then converts toward the split.
   void tick(time_point now, cluster_view& v, routing_policy& policy, metrics& m,

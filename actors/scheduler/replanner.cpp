@@ -19,8 +19,6 @@ engine::profile slowed(engine::profile p, double k) {
   return p;
 }
 
-/// Mean measured pace of one side's routable prefill workers that have one (0: none),
-/// and how many have one.
 uint32_t routable_prfaas(const cluster_view& v) {
   uint32_t n = 0;
   for (auto& w : v.prefill)
@@ -161,8 +159,8 @@ std::optional<planner::multi_inputs> several_inputs(const cluster_view& v,
 replanner::replanner(settings s, profiles p, uint64_t planned_t)
     : s_(s), p_(std::move(p)), planned_(std::clamp(planned_t, s.min_t, s.max_t)) {}
 
-void replanner::observe(time_point now, uint64_t uncached, bool offloaded, uint32_t output_tokens) {
-  samples_.push_back({now, std::max<uint64_t>(uncached, 1), offloaded, output_tokens});
+void replanner::observe(time_point now, uint64_t uncached, uint32_t output_tokens) {
+  samples_.push_back({now, std::max<uint64_t>(uncached, 1), output_tokens});
   while (samples_.size() > s_.max_samples)
     samples_.pop_front();
 }

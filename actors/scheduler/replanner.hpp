@@ -135,9 +135,8 @@ public:
 
   replanner(settings s, profiles p, uint64_t planned_t);
 
-  /// A routed request: its uncached length, whether it went to the PrfaaS side, and its
-  /// output budget (max tokens).
-  void observe(time_point now, uint64_t uncached, bool offloaded, uint32_t output_tokens);
+  /// A routed request: its uncached length and its output budget (max tokens).
+  void observe(time_point now, uint64_t uncached, uint32_t output_tokens);
 
   /// Re-plans when due (else nullopt).
   std::optional<decision> tick(time_point now, const cluster_view& v, const pd_instances& pd);
@@ -156,7 +155,6 @@ private:
   struct sample {
     time_point at;
     uint64_t uncached;
-    bool offloaded;
     uint32_t output;
   };
   void expire(time_point now);

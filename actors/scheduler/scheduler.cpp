@@ -376,7 +376,7 @@ caf::expected<RouteDecision> scheduler_env::decide(const RouteQuery& q,
     return make_error(errc::overloaded,
                       "no route for request " + q.request_id() + ": " + c.why_not);
   }
-  self->state.control->observe(v.now, c, v, q.max_output_tokens());
+  self->state.control->observe(v.now, c, q.max_output_tokens());
   // Load is the work to do: the uncached tokens, not the prompt (a worker holding a
   // session's prefix must not look busy with its own cache hits).
   const auto now = self->clock().now();

@@ -1,8 +1,8 @@
 #include "run_command.hpp"
 
 #include <fstream>
-#include <map>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include <caf/all.hpp>
@@ -38,7 +38,7 @@ struct worker_gauges {
 struct series {
   std::vector<double> t_s, in_flight, completed, prfaas_queue, prfaas_active, pdp_queue, pdp_active,
       decode_active, decode_waiting, threshold, scarce, planned, pd_prefill, planned_pd_prefill,
-      link_up;
+      link_up, prfaas_speed_scale, pd_speed_scale;
   /// With several schedulers (one per PD cluster): each one's planned t, by cluster.
   std::map<std::string, std::vector<double>> planned_by_cluster;
   std::map<std::string, std::vector<double>> link_gbps, link_util, link_capacity_gbps,
@@ -91,6 +91,8 @@ public:
           link_up_ = &m.gauge("prfaas_scheduler_link_up", "", {});
           pd_prefill_ = &m.gauge("prfaas_scheduler_pd_workers", "", {{"role", "prefill"}});
           planned_pd_ = &m.gauge("prfaas_scheduler_planned_pd_workers", "", {{"role", "prefill"}});
+          for (auto [side, g] : {std::pair{"prfaas", &prfaas_scale_}, std::pair{"pd", &pd_scale_}})
+            *g = &m.gauge("prfaas_scheduler_prefill_speed_scale", "", {{"side", side}});
         }
     }
     for (auto& l : w_.deployment().link_list) {
@@ -303,6 +305,8 @@ private:
     s_.link_up.push_back(link_up_ ? link_up_->Value() : 1);
     s_.pd_prefill.push_back(pd_prefill_ ? pd_prefill_->Value() : 0);
     s_.planned_pd_prefill.push_back(planned_pd_ ? planned_pd_->Value() : 0);
+    s_.prfaas_speed_scale.push_back(prfaas_scale_ ? prfaas_scale_->Value() : 0);
+    s_.pd_speed_scale.push_back(pd_scale_ ? pd_scale_->Value() : 0);
     if (planned_of_.size() >= 2)
       for (auto& [cluster, g] : planned_of_)
         s_.planned_by_cluster[cluster].push_back(g->Value());
@@ -361,22 +365,25 @@ private:
                     {"utilisation", s_.link_util.at(key)},
                     {"capacity_gbps", s_.link_capacity_gbps.at(key)},
                     {"backlog_mb", s_.link_backlog_mb.at(key)}};
-    json out{{"t_s", s_.t_s},
-             {"in_flight", s_.in_flight},
-             {"completed", s_.completed},
-             {"threshold_tokens", s_.threshold},
-             {"bandwidth_scarce", s_.scarce},
-             {"planned_threshold_tokens", s_.planned},
-             {"scheduler_link_up", s_.link_up},
-             {"pd_prefill_workers", s_.pd_prefill},
-             {"planned_pd_prefill_workers", s_.planned_pd_prefill},
-             {"prfaas_queue", s_.prfaas_queue},
-             {"prfaas_active", s_.prfaas_active},
-             {"pd_prefill_queue", s_.pdp_queue},
-             {"pd_prefill_active", s_.pdp_active},
-             {"decode_active", s_.decode_active},
-             {"decode_waiting", s_.decode_waiting},
-             {"links", links}};
+    json out{
+        {"t_s", s_.t_s},
+        {"in_flight", s_.in_flight},
+        {"completed", s_.completed},
+        {"threshold_tokens", s_.threshold},
+        {"bandwidth_scarce", s_.scarce},
+        {"planned_threshold_tokens", s_.planned},
+        {"scheduler_link_up", s_.link_up},
+        {"pd_prefill_workers", s_.pd_prefill},
+        {"planned_pd_prefill_workers", s_.planned_pd_prefill},
+        // The re-planner's measured / profiled prefill time per side (0 before a plan).
+        {"prefill_speed_scale", {{"prfaas", s_.prfaas_speed_scale}, {"pd", s_.pd_speed_scale}}},
+        {"prfaas_queue", s_.prfaas_queue},
+        {"prfaas_active", s_.prfaas_active},
+        {"pd_prefill_queue", s_.pdp_queue},
+        {"pd_prefill_active", s_.pdp_active},
+        {"decode_active", s_.decode_active},
+        {"decode_waiting", s_.decode_waiting},
+        {"links", links}};
     // The series above are the first scheduler's; with several, each one's planned t.
     if (!s_.planned_by_cluster.empty())
       out["planned_threshold_tokens_by_cluster"] = s_.planned_by_cluster;
@@ -399,6 +406,7 @@ private:
   prometheus::Gauge* link_up_ = nullptr;    ///< the scheduler's view: no monitor reports it down
   prometheus::Gauge* pd_prefill_ = nullptr; ///< PD prefill workers taking work (conversion)
   prometheus::Gauge* planned_pd_ = nullptr; ///< ... the re-planner's target
+  prometheus::Gauge *prfaas_scale_ = nullptr, *pd_scale_ = nullptr; ///< ... its speed scales
   /// Every scheduler's planned-t gauge, with its PD cluster.
   std::vector<std::pair<std::string, prometheus::Gauge*>> planned_of_;
   std::vector<std::pair<std::string, std::string>> cross_links_;

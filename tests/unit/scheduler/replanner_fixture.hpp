@@ -75,12 +75,13 @@ inline replanner::settings fast() {
 
 inline const replanner::time_point t0{std::chrono::seconds(1000)};
 
-/// Feeds `ls` spread over the 10 s before `at`, routed by `t` (l > t offloaded).
+/// Feeds `ls` spread over the 10 s before `at`. (`t`, the threshold they were routed by,
+/// is the caller's record: the re-planner keeps lengths, not where they went.)
 inline void feed(replanner& r, const std::vector<uint64_t>& ls, replanner::time_point at,
                  uint64_t t, uint32_t output = 1024) {
   const auto gap = std::chrono::nanoseconds{10s} / static_cast<int64_t>(ls.size());
   for (size_t i = 0; i < ls.size(); ++i)
-    r.observe(at - 10s + gap * static_cast<int64_t>(i), ls[i], ls[i] > t, output);
+    r.observe(at - 10s + gap * static_cast<int64_t>(i), ls[i], output);
 }
 
 /// The model the replanner builds from these lengths: the case study's 4 PrfaaS
