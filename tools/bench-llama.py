@@ -93,7 +93,7 @@ def wait_http(port, path, timeout, ok=lambda body: True):
 class server:
     """A running server: prfaas (one process, llama-local topology) or llama-server."""
 
-    def __init__(self, kind, model, block_tokens, checkpoint_tokens, workdir, peer_args=()):
+    def __init__(self, kind, model, block_tokens, checkpoint_tokens, workdir, peer_args=(), extra_bufts="prefill"):
         self.kind = kind
         self.port = free_port()
         self.log = open(os.path.join(workdir, kind + ".log"), "w")
@@ -112,6 +112,11 @@ class server:
             text = re.sub(r"block_tokens: [0-9]+", "block_tokens: %d" % block_tokens, text)
             # As llama-server's -np 8: up to 8 queued prompts prefilled together.
             text = re.sub(r"(type: prefill_worker, )", r"\1max_batch: 8, ", text)
+            # The weight layout of each worker (docs/llama.md, "Extra buffer types").
+            if extra_bufts in ("prefill", "all"):
+                text = re.sub(r"(type: prefill_worker, )", r"\1extra_buffer_types: true, ", text)
+            if extra_bufts == "all":
+                text = re.sub(r"(type: decode_worker, )", r"\1extra_buffer_types: true, ", text)
             text = re.sub(r"checkpoint_blocks: [0-9]+", "checkpoint_blocks: %d" % (checkpoint_tokens // block_tokens), text)
             self.port = ports[8000]
             self.admin = ports[9101]
@@ -321,6 +326,10 @@ def main():
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--llama-server-arg", action="append", default=[], metavar="ARG",
                     help="one more llama-server argument (repeatable), e.g. --llama-server-arg=--no-repack")
+    ap.add_argument("--prfaas-extra-buffer-types", choices=["prefill", "none", "all"], default="prefill",
+                    help="which prfaas workers load the weights into llama.cpp's extra buffer types "
+                         "(AMX, repacked layouts) where the CPU has them: the prefill workers (default), "
+                         "none, or the decode worker too")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
 
@@ -339,7 +348,7 @@ def main():
             for kind in order:
                 log("run %d: %s" % (run + 1, kind))
                 srv = server(kind, args.model, args.block_tokens, args.checkpoint_tokens, workdir,
-                             args.llama_server_arg)
+                             args.llama_server_arg, args.prfaas_extra_buffer_types)
                 try:
                     r = measure(srv, srv.model_id, args, run, vocab, shared)
                 finally:
@@ -356,7 +365,8 @@ def main():
             ("8-stream aggregate (tokens/s)", "eight_stream_tps", True),
             ("TTFT, 4096-token prompt (s)", "ttft_4k_s", False),
             ("shared prefix: reused prompt tokens", "shared_reused_tokens", True)]
-    print("%d interleaved runs, medians; %s%s" % (args.runs, os.path.basename(args.model),
+    print("%d interleaved runs, medians; %s; prfaas extra buffer types: %s%s" % (
+          args.runs, os.path.basename(args.model), args.prfaas_extra_buffer_types,
           "; llama-server also " + " ".join(args.llama_server_arg) if args.llama_server_arg else ""))
     print("%-40s %14s %14s %9s" % ("", "prfaas", "llama-server", "ratio"))
     verdicts = []
@@ -383,7 +393,8 @@ def main():
         print("  %-36s %s" % (name, verdict))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(results, llama_server_extra_args=args.llama_server_arg), f, indent=1)
+            json.dump(dict(results, llama_server_extra_args=args.llama_server_arg,
+                           prfaas_extra_buffer_types=args.prfaas_extra_buffer_types), f, indent=1)
 
 
 if __name__ == "__main__":

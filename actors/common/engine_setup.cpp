@@ -235,6 +235,7 @@ std::unique_ptr<engine::engine> make_engine(const model_settings& m, const std::
     lc.ubatch = m.ubatch;
     lc.threads = m.threads;
     lc.slots = m.slots;
+    lc.extra_buffer_types = m.extra_buffer_types;
     auto e = engine::make_llama_engine(lc);
     if (!e)
       throw config_error("model.llama", e.message());
@@ -305,9 +306,27 @@ param_spec profile_param() {
           "profile file of this worker's hardware (engine: profile); default model.profile"};
 }
 
+param_spec extra_buffer_types_param() {
+  return {"extra_buffer_types", param_kind::boolean, "false",
+          "engine: llama: this worker's weights in llama.cpp's extra buffer types where the CPU "
+          "has them (AMX, repacked Q4/IQ4): faster prompt processing there, but a sequence's "
+          "bits then depend on its batch (docs/llama.md)"};
+}
+
+model_settings worker_model(const deployment_config& dep, const actor_params& p,
+                            const std::string& path) {
+  auto m = read_model(dep, p.str("profile"), path);
+  m.extra_buffer_types = p.boolean("extra_buffer_types");
+  if (m.extra_buffer_types && m.engine != "llama")
+    throw config_error(path + ".extra_buffer_types",
+                       "only engine: llama has extra buffer types (model.engine is " + m.engine +
+                           ")");
+  return m;
+}
+
 void check_worker_model(const std::string& path, const actor_params& p,
                         const deployment_config& dep) {
-  auto m = read_model(dep, p.str("profile"), path);
+  auto m = worker_model(dep, p, path);
   if (m.engine == "llama")
     return; // read_model checked the GGUF; a context is built when the worker starts
   make_engine(m, p.str("profile").empty() ? "model.profile" : path + ".profile");

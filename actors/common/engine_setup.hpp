@@ -53,6 +53,9 @@ struct model_settings {
   /// (a decode worker: its max_batch; a prefill worker: its max_batch, the prompts it
   /// prefills together).
   uint32_t slots = 1;
+  /// llama.cpp's extra buffer types (AMX, repacked layouts) for this worker's weights:
+  /// its `extra_buffer_types` parameter.
+  bool extra_buffer_types = false;
 };
 
 /// Reads `dep.model` with `profile_override` (a worker's `profile` parameter, may be
@@ -76,8 +79,15 @@ std::unique_ptr<engine::tokenizer> make_tokenizer(const model_settings& m);
 /// sequence record for themselves. For the simulated data plane's link model.
 std::function<double(std::span<const std::byte>)> wire_size_of(const model_settings& m);
 
-/// The worker parameter list shared by both worker types (profile override).
+/// The worker parameters shared by both worker types: its hardware's profile
+/// (engine: profile) and its weight layout (engine: llama).
 param_spec profile_param();
+param_spec extra_buffer_types_param();
+
+/// The model as the worker at `path` runs it: read_model with its own `profile` and
+/// `extra_buffer_types`. Throws config_error naming the key.
+model_settings worker_model(const deployment_config& dep, const actor_params& p,
+                            const std::string& path);
 
 /// A worker type's check_deployment: its model settings read and its engine built
 /// (the profile loads), so a bad model section stops the node before it starts.

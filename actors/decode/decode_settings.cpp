@@ -14,6 +14,7 @@ const settings_schema<S>& decode_schema() {
   static const auto schema =
       settings_schema<S>{}
           .spec(profile_param())
+          .spec(extra_buffer_types_param())
           .param("max_batch", param_kind::integer, &S::batch, &batch_settings::max_batch,
                  "sequences per decode step")
           .at_least(1)

@@ -399,7 +399,7 @@ void register_types(actor_registry& r) {
          .params = decode_params(),
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
-               auto model = read_model(ctx.deployment(), p.str("profile"), name);
+               auto model = worker_model(ctx.deployment(), p, name);
                auto settings = decode_settings_of(p);
                model.slots = static_cast<uint32_t>(settings.batch.max_batch);
                return ctx.system().spawn(decode_worker, &ctx, name, model, settings);

@@ -13,6 +13,7 @@ const settings_schema<S>& prefill_schema() {
   static const auto schema =
       settings_schema<S>{}
           .spec(profile_param())
+          .spec(extra_buffer_types_param())
           .param("max_queue", param_kind::integer, &S::max_queue,
                  "orders waiting at most; more are refused")
           .at_least(1)

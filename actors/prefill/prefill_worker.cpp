@@ -376,7 +376,7 @@ void register_types(actor_registry& r) {
          .params = prefill_params(),
          .factory =
              [](node_context& ctx, const std::string& name, const actor_params& p) {
-               auto model = read_model(ctx.deployment(), p.str("profile"), name);
+               auto model = worker_model(ctx.deployment(), p, name);
                auto cfg = prefill_settings_of(p);
                model.slots = cfg.max_batch; // a sequence per prompt prefilled together
                auto directory = directory_of(ctx, cfg.directory);

@@ -45,7 +45,7 @@ const char* llama_release() {
 namespace llama_detail {
 
 result<std::unique_ptr<engine>> llama_engine::create(const llama_config& c) {
-  auto m = llama_detail::load_model(c.gguf, false);
+  auto m = llama_detail::load_model(c.gguf, false, c.extra_buffer_types);
   if (!m)
     return m.err();
   if (!(*m)->facts.unsupported.empty())

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <llama.h>
 
@@ -84,13 +85,16 @@ void init_backend() {
   });
 }
 
-result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool vocab_only) {
+result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool vocab_only,
+                                                 bool extra_buffer_types) {
   init_backend();
+  if (vocab_only)
+    extra_buffer_types = false; // no weights to lay out
   static std::mutex mtx;
-  static std::map<std::pair<std::string, bool>, std::weak_ptr<loaded_model>> loaded;
+  static std::map<std::tuple<std::string, bool, bool>, std::weak_ptr<loaded_model>> loaded;
   std::error_code ec;
   const auto canonical = std::filesystem::weakly_canonical(path, ec).string();
-  const auto key = std::pair{ec ? path : canonical, vocab_only};
+  const auto key = std::tuple{ec ? path : canonical, vocab_only, extra_buffer_types};
   std::lock_guard<std::mutex> guard{mtx};
   if (auto it = loaded.find(key); it != loaded.end())
     if (auto m = it->second.lock())
@@ -105,14 +109,15 @@ result<std::shared_ptr<loaded_model>> load_model(const std::string& path, bool v
   params.vocab_only = vocab_only;
   params.n_gpu_layers = 0; // CPU; the tests need no GPU
   params.load_mode = LLAMA_LOAD_MODE_MMAP;
-  // No extra buffer types (AMX, weight repacking): their kernels depend on the batch
-  // shape, and on a VM that advertises AMX without supporting it the AMX type dies
-  // (SIGILL on a Q8_0 model's first decode) or fails its scheduler assert (an F16 Kimi
-  // Linear context). See docs/llama.md, "Batch invariance".
-  params.use_extra_bufts = false;
+  // No extra buffer types (AMX, weight repacking) unless asked: their kernels depend on
+  // the batch shape, and on a VM that advertises AMX without supporting it the AMX type
+  // dies (SIGILL on a Q8_0 model's first decode) or fails its scheduler assert (an F16
+  // Kimi Linear context). See docs/llama.md, "Batch invariance" and "Extra buffer types".
+  params.use_extra_bufts = extra_buffer_types;
   auto m = std::make_shared<loaded_model>();
   m->path = path;
   m->vocab_only = vocab_only;
+  m->extra_buffer_types = extra_buffer_types;
   m->model = llama_model_load_from_file(path.c_str(), params);
   if (!m->model)
     return make_error(path +

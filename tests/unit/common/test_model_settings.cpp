@@ -141,3 +141,22 @@ TEST_CASE("engine: llama reads the GGUF's own limits, and says which key is wron
              Catch::StartsWith("model.llama.gguf:") && Catch::Contains("does not know"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a worker's extra_buffer_types: llama's weight layout, refused for other engines") {
+  auto params = [](bool on) {
+    return actor_params{"nodes[0].actors[1]",
+                        {{"profile", YAML::Node{""}}, {"extra_buffer_types", YAML::Node{on}}},
+                        nullptr};
+  };
+  CHECK_FALSE(serving::worker_model(with_model("{ engine: reference }"), params(false),
+                                    "nodes[0].actors[1]")
+                  .extra_buffer_types);
+  try {
+    serving::worker_model(with_model("{ engine: reference }"), params(true), "nodes[0].actors[1]");
+    FAIL("extra_buffer_types on the reference engine was accepted");
+  } catch (const config_error& e) {
+    CHECK(e.path() == "nodes[0].actors[1].extra_buffer_types");
+    CHECK_THAT(e.reason(), Catch::Contains("only engine: llama"));
+    CHECK_THAT(e.reason(), Catch::Contains("model.engine is reference"));
+  }
+}

@@ -23,6 +23,12 @@ struct llama_config {
   uint32_t threads = 2;  ///< n_threads and n_threads_batch
   uint32_t slots = 1;    ///< sequences resident in the context at once (llama seq ids);
                          ///< more are parked in host memory and swapped in on demand
+  /// Load the weights into llama.cpp's extra buffer types where the CPU has them (AMX
+  /// tiles, repacked Q4/IQ4 layouts): faster prompt processing on such CPUs, at the
+  /// price of batch invariance (docs/llama.md). The state this engine exports imports
+  /// into an engine without them, and the other way round: the KV and recurrent state
+  /// are laid out alike.
+  bool extra_buffer_types = false;
 };
 
 /// What a GGUF declares, read without its weights (for configuration checks).
