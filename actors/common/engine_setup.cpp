@@ -321,6 +321,10 @@ model_settings worker_model(const deployment_config& dep, const actor_params& p,
     throw config_error(path + ".extra_buffer_types",
                        "only engine: llama has extra buffer types (model.engine is " + m.engine +
                            ")");
+  if (m.extra_buffer_types)
+    if (auto facts = cached_facts(m.gguf); facts)
+      if (auto why = engine::extra_buffer_types_refusal(facts->architecture); !why.empty())
+        throw config_error(path + ".extra_buffer_types", why + " (" + m.gguf + ")");
   return m;
 }
 

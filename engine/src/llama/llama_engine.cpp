@@ -42,6 +42,16 @@ const char* llama_release() {
   return PRFAAS_LLAMA_RELEASE;
 }
 
+std::string extra_buffer_types_refusal(const std::string& architecture) {
+  // Its graph has an operation no backend of the extra buffer types' scheduler takes:
+  // ggml-backend.cpp's GGML_ASSERT(*cur_backend_id != -1) kills the process (seen with
+  // the AMX type, F16 weights).
+  if (architecture == "kimi-linear")
+    return "llama.cpp " + std::string{llama_release()} +
+           " aborts on kimi-linear models with extra buffer types (a scheduler assert)";
+  return {};
+}
+
 namespace llama_detail {
 
 result<std::unique_ptr<engine>> llama_engine::create(const llama_config& c) {
@@ -51,6 +61,9 @@ result<std::unique_ptr<engine>> llama_engine::create(const llama_config& c) {
   if (!(*m)->facts.unsupported.empty())
     return make_error(c.gguf + ": architecture " + (*m)->facts.architecture +
                       " is not supported: " + (*m)->facts.unsupported);
+  if (c.extra_buffer_types)
+    if (auto why = extra_buffer_types_refusal((*m)->facts.architecture); !why.empty())
+      return make_error(c.gguf + ": extra buffer types: " + why);
   std::unique_ptr<llama_engine> e(new llama_engine(c, std::move(m).value()));
   if (auto r = e->init(); !r)
     return r.err();

@@ -159,4 +159,17 @@ TEST_CASE("a worker's extra_buffer_types: llama's weight layout, refused for oth
     CHECK_THAT(e.reason(), Catch::Contains("only engine: llama"));
     CHECK_THAT(e.reason(), Catch::Contains("model.engine is reference"));
   }
+  // The pinned llama.cpp aborts on Kimi Linear with them: refused before it can.
+  const std::string kimi = std::string{PRFAAS_MODELS_DIR} + "/tiny-kimi-linear.gguf";
+  CHECK_FALSE(serving::worker_model(with_model("{ engine: llama, llama: { gguf: " + kimi + " } }"),
+                                    params(false), "nodes[0].actors[1]")
+                  .extra_buffer_types);
+  try {
+    serving::worker_model(with_model("{ engine: llama, llama: { gguf: " + kimi + " } }"),
+                          params(true), "nodes[0].actors[1]");
+    FAIL("extra_buffer_types on Kimi Linear was accepted");
+  } catch (const config_error& e) {
+    CHECK(e.path() == "nodes[0].actors[1].extra_buffer_types");
+    CHECK_THAT(e.reason(), Catch::Contains("aborts on kimi-linear"));
+  }
 }

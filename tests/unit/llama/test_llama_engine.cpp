@@ -480,4 +480,11 @@ TEST_CASE("config errors: what a GGUF cannot be is said before anything starts")
   CHECK(facts->hybrid);
   CHECK(facts->n_ctx_train == 8192);
   CHECK(facts->unsupported.empty());
+  // Kimi Linear with extra buffer types: llama.cpp would abort the process; refused.
+  auto kimi = settings("tiny-kimi-linear");
+  kimi.extra_buffer_types = true;
+  auto refused = make_llama_engine(kimi);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.message(), Catch::Matchers::Contains("extra buffer types"));
+  CHECK_THAT(refused.message(), Catch::Matchers::Contains("aborts on kimi-linear"));
 }

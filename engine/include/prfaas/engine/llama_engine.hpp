@@ -47,6 +47,10 @@ struct gguf_facts {
 /// Reads a GGUF's facts; an error names the file and what is wrong with it.
 result<gguf_facts> inspect_gguf(const std::string& path);
 
+/// Empty when a model of this architecture may load its weights into extra buffer
+/// types; otherwise why not (the pinned llama.cpp aborts on it).
+std::string extra_buffer_types_refusal(const std::string& architecture);
+
 /// The engine; an error names what failed (file, architecture, context size, ...).
 result<std::unique_ptr<engine>> make_llama_engine(const llama_config& config);
 
