@@ -31,11 +31,14 @@ of --runs runs. The settings:
                 prompts are offloaded (threshold 256) and their state crosses the
                 emulated link.
                 Its prefill workers keep a recurrent-state checkpoint every
-                --checkpoint-tokens (checkpoint_blocks). Its contexts run without flash
-                attention (a sequence computes the same bits in any batch:
-                docs/llama.md, "Batch invariance").
+                --checkpoint-tokens (checkpoint_blocks) and load the weights into
+                llama.cpp's extra buffer types (AMX, repacked layouts: faster prefill
+                where the CPU has them; --prfaas-extra-buffer-types), its decode worker
+                does not (docs/llama.md, "Extra buffer types"). Its contexts run without
+                flash attention (docs/llama.md, "Batch invariance").
   llama-server  -np 8 -t 2 -tb 2 -b 512 -ub 512 -c 65536 (8192 a slot), flash attention
-                at its default (auto), context checkpoints on for hybrid reuse (-ctxcp 32
+                and extra buffer types at its defaults (auto, on; --llama-server-arg to
+                change them), context checkpoints on for hybrid reuse (-ctxcp 32
                 -cms <checkpoint tokens>), prompt cache in RAM (its default 8 GiB), no web UI.
 """
 
