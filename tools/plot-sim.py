@@ -5,6 +5,12 @@
   tools/plot-sim.py ttft-cdf   OUT.png LABEL=requests.csv ...  TTFT CDFs (run --requests-csv)
   tools/plot-sim.py timeline   OUT.png run.json                link utilisation and threshold
                                                                over time (prfaas-sim run --json)
+  tools/plot-sim.py replan     OUT.png LABEL=run.json ... [planner=S:T:N,...]
+                                                               the re-planner's t and split over
+                                                               time, planned and live, one line
+                                                               per run; planner= draws the static
+                                                               planner's t and split N from
+                                                               second S on
 
 Data go to OUT.png's folder as OUT.*.dat beside the PNG, so a plot can be redrawn or
 read as numbers.
@@ -110,11 +116,69 @@ unset multiplot
 """)
 
 
+def replan(out, args):
+    """Planned t (log scale) and PD prefill instances, planned and taking work."""
+    pairs = list(labelled(args))
+    runs = [(label, path) for label, path in pairs if label != "planner"]
+    base = os.path.splitext(out)[0]
+    ref_t = ref_split = ""
+    for label, spec in pairs:
+        if label != "planner":
+            continue
+        steps = []
+        for part in spec.split(","):
+            try:
+                start, t, n = part.split(":")
+                steps.append((float(start), float(t), float(n)))
+            except ValueError:
+                sys.exit(f"plot-sim: planner= takes START:T:SPLIT,..., got {part!r}")
+        end = max(max(json.load(open(p))["timeseries"]["t_s"]) for _, p in runs) if runs else 0
+        with open(f"{base}.planner.dat", "w") as f:
+            f.write("# t_s planner_threshold_tokens planner_pd_prefill_workers\n")
+            for start, t, n in steps:
+                f.write(f"{start} {t} {n}\n")
+            f.write(f"{end} {steps[-1][1]} {steps[-1][2]}\n")
+        ref_t = f", '{base}.planner.dat' using 1:2 with steps lw 3 lc rgb 'black' dt 3 title 'planner'"
+        ref_split = f", '{base}.planner.dat' using 1:3 with steps lw 3 lc rgb 'black' dt 3 title 'planner'"
+    for i, (label, path) in enumerate(runs):
+        with open(path) as f:
+            ts = json.load(f)["timeseries"]
+        with open(f"{os.path.splitext(out)[0]}.{i}.dat", "w") as f:
+            f.write("# t_s planned_threshold_tokens planned_pd_prefill_workers pd_prefill_workers\n")
+            for j, t in enumerate(ts["t_s"]):
+                planned_t = ts["planned_threshold_tokens"][j]
+                f.write(f'{t} {planned_t if planned_t > 0 else "NaN"} '
+                        f'{ts["planned_pd_prefill_workers"][j]} {ts["pd_prefill_workers"][j]}\n')
+    t_lines = ", ".join(f"'{base}.{i}.dat' using 1:2 with steps lw 2 title '{label}'"
+                        for i, (label, _) in enumerate(runs))
+    split_lines = ", ".join(
+        f"'{base}.{i}.dat' using 1:3 with steps dt 2 lc {i + 1} title '{label} planned', "
+        f"'' using 1:4 with steps lc {i + 1} title '{label} taking work'"
+        for i, (label, _) in enumerate(runs))
+    gnuplot(f"""set terminal pngcairo size 1000,700
+set output '{out}'
+set multiplot layout 2,1
+set grid
+set key outside right
+set xlabel 'virtual time (s)'
+set ylabel 'planned t (tokens)'
+set logscale y
+plot {t_lines}{ref_t}
+unset logscale y
+set ylabel 'PD prefill instances'
+set yrange [0:5]
+set ytics 1
+plot {split_lines}{ref_split}
+unset multiplot
+""")
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     kind, out, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
-    {"throughput": throughput, "ttft-cdf": ttft_cdf, "timeline": timeline}.get(
+    {"throughput": throughput, "ttft-cdf": ttft_cdf, "timeline": timeline,
+     "replan": replan}.get(
         kind, lambda *_: sys.exit(f"plot-sim: unknown plot {kind!r}"))(out, rest)
 
 
