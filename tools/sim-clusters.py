@@ -135,8 +135,9 @@ def main():
             for o in fig["outages"]:
                 print(f"  outage {o['link']} from {o['start_s']:g} s for {o['seconds']:g} s: "
                       f"{o['arrived']} arrived at its PD end, {o['prefilled_across']} prefilled "
-                      f"across it, {o['failed_over']} failed over (the last "
-                      f"{o['last_failed_over_s']:.1f} s into it)")
+                      f"across it, {o['failed_over']} failed over" +
+                      (f" (the last {o['last_failed_over_s']:.1f} s into it)"
+                       if o['failed_over'] else ""))
             figures.append(fig)
     if a.json:
         with open(a.json, "w") as f:

@@ -87,6 +87,9 @@ def main():
     ap.add_argument("--pd-shares", default="",
                     help="with several PD clusters: each one's share (clusters.<name>.share: "
                          "weighted fair queueing at the PrfaaS workers), comma-separated")
+    ap.add_argument("--fair-share", choices=["share", "link_rate"], default="share",
+                    help="link_rate: weigh each PD cluster at a PrfaaS cluster by the part of "
+                         "its link bandwidth that leads there, times its share (fair_share:)")
     a = ap.parse_args()
     if a.convertible_prefill > a.convertible:
         sys.exit("sim-deployment: --convertible-prefill exceeds --convertible")
@@ -123,6 +126,8 @@ def main():
                  "PD clusters")
     for j, c in enumerate(pd_names):
         w(f"  {c}: {{ kind: pd, share: {shares[j]} }}" if shares else f"  {c}: {{ kind: pd }}")
+    if a.fair_share != "share":
+        w(f"fair_share: {a.fair_share}")
     if any(r > 0 for row in rates for r in row):
         w("links:")
         for j, pd in enumerate(pd_names):

@@ -45,7 +45,7 @@ void prefill_queue::enqueue(key k) {
   auto& e = orders_.at(k);
   e.start_tag = start_tag(e.o);
   finish_[e.o.origin] =
-      e.start_tag + static_cast<double>(e.o.work) / std::max<uint32_t>(1, e.o.weight);
+      e.start_tag + static_cast<double>(e.o.work) / (e.o.weight > 0 ? e.o.weight : 1.0);
   // After every order with a start tag at or below its own: arrival order among equals.
   auto at = std::upper_bound(fifo_.begin(), fifo_.end(), e.start_tag,
                              [this](double tag, key q) { return tag < orders_.at(q).start_tag; });

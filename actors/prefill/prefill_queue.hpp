@@ -24,7 +24,7 @@
 //
 // Order: a PrfaaS worker may serve several PD clusters (an order's `origin`). Their
 // orders share it by start-time fair queueing over tokens, weighted by each origin's
-// `weight` (its cluster's `share`): an order's start tag is the later of the tag now in
+// `weight` (deployment_config::fair_weight): an order's start tag is the later of the tag now in
 // service and the finish tag of its origin's previous order, its finish tag that plus
 // work / weight, and the smallest start tag runs next (ties: arrival). A PD cluster
 // with more work queued than its share waits behind the others' shares; none starves,
@@ -57,7 +57,7 @@ public:
     std::chrono::nanoseconds budget{0}; ///< time left when it arrived; 0 = none
     bool pull_first = false;            ///< waits for a cache move before queueing
     std::string origin;                 ///< the PD cluster it serves ("" = none named)
-    uint32_t weight = 1;                ///< its origin's share (≥ 1)
+    double weight = 1;                  ///< its origin's weight here (> 0)
   };
 
   struct refusal {

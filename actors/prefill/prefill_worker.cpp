@@ -268,8 +268,8 @@ prfaas::answer<PrefillDone> take_order(self_ptr self, node_context* ctx, const s
     throw std::runtime_error("fault point prefill.crash: crashing on order " + po.request_id());
   const auto budget = po.budget_ns() ? std::chrono::nanoseconds(po.budget_ns()) : default_budget;
   const bool pull_first = s.cache && !po.cache_from_node().empty() && po.cache_blocks() > 0;
-  auto admitted =
-      s.queue.admit(queue_order(ctx->deployment(), po, self->clock().now(), budget, pull_first));
+  auto admitted = s.queue.admit(
+      queue_order(ctx->deployment(), ctx->cluster(), po, self->clock().now(), budget, pull_first));
   if (auto* no = std::get_if<prefill_queue::refusal>(&admitted)) {
     s.stats->rejected.Increment();
     return make_error(errc::overloaded, "prefill worker " + name + ": " + no->why);
@@ -354,7 +354,9 @@ caf::behavior prefill_worker(self_ptr self, node_context* ctx, std::string name,
                   return take_order(self, ctx, name, msg, po, default_budget);
                 },
                 [&](directory::Reannounce&) { return reannounce(self, ctx, name, msg); },
-                [&](LoadQuery&) { return load_of(s.queue, s.ready, ctx->deployment()); },
+                [&](LoadQuery&) {
+                  return load_of(s.queue, s.ready, ctx->deployment(), ctx->cluster());
+                },
                 [&](CachePull& q, remote_message& m) { return serve_pull(self, ctx, m, q); },
                 [&](Cancel& c) { cancel(self, ctx, c); });
           },

@@ -7,10 +7,10 @@ uint64_t work_of(const PrefillOrder& po) {
   return po.uncached_tokens() > 0 && po.uncached_tokens() <= n ? po.uncached_tokens() : n;
 }
 
-prefill_queue::order queue_order(const deployment_config& dep, const PrefillOrder& po,
-                                 prefill_queue::clock_type::time_point now,
+prefill_queue::order queue_order(const deployment_config& dep, const std::string& own,
+                                 const PrefillOrder& po, prefill_queue::clock_type::time_point now,
                                  std::chrono::nanoseconds budget, bool pull_first) {
-  const auto origin = fair_share_of(dep, po.decode_node());
+  const auto origin = fair_share_of(dep, own, po.decode_node());
   return {.request_id = po.request_id(),
           .transfer_id = po.transfer_id(),
           .work = work_of(po),
@@ -21,7 +21,8 @@ prefill_queue::order queue_order(const deployment_config& dep, const PrefillOrde
           .weight = origin.weight};
 }
 
-WorkerLoad load_of(const prefill_queue& q, bool ready, const deployment_config& dep) {
+WorkerLoad load_of(const prefill_queue& q, bool ready, const deployment_config& dep,
+                   const std::string& own) {
   WorkerLoad l;
   l.set_role("prefill");
   l.set_queue_depth(static_cast<uint32_t>(q.queued()));
@@ -36,14 +37,12 @@ WorkerLoad load_of(const prefill_queue& q, bool ready, const deployment_config& 
   }
   l.set_load(static_cast<double>(q.queued() + q.running()) / q.max_queue());
   l.set_starting(!ready);
-  // Under fair queueing each PD cluster waits behind its share, not the whole queue.
-  if (has_shares(dep))
+  // Under fair queueing each PD cluster waits behind its weight, not the whole queue.
+  if (dep.fair_queueing())
     for (auto& [name, c] : dep.clusters)
-      if (c.kind == "pd") {
-        const auto origin = share_of_cluster(dep, name);
+      if (c.kind == "pd")
         (*l.mutable_queued_tokens_ahead())[name] =
-            q.work_ahead({.origin = origin.cluster, .weight = origin.weight});
-      }
+            q.work_ahead({.origin = name, .weight = dep.fair_weight(own, name)});
   return l;
 }
 

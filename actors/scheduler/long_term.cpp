@@ -147,19 +147,13 @@ replanner::profiles replan_profiles(const actor_params& p, const deployment_conf
 
 namespace {
 
-/// This PD cluster's share of each PrfaaS cluster it links to: its weight over the weights
-/// of every PD cluster linked to that one (a weight is the cluster's `share`, 1 where unset,
-/// as the PrfaaS workers' fair queueing counts it; with no shares set they serve first
-/// come first served, and an even split is the plan's estimate).
+/// This PD cluster's share of each PrfaaS cluster it links to: its weight there over the
+/// weights of every PD cluster linked to that one (deployment_config::fair_weight, as the
+/// PrfaaS workers' fair queueing counts it; with no fair queueing they serve first come
+/// first served, and an even split is the plan's estimate).
 std::map<std::string, replanner::settings::prfaas_link> links_of(const deployment_config& dep,
                                                                  const std::string& own) {
   std::map<std::string, replanner::settings::prfaas_link> out;
-  auto weight = [&](const std::string& c) {
-    auto it = dep.clusters.find(c);
-    return it == dep.clusters.end() || it->second.share == 0
-               ? 1.0
-               : static_cast<double>(it->second.share);
-  };
   auto kind = [&](const std::string& c) {
     auto it = dep.clusters.find(c);
     return it == dep.clusters.end() ? std::string{} : it->second.kind;
@@ -174,9 +168,10 @@ std::map<std::string, replanner::settings::prfaas_link> links_of(const deploymen
       const bool touches = m.a == prfaas || m.b == prfaas;
       const std::string other = m.a == prfaas ? m.b : m.a;
       if (touches && kind(other) != "prefill-only")
-        all += weight(other);
+        all += dep.fair_weight(prfaas, other);
     }
-    out[prfaas] = {static_cast<double>(l.rate_bps), all > 0 ? weight(own) / all : 1.0};
+    out[prfaas] = {static_cast<double>(l.rate_bps),
+                   all > 0 ? dep.fair_weight(prfaas, own) / all : 1.0};
   }
   return out;
 }
@@ -193,6 +188,7 @@ long_term::long_term(const actor_params& p, const deployment_config& dep, const 
   for (auto& l : dep.link_list)
     s.link_rate_bps = std::max(s.link_rate_bps, static_cast<double>(l.rate_bps));
   s.links = links_of(dep, own_cluster);
+  s.split_by_rate = p.has("link_split") && p.str("link_split") == "rate";
   plan_.emplace(s, replan_profiles(p, dep, v), static_cast<uint64_t>(p.integer("threshold")));
 }
 

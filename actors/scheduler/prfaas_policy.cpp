@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "scheduler/threshold_controller.hpp"
 
@@ -115,7 +116,54 @@ int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prf
   return best;
 }
 
-int offload_prefill(const cluster_view& v, const route_input& in, double load_weight) {
+std::string link_splitter::pick(const cluster_view& v, const route_input& in, double kv_bytes) {
+  const link_view* best = nullptr;
+  double best_start = 0;
+  for (auto& l : v.links) {
+    const double rate = l.capacity_bps > 0 ? l.capacity_bps : l.throughput_bps;
+    const bool open = std::any_of(v.prefill.begin(), v.prefill.end(), [&](auto& w) {
+      return w.prfaas && w.cluster == l.cluster && eligible(v, in, w);
+    });
+    if (!open || rate <= 0)
+      continue; // its tag stays: what it carried still counts when it opens
+    auto it = tag_.find(l.cluster);
+    const double start = std::max(now_, it == tag_.end() ? now_ : it->second);
+    if (best == nullptr || start < best_start) {
+      best = &l;
+      best_start = start;
+    }
+  }
+  if (best == nullptr)
+    return {};
+  const double rate = best->capacity_bps > 0 ? best->capacity_bps : best->throughput_bps;
+  now_ = best_start;
+  tag_[best->cluster] = best_start + std::max(1.0, kv_bytes) * 8.0 / rate;
+  return best->cluster;
+}
+
+int offload_prefill(const cluster_view& v, const route_input& in, double load_weight,
+                    link_splitter* split) {
+  if (v.links.size() >= 2 && split != nullptr) {
+    const auto tokens = static_cast<uint64_t>(in.prompt_tokens);
+    const double bytes = v.kv_bytes ? v.kv_bytes(tokens) : static_cast<double>(tokens);
+    const std::string cluster = split->pick(v, in, bytes);
+    int best = -1;
+    double best_eta = 0;
+    for (size_t i = 0; i < v.prefill.size(); ++i) {
+      auto& w = v.prefill[i];
+      if (!w.prfaas || w.cluster != cluster || !eligible(v, in, w))
+        continue;
+      const double eta = expected_ready_seconds(v, in, i);
+      // No measured pace yet: the least work pending, as a pace-free order.
+      const double key = eta >= 0 ? eta : static_cast<double>(w.pending_tokens());
+      if (best < 0 || key < best_eta) {
+        best = static_cast<int>(i);
+        best_eta = key;
+      }
+    }
+    if (best >= 0)
+      return best;
+  }
   if (v.links.size() >= 2)
     if (int i = fastest_prefill(v, in, true, true); i >= 0)
       return i;
@@ -138,9 +186,13 @@ void finish(route_choice& c, const route_input& in, const cluster_view& v) {
 class prfaas_policy final : public routing_policy {
 public:
   prfaas_policy(threshold_controller::settings t, bandwidth_mode::bounds b,
-                duration backlog_horizon, double load_weight, bool move_caches, bool by_cost)
+                duration backlog_horizon, double load_weight, bool move_caches, bool by_cost,
+                bool split_by_rate)
       : mode_(b), backlog_horizon_(backlog_horizon), load_weight_(load_weight),
-        move_caches_(move_caches), by_cost_(by_cost), control_(t, {}) {}
+        move_caches_(move_caches), by_cost_(by_cost), control_(t, {}) {
+    if (split_by_rate)
+      split_.emplace();
+  }
   std::string name() const override { return "prfaas"; }
 
   route_choice decide(const route_input& in, const cluster_view& v) override {
@@ -202,10 +254,11 @@ public:
       c.basis = "cost";
       c.move_cache = false; // a cache counts where it is
     } else {
-      c.prefill =
-          offload ? offload_prefill(v, in, load_weight_) : best_prefill(v, in, false, load_weight_);
+      link_splitter* split = split_ ? &*split_ : nullptr;
+      c.prefill = offload ? offload_prefill(v, in, load_weight_, split)
+                          : best_prefill(v, in, false, load_weight_);
       if (c.prefill < 0 && !offload && can_offload && !has_side(v, in, false))
-        c.prefill = offload_prefill(v, in, load_weight_); // no PD prefill left at all
+        c.prefill = offload_prefill(v, in, load_weight_, split); // no PD prefill left at all
     }
     finish(c, in, v);
     if (c.prefill >= 0 && c.move_cache && !scarce)
@@ -249,6 +302,7 @@ private:
   double load_weight_;
   bool move_caches_;
   bool by_cost_;
+  std::optional<link_splitter> split_; ///< `link_split: rate`
   threshold_controller control_;
   bool has_kv_ = false;
 };
@@ -422,12 +476,20 @@ bool offload_by_cost(const actor_params& p) {
   return o == "cost";
 }
 
+/// `link_split: soonest | rate` (default soonest).
+bool split_by_rate(const actor_params& p) {
+  const std::string o = p.has("link_split") ? p.str("link_split") : "soonest";
+  if (o != "soonest" && o != "rate")
+    throw std::invalid_argument("scheduler: link_split must be soonest or rate, not \"" + o + "\"");
+  return o == "rate";
+}
+
 PRFAAS_REGISTER_POLICY("prfaas", [](const actor_params& p) -> std::unique_ptr<routing_policy> {
   return std::make_unique<prfaas_policy>(
       control_of(p), bounds_of(p),
       p.has("backlog_horizon") ? p.dur("backlog_horizon") : std::chrono::seconds(1),
       number_or(p, "load_weight", 1.0), !p.has("move_caches") || p.boolean("move_caches"),
-      offload_by_cost(p));
+      offload_by_cost(p), split_by_rate(p));
 });
 PRFAAS_REGISTER_POLICY("homogeneous_pd",
                        [](const actor_params&) -> std::unique_ptr<routing_policy> {

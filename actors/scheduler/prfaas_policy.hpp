@@ -80,10 +80,29 @@ double expected_ready_seconds(const cluster_view& v, const route_input& in, size
 int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prfaas,
                     bool only_prfaas = false);
 
+/// Spreads offloads over several links in proportion to their rates (`link_split:
+/// rate`): start-time fair queueing of KV bytes over the links. An offload starts at the
+/// later of its link's tag and the last offload's start, the open link where it would
+/// start first takes it, and its tag advances by the KV bytes over the link's rate. A
+/// link that was closed (down, over budget) meanwhile starts no earlier than the last
+/// offload, so it takes no catch-up burst when it opens, and keeps what it carried before.
+class link_splitter {
+public:
+  /// The PrfaaS cluster whose link the next offload of `kv_bytes` crosses, among the
+  /// links of `v` with an eligible worker for `in`; "" if none. Charges that link.
+  std::string pick(const cluster_view& v, const route_input& in, double kv_bytes);
+
+private:
+  std::map<std::string, double> tag_;
+  double now_ = 0;
+};
+
 /// Where an offloaded prefill goes: with one link, `best_prefill` on the PrfaaS side;
 /// with several, the open PrfaaS worker whose KV would be ready soonest over its own
 /// link (so each link takes work in step with what it can carry), falling back to
-/// `best_prefill` while a PrfaaS cluster has no measured pace. -1 if none.
-int offload_prefill(const cluster_view& v, const route_input& in, double load_weight);
+/// `best_prefill` while a PrfaaS cluster has no measured pace. With a `split`, the link
+/// is the splitter's and the worker the soonest ready of that link's cluster. -1 if none.
+int offload_prefill(const cluster_view& v, const route_input& in, double load_weight,
+                    link_splitter* split = nullptr);
 
 } // namespace prfaas::serving

@@ -134,6 +134,7 @@ std::optional<planner::multi_inputs> several_inputs(const cluster_view& v,
   static_cast<planner::workload_inputs&>(out) = in;
   out.name = in.name;
   out.pd.push_back({"pd", in.pd, 1});
+  out.split_by_rate = s.split_by_rate;
   usable_gbps = 0;
   for (auto& l : v.links) {
     const auto cfg =

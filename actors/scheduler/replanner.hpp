@@ -101,6 +101,9 @@ public:
       double share = 1; ///< 0..1: see long_term.cpp (PD clusters' `share` over a cluster)
     };
     std::map<std::string, prfaas_link> links;
+    /// The scheduler splits offloads over the links by their rates (`link_split: rate`):
+    /// the plan's flows do too.
+    bool split_by_rate = false;
   };
 
   /// The profiles of the two sides (prefill timing on both, a decode model on the PD one).

@@ -498,6 +498,8 @@ caf::behavior scheduler(self_ptr self, node_context* ctx, std::string self_name,
 void check_params(const std::string& path, const actor_params& p) {
   if (auto o = p.str("offload"); o != "threshold" && o != "cost")
     throw config_error(path + ".offload", "must be threshold or cost, not \"" + o + "\"");
+  if (auto o = p.str("link_split"); o != "soonest" && o != "rate")
+    throw config_error(path + ".link_split", "must be soonest or rate, not \"" + o + "\"");
   auto names = policy_registry::instance().names();
   if (!policy_registry::instance().make(p.str("policy"), p)) {
     std::string list;

@@ -78,6 +78,10 @@ std::vector<param_spec> scheduler_params() {
        "uncached length exceeds t) or cost (the worker, either cluster, expected to have "
        "the KV at the decode side soonest; t decides while the link is the bottleneck "
        "or a cluster has no measured pace)"},
+      {"link_split", param_kind::string, "soonest",
+       "prfaas policy, several links: where an offload goes: soonest (the PrfaaS worker "
+       "whose KV would be ready first over its own link) or rate (the links take offloads' "
+       "KV in proportion to their rates, the soonest worker behind the chosen link)"},
       {"load_weight", param_kind::number, "1.0",
        "cache-aware placement: cost of one pending token against one uncached token"},
       {"decode_weight", param_kind::number, "512",

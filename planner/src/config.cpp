@@ -281,7 +281,7 @@ multi_config parse_multi_config(const std::string& text, const std::string& sour
   const YAML::Node root = load_root(text, source);
   const node top(root, "", source);
   // No `search`: the M × N planner bisects on Λ (multi.hpp), it has no t grid to size.
-  top.only({"name", "prfaas_clusters", "pd_clusters", "links", "workload", "model"});
+  top.only({"name", "prfaas_clusters", "pd_clusters", "links", "link_split", "workload", "model"});
   multi_config cfg;
   cfg.path = source;
   auto& in = cfg.inputs;
@@ -321,6 +321,12 @@ multi_config parse_multi_config(const std::string& text, const std::string& sour
     if (!pd.count(d))
       l.fail("between", "names '" + d + "', not a declared PD cluster");
     in.links.push_back({prfaas[a], pd[d], l.positive("bandwidth_gbps")});
+  }
+  if (top.has("link_split")) {
+    const auto split = top.get<std::string>("link_split");
+    if (split != "soonest" && split != "rate")
+      top.fail("link_split", "must be soonest or rate, not '" + split + "'");
+    in.split_by_rate = split == "rate";
   }
   workload_from(top, base_dir, in);
   return cfg;

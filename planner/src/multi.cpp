@@ -134,6 +134,7 @@ program build(const multi_model& m, const std::vector<pd_choice>& c, bool decode
       p.row({{g.lam[j], 1}, {big, -share}}, 0, true);
   }
   std::vector<std::vector<std::pair<int, double>>> flow(N), compute(M);
+  std::vector<std::vector<std::pair<int, double>>> routable(N); ///< (y, Gbit/s) per PD cluster
   for (auto& l : in.links) {
     const auto o = m.pair(l.prfaas, l.pd)
                        .evaluate(c[l.pd].threshold, in.prfaas[l.prfaas].spec.instances, 0, 0);
@@ -146,9 +147,18 @@ program build(const multi_model& m, const std::vector<pd_choice>& c, bool decode
     g.y.push_back(v);
     g.link_cap.push_back(cap);
     flow[l.pd].push_back({v, 1});
-    if (cost > 0)
+    if (cost > 0) {
       compute[l.prfaas].push_back({v, cost});
+      if (cap > 0)
+        routable[l.pd].push_back({v, l.gbps});
+    }
   }
+  // Split by rate: every link of a PD cluster carries the same requests per Gbit/s (its
+  // requests all have that cluster's KV size, so its bytes follow the rates too).
+  if (in.split_by_rate)
+    for (auto& r : routable)
+      for (size_t k = 1; k < r.size(); ++k)
+        p.row({{r[k - 1].first, 1 / r[k - 1].second}, {r[k].first, -1 / r[k].second}}, 0, true);
   g.pdp.assign(N, 0);
   g.pdd.assign(N, 0);
   g.comp.assign(M, 0);

@@ -44,13 +44,6 @@ config_error::config_error(std::string source, std::string path, const std::stri
     : std::runtime_error(join_message(source, path, reason)), source_(std::move(source)),
       path_(std::move(path)), reason_(reason) {}
 
-const link_config* deployment_config::find_link(const std::string& a, const std::string& b) const {
-  for (const auto& l : link_list)
-    if ((l.a == a && l.b == b) || (l.a == b && l.b == a))
-      return &l;
-  return nullptr;
-}
-
 const node_config* deployment_config::find_node(const std::string& name) const {
   for (const auto& node : nodes)
     if (node.name == name)
@@ -81,8 +74,8 @@ deployment_config deployment_parser::parse(const std::string& text) {
     fail("", "expected a mapping at the top level, got " + describe(root));
   check_keys(root, "",
              {"deployment", "plugins", "log_level", "seed", "supervision", "failure_detector",
-              "transport", "data_plane", "clusters", "model", "links", "nodes", "security",
-              "faults"});
+              "transport", "data_plane", "clusters", "fair_share", "model", "links", "nodes",
+              "security", "faults"});
 
   deployment_config cfg;
   cfg.source = source_;
@@ -109,6 +102,8 @@ deployment_config deployment_parser::parse(const std::string& text) {
   }
   if (auto n = root["links"]; present(n))
     parse_links(n, cfg);
+  if (auto n = root["fair_share"])
+    parse_fair_share(n, cfg);
   parse_nodes(required(root, "nodes", ""), cfg);
   if (auto n = root["security"])
     parse_security(n, cfg);
@@ -310,72 +305,6 @@ void deployment_parser::parse_transport(const YAML::Node& node, transport_config
       out.*field = uint32(n, key(k));
   if (auto n = node["inline_delivery"])
     out.inline_delivery = boolean(n, key("inline_delivery"));
-}
-
-void deployment_parser::parse_clusters(const YAML::Node& node, deployment_config& cfg) const {
-  expect_map(node, "clusters");
-  check_keys(node, "clusters", {}, true);
-  for (const auto& kv : node) {
-    const std::string path = join("clusters", kv.first.Scalar());
-    cluster_config cluster;
-    cluster.name = name(kv.first, path);
-    expect_map(kv.second, path);
-    check_keys(kv.second, path, {"kind", "share"});
-    cluster.kind =
-        choice(required(kv.second, "kind", path), join(path, "kind"), {"prefill-only", "pd"});
-    if (auto share = kv.second["share"]) {
-      if (cluster.kind != "pd")
-        fail(join(path, "share"), "a share weighs a PD cluster's prefill work on the PrfaaS "
-                                  "clusters it shares; a prefill-only cluster has none");
-      cluster.share = uint32(share, join(path, "share"), 1);
-    }
-    cfg.clusters.emplace(cluster.name, std::move(cluster));
-  }
-}
-
-void deployment_parser::parse_links(const YAML::Node& node, deployment_config& cfg) const {
-  if (!node.IsSequence())
-    fail("links", "expected a sequence, got " + describe(node));
-  std::vector<std::pair<std::pair<std::string, std::string>, std::string>> seen;
-  for (size_t i = 0; i < node.size(); ++i) {
-    const std::string path = index("links", i);
-    const YAML::Node link = node[i];
-    expect_map(link, path);
-    check_keys(link, path, {}, true); // only duplicates: the other keys are the monitors'
-    const std::string between_path = join(path, "between");
-    const YAML::Node between = required(link, "between", path);
-    if (!between.IsSequence() || between.size() != 2)
-      fail(between_path,
-           "expected two cluster names, e.g. [prfaas, pd], got " +
-               (between.IsSequence() ? "a sequence of " + std::to_string(between.size()) + " items"
-                                     : describe(between)));
-    std::string ends[2];
-    for (size_t j = 0; j < 2; ++j) {
-      ends[j] = nonempty_string(between[j], index(between_path, j));
-      if (cfg.clusters.count(ends[j]) == 0)
-        fail(index(between_path, j),
-             "unknown cluster " + quote(ends[j]) +
-                 (cfg.clusters.empty() ? " (no clusters are declared)" : ""));
-    }
-    if (ends[0] == ends[1])
-      fail(between_path, "a link needs two distinct clusters, got " + quote(ends[0]) + " twice");
-    auto key = ends[0] < ends[1] ? std::pair{ends[0], ends[1]} : std::pair{ends[1], ends[0]};
-    for (const auto& [other, other_path] : seen)
-      if (other == key)
-        fail(between_path, "duplicate link between " + quote(ends[0]) + " and " + quote(ends[1]) +
-                               " (also " + other_path + ")");
-    seen.emplace_back(key, path);
-    link_config typed{.a = ends[0], .b = ends[1]};
-    if (auto n = link["rate"])
-      typed.rate_bps = rate(n, join(path, "rate"));
-    if (auto n = link["connections"])
-      typed.connections = uint32(n, join(path, "connections"), 1);
-    if (typed.connections > 64)
-      fail(join(path, "connections"),
-           "at most 64 connections per peer, got " + std::to_string(typed.connections));
-    cfg.link_list.push_back(std::move(typed));
-  }
-  cfg.links = YAML::Clone(node);
 }
 
 void deployment_parser::parse_nodes(const YAML::Node& node, deployment_config& cfg) {

@@ -291,6 +291,7 @@ private:
   void parse_faults(const YAML::Node& node, fault_config& out) const;
   void parse_clusters(const YAML::Node& node, deployment_config& cfg) const;
   void parse_links(const YAML::Node& node, deployment_config& cfg) const;
+  void parse_fair_share(const YAML::Node& node, deployment_config& cfg) const;
   void parse_nodes(const YAML::Node& node, deployment_config& cfg);
   void parse_security(const YAML::Node& node, deployment_config& cfg) const;
   std::string curve_key(const YAML::Node& node, const std::string& path) const;

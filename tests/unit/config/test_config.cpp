@@ -144,6 +144,12 @@ const std::vector<bad_config> bad_configs = {
     {one_node + "clusters: { pd: { kind: pd, share: 0 } }\n", "clusters.pd.share", "at least 1"},
     {one_node + "clusters: { pf: { kind: prefill-only, share: 2 } }\n", "clusters.pf.share",
      "a prefill-only cluster has none"},
+    {one_node + "fair_share: dependency\n", "fair_share",
+     "invalid value \"dependency\" (expected one of: share, link_rate)"},
+    {one_node +
+         "fair_share: link_rate\nclusters: { pf: { kind: prefill-only }, pd: { kind: pd } }\n"
+         "links: [{ between: [pd, pf] }]\n",
+     "links[0]", "this link between \"pd\" and \"pf\" needs a rate"},
     // -- names --
     {header + "nodes:\n  - { name: n0, control: 'tcp://h:1', data: 'tcp://h:2' }\n"
               "  - { name: n0, control: 'tcp://h:3', data: 'tcp://h:4' }\n",

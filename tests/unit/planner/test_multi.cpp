@@ -191,6 +191,39 @@ TEST_CASE("the M x N plan respects every link, cluster and share", "[planner][mu
   CHECK(optimise_multi(multi_model(fewer)).best.lambda <= best.lambda * (1 + 1e-9));
 }
 
+TEST_CASE("split by rate: each PD cluster's links carry its KV in proportion to their "
+          "bandwidth, at a Λ no higher than the free routing's",
+          "[planner][multi]") {
+  const auto cfg = load_multi_config(two_by_three());
+  const auto free = optimise_multi(multi_model(cfg.inputs)).best;
+  auto in = cfg.inputs;
+  in.split_by_rate = true;
+  const auto split = optimise_multi(multi_model(in)).best;
+  REQUIRE(split.lambda > 0);
+  CHECK(split.lambda <= free.lambda * (1 + 1e-9));
+  for (size_t j = 0; j < in.pd.size(); ++j) {
+    double gbps = 0, rate = 0;
+    for (size_t k = 0; k < in.links.size(); ++k)
+      if (in.links[k].pd == j) {
+        gbps += split.links[k].gbps;
+        rate += in.links[k].gbps;
+      }
+    REQUIRE(gbps > 0);
+    for (size_t k = 0; k < in.links.size(); ++k)
+      if (in.links[k].pd == j) {
+        INFO("link " << k);
+        CHECK(split.links[k].gbps / gbps == Approx(in.links[k].gbps / rate).epsilon(1e-6));
+      }
+  }
+  // The free routing does not follow the rates here (a's offload goes west).
+  CHECK(free.links[0].gbps / (free.links[0].gbps + free.links[1].gbps) < 100.0 / 120 - 0.1);
+  // With one link per PD cluster there is nothing to split: the same plan.
+  auto one = case_study_grid(1, 2);
+  const auto one_free = optimise_multi(multi_model(one)).best;
+  one.split_by_rate = true;
+  CHECK(optimise_multi(multi_model(one)).best.lambda == Approx(one_free.lambda).epsilon(1e-12));
+}
+
 TEST_CASE("shares set each PD cluster's part of the total", "[planner][multi]") {
   auto in = case_study_grid(1, 2);
   in.pd[0].share = 3;
@@ -240,6 +273,9 @@ workload:
   partial.replace(partial.find("instances: 8 }"), 14, "instances: 8, share: 2 }");
   CHECK_THAT(error_of(partial + "links:\n  - { between: [east, a], bandwidth_gbps: 1 }\n"),
              Catch::Contains("give every cluster a 'share' or none"));
+  CHECK_THAT(error_of(head + "links:\n  - { between: [east, a], bandwidth_gbps: 1 }\n"
+                             "link_split: even\n"),
+             Catch::Contains("'link_split' must be soonest or rate, not 'even'"));
 }
 
 TEST_CASE("prfaas-sim plan on the M x N config prints every cluster and link", "[planner][cli]") {

@@ -376,7 +376,7 @@ TEST_CASE("random event orders: every order leaves exactly once and the work add
 namespace {
 
 prefill_queue::order from(const std::string& origin, const std::string& id, uint64_t work,
-                          uint32_t weight = 1, clock_type::duration budget = 3600s) {
+                          double weight = 1, clock_type::duration budget = 3600s) {
   auto o = order_of(id, work, budget);
   o.origin = origin;
   o.weight = weight;

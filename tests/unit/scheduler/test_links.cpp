@@ -2,7 +2,8 @@
 // routes to (its own PD workers, the PrfaaS clusters linked to it), each link's state
 // on its own (a report about another PD cluster's link changes nothing), and where the
 // prfaas policy offloads when it has a choice of links (the one whose KV is ready
-// soonest; never a link that is down, nor one over its budget while another is not).
+// soonest; never a link that is down, nor one over its budget while another is not; with
+// `link_split: rate`, in proportion to the links' rates).
 
 #include <algorithm>
 
@@ -54,6 +55,19 @@ cluster_view whole() {
   v.decode = {worker("a0", "pd1", false), worker("b0", "pd2", false)};
   for (auto& d : v.decode)
     d.capacity = 8;
+  return v;
+}
+
+/// pd1's view of the deployment, its two links measured (east 100, west 20 Gbit/s), 1 MB
+/// of KV per token.
+cluster_view pd1_with_both_links() {
+  auto v = whole();
+  const auto dep = prfaas::parse_deployment(two_by_two, "<two-by-two>");
+  link_book book(dep, "pd1", v);
+  v.kv_bytes = [](uint64_t tokens) { return 1e6 * static_cast<double>(tokens); };
+  v.links[0].capacity_bps = 100e9; // east
+  v.links[1].capacity_bps = 20e9;  // west
+  v.aggregate_links();
   return v;
 }
 
@@ -152,13 +166,7 @@ TEST_CASE("prfaas policy with several links: the link whose KV is ready soonest,
   prfaas::actor_params p{"sched", {{"threshold", YAML::Node(1000)}}, nullptr};
   auto policy = policy_registry::instance().make("prfaas", p);
   REQUIRE(policy);
-  auto v = whole();
-  const auto dep = prfaas::parse_deployment(two_by_two, "<two-by-two>");
-  link_book book(dep, "pd1", v);
-  v.kv_bytes = [](uint64_t tokens) { return 1e6 * static_cast<double>(tokens); };
-  v.links[0].capacity_bps = 100e9; // east
-  v.links[1].capacity_bps = 20e9;  // west
-  v.aggregate_links();
+  auto v = pd1_with_both_links();
   route_input in;
   in.prompt_tokens = 8000;
 
@@ -196,4 +204,65 @@ TEST_CASE("prfaas policy with several links: the link whose KV is ready soonest,
   v.aggregate_links();
   CHECK(v.offload_open(v.prefill[0]));
   CHECK(v.offload_open(v.prefill[1]));
+}
+
+TEST_CASE("prfaas policy with link_split: rate: the links carry offloads' KV in proportion "
+          "to their rates, whatever the queues, none while down and no catch-up after",
+          "[links]") {
+  prfaas::actor_params p{
+      "sched", {{"threshold", YAML::Node(1000)}, {"link_split", YAML::Node("rate")}}, nullptr};
+  auto policy = policy_registry::instance().make("prfaas", p);
+  REQUIRE(policy);
+  auto v = pd1_with_both_links();
+  // East is idle and west has a queue: soonest would send everything east.
+  v.prefill[1].queued_tokens = 100000;
+  std::map<std::string, double> bytes;
+  auto route = [&](uint32_t tokens) {
+    route_input in;
+    in.prompt_tokens = tokens;
+    auto c = policy->decide(in, v);
+    REQUIRE(c.prefill >= 0);
+    REQUIRE(c.route == "prfaas");
+    const auto& cluster = v.prefill[c.prefill].cluster;
+    bytes[cluster] += v.kv_bytes(tokens);
+    return cluster;
+  };
+  for (int i = 0; i < 60; ++i)
+    route(i % 2 ? 8000 : 2000);
+  // 100 : 20 Gbit/s: five sixths of the bytes east, within one prompt's KV.
+  const double all = bytes["east"] + bytes["west"];
+  CHECK(bytes["east"] == Approx(all * 5 / 6).margin(8e9));
+  CHECK(bytes["west"] > 0);
+
+  // East down: west takes every offload.
+  v.links[0].up = false;
+  v.aggregate_links();
+  for (int i = 0; i < 12; ++i)
+    CHECK(route(4000) == "west");
+  // Back up: the split resumes at 5 : 1 from there (10 of 12, give or take the tie at
+  // the turn), with no burst to make up for the time it was down.
+  v.links[0].up = true;
+  v.aggregate_links();
+  int east = 0;
+  for (int i = 0; i < 12; ++i)
+    east += route(4000) == "east" ? 1 : 0;
+  CHECK(east >= 9);
+  CHECK(east <= 11);
+
+  // Behind the chosen link, the worker whose KV is ready soonest: a second east worker
+  // with an empty queue takes east's offloads while the first has a queue.
+  v.prefill.push_back(worker("e1", "east", true));
+  v.prefill[0].queued_tokens = 50000;
+  for (int i = 0; i < 12; ++i) {
+    route_input in;
+    in.prompt_tokens = 4000;
+    auto c = policy->decide(in, v);
+    REQUIRE(c.prefill >= 0);
+    CHECK(v.prefill[c.prefill].addr.node != "e0");
+  }
+
+  prfaas::actor_params bad{
+      "sched", {{"threshold", YAML::Node(1000)}, {"link_split", YAML::Node("even")}}, nullptr};
+  CHECK_THROWS_WITH(policy_registry::instance().make("prfaas", bad),
+                    Catch::Contains("link_split must be soonest or rate"));
 }

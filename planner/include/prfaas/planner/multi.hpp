@@ -61,6 +61,9 @@ struct multi_inputs : workload_inputs { ///< one length law for every PD cluster
   std::vector<prfaas_cluster> prfaas;
   std::vector<pd_cluster> pd;
   std::vector<link> links;
+  /// Each PD cluster's offloads split over its links in proportion to their bandwidth
+  /// (the schedulers' `link_split: rate`) instead of however the LP likes.
+  bool split_by_rate = false;
 };
 
 /// One PD cluster's choice.

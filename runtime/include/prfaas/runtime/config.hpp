@@ -209,6 +209,13 @@ struct cluster_config {
   uint32_t share = 0;
 };
 
+/// How a PrfaaS worker weighs the PD clusters it serves (`fair_share:`).
+enum class fair_share_rule {
+  share,     ///< by `clusters.<name>.share` alone (fair queueing once any is set)
+  link_rate, ///< that share times the part of the PD cluster's link bandwidth that leads
+             ///< to this PrfaaS cluster: a cluster weighs most where it depends most
+};
+
 struct deployment_config {
   std::string name;
   std::string source;               ///< file the config was read from
@@ -219,6 +226,7 @@ struct deployment_config {
   failure_detector_config failure_detector;
   transport_config transport;
   std::map<std::string, cluster_config> clusters;
+  fair_share_rule fair_share = fair_share_rule::share;
   YAML::Node model;                   ///< engine/model settings, read by the workers
   YAML::Node links;                   ///< cross-cluster links as written (monitors read extra keys)
   std::vector<link_config> link_list; ///< the same links, typed
@@ -230,6 +238,14 @@ struct deployment_config {
   const node_config* find_node(const std::string& name) const;
   /// The link between two clusters, if declared (either order).
   const link_config* find_link(const std::string& a, const std::string& b) const;
+  /// PrfaaS workers queue PD clusters' prefills by weighted fair queueing: some cluster
+  /// sets a share, or the rule is link_rate.
+  bool fair_queueing() const;
+  /// The weight of PD cluster `pd` at the workers of PrfaaS cluster `prfaas` under fair
+  /// queueing: its share (1 where unset), under link_rate times the rate of its link to
+  /// `prfaas` over the rates of all its links to PrfaaS clusters (1 where it has no link
+  /// there). Positive.
+  double fair_weight(const std::string& prfaas, const std::string& pd) const;
 };
 
 /// Reads, parses and validates a deployment file. An unreadable file is a `config_error`
