@@ -117,28 +117,36 @@ int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prf
 }
 
 std::string link_splitter::pick(const cluster_view& v, const route_input& in, double kv_bytes) {
-  const link_view* best = nullptr;
-  double best_start = 0;
+  const double bits = std::max(1.0, kv_bytes) * 8.0;
+  std::vector<std::pair<const link_view*, double>> open; // with its start
   for (auto& l : v.links) {
     const double rate = l.capacity_bps > 0 ? l.capacity_bps : l.throughput_bps;
-    const bool open = std::any_of(v.prefill.begin(), v.prefill.end(), [&](auto& w) {
-      return w.prfaas && w.cluster == l.cluster && eligible(v, in, w);
-    });
-    if (!open || rate <= 0)
+    const bool usable = rate > 0 && std::any_of(v.prefill.begin(), v.prefill.end(), [&](auto& w) {
+                          return w.prfaas && w.cluster == l.cluster && eligible(v, in, w);
+                        });
+    if (!usable)
       continue; // its tag stays: what it carried still counts when it opens
     auto it = tag_.find(l.cluster);
-    const double start = std::max(now_, it == tag_.end() ? now_ : it->second);
-    if (best == nullptr || start < best_start) {
-      best = &l;
-      best_start = start;
-    }
+    open.emplace_back(&l, std::max(now_, it == tag_.end() ? now_ : it->second));
   }
+  auto rate_of = [](const link_view* l) {
+    return l->capacity_bps > 0 ? l->capacity_bps : l->throughput_bps;
+  };
+  const std::pair<const link_view*, double>* best = nullptr;
+  for (auto& o : open)
+    if (best == nullptr ||
+        o.second + bits / rate_of(o.first) < best->second + bits / rate_of(best->first))
+      best = &o;
   if (best == nullptr)
     return {};
-  const double rate = best->capacity_bps > 0 ? best->capacity_bps : best->throughput_bps;
-  now_ = best_start;
-  tag_[best->cluster] = best_start + std::max(1.0, kv_bytes) * 8.0 / rate;
-  return best->cluster;
+  const std::string chosen = best->first->cluster;
+  tag_[chosen] = best->second + bits / rate_of(best->first);
+  // Virtual time: the earliest tag among the open links. A link closed meanwhile that
+  // falls behind it is lifted to it when it opens.
+  now_ = tag_[chosen];
+  for (auto& o : open)
+    now_ = std::min(now_, o.first->cluster == chosen ? tag_[chosen] : o.second);
+  return chosen;
 }
 
 int offload_prefill(const cluster_view& v, const route_input& in, double load_weight,

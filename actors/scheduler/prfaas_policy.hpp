@@ -81,11 +81,12 @@ int fastest_prefill(const cluster_view& v, const route_input& in, bool allow_prf
                     bool only_prfaas = false);
 
 /// Spreads offloads over several links in proportion to their rates (`link_split:
-/// rate`): start-time fair queueing of KV bytes over the links. An offload starts at the
-/// later of its link's tag and the last offload's start, the open link where it would
-/// start first takes it, and its tag advances by the KV bytes over the link's rate. A
-/// link that was closed (down, over budget) meanwhile starts no earlier than the last
-/// offload, so it takes no catch-up burst when it opens, and keeps what it carried before.
+/// rate`): fair queueing of KV bytes over the links. On each open link an offload would
+/// start at the later of the link's tag and the last offload's start, and finish its KV
+/// bytes over the link's rate after that; the link where it would finish first takes it,
+/// and its tag moves to that finish. A link that was closed (down, over budget) starts no
+/// earlier than the last offload, so it takes no catch-up burst when it opens, and keeps
+/// what it carried before.
 class link_splitter {
 public:
   /// The PrfaaS cluster whose link the next offload of `kv_bytes` crosses, among the

@@ -6,6 +6,8 @@
 // scheduler plans with the M x N model and its planned t goes where the M x N planner
 // puts that cluster's.
 
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "prfaas/planner/config.hpp"
@@ -97,5 +99,48 @@ TEST_CASE("two PrfaaS x three PD clusters re-planning online: each PD cluster's 
         CHECK(ts.at(i).get<double>() >= want / 2);
         CHECK(ts.at(i).get<double>() <= want * 2);
       }
+  }
+}
+
+TEST_CASE("two PrfaaS x three PD clusters with link_split: rate: each PD cluster's links "
+          "carry its offloads' KV in proportion to their rates",
+          "[clusters]") {
+  // configs/sim/two-by-three-rate-split.yaml: the same deployment, its schedulers
+  // splitting offloads by link rate; 5.78 req/s is 80% of the M x N planner's Λ for that
+  // split (configs/planner/two-by-three-rate-split.yaml).
+  auto o = two_by_three();
+  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/two-by-three-rate-split.yaml";
+  // No cut here (the first case has one): a backlog that a 30 s cut leaves on the slow
+  // link would outweigh the rest of the run. 300 s: b's 5 Gbit/s link takes one offload
+  // in five, ~15 in 120 s, too few for its share to be measured within 15%.
+  o.rate = 5.78;
+  o.duration_s = 300;
+  o.link_downs.clear();
+  const auto r = prfaas::sim::simulate(o);
+  CHECK(r["summary"]["requests"]["ok"] == r["summary"]["issued"]);
+  // The KV each PrfaaS -> PD link carried, per PD cluster.
+  const auto& t = r["timeseries"]["t_s"];
+  std::map<std::string, std::map<std::string, double>> carried; // PD cluster -> PrfaaS -> Gbit
+  for (auto& [key, series] : r["timeseries"]["links"].items()) {
+    const auto arrow = key.find("->");
+    const std::string from = key.substr(0, arrow), to = key.substr(arrow + 2);
+    if (from.rfind("prfaas", 0) != 0)
+      continue;
+    const auto& gbps = series["gbps"];
+    for (size_t i = 0; i < gbps.size(); ++i)
+      carried[to][from] +=
+          gbps.at(i).get<double>() * (t.at(i).get<double>() - (i ? t.at(i - 1).get<double>() : 0));
+  }
+  const std::map<std::string, std::pair<double, double>> rates = {
+      {"pd0", {100, 20}}, {"pd1", {20, 5}}, {"pd2", {5, 100}}};
+  REQUIRE(carried.size() == 3);
+  for (auto& [pd, by] : carried) {
+    const double all = by["prfaas0"] + by["prfaas1"];
+    const auto [east, west] = rates.at(pd);
+    INFO(pd << ": prfaas0 " << by["prfaas0"] << " Gbit, prfaas1 " << by["prfaas1"] << " Gbit");
+    REQUIRE(all > 0);
+    // Within 15% of each link's share of the rates, the slow links included.
+    CHECK(by["prfaas0"] / all == Approx(east / (east + west)).epsilon(0.15));
+    CHECK(by["prfaas1"] / all == Approx(west / (east + west)).epsilon(0.15));
   }
 }
