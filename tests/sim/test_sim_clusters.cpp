@@ -16,9 +16,10 @@
 
 namespace {
 
-prfaas::sim::run_options two_by_three() {
+/// A run of configs/sim/`file` (the 2 x 3 deployment or a variant of it).
+prfaas::sim::run_options two_by_three(const std::string& file = "two-by-three.yaml") {
   prfaas::sim::run_options o;
-  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/two-by-three.yaml";
+  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/" + file;
   o.seed = 1;
   o.rate = 6.2; // 80% of the M x N planner's 7.77 req/s for this deployment
   o.duration_s = 120;
@@ -71,8 +72,7 @@ TEST_CASE("two PrfaaS x three PD clusters re-planning online: each PD cluster's 
   // configs/sim/two-by-three-replan.yaml: the same deployment, every scheduler starting at
   // t = 4000 and re-planning every 10 s; configs/planner/two-by-three.yaml is the same
   // deployment for the planner.
-  auto o = two_by_three();
-  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/two-by-three-replan.yaml";
+  auto o = two_by_three("two-by-three-replan.yaml");
   o.duration_s = 150;
   o.link_downs.clear();
   const auto r = prfaas::sim::simulate(o);
@@ -108,8 +108,7 @@ TEST_CASE("two PrfaaS x three PD clusters with link_split: rate: each PD cluster
   // configs/sim/two-by-three-rate-split.yaml: the same deployment, its schedulers
   // splitting offloads by link rate; 5.78 req/s is 80% of the M x N planner's Λ for that
   // split (configs/planner/two-by-three-rate-split.yaml).
-  auto o = two_by_three();
-  o.config = std::string{PRFAAS_SOURCE_DIR} + "/configs/sim/two-by-three-rate-split.yaml";
+  auto o = two_by_three("two-by-three-rate-split.yaml");
   // No cut here (the first case has one): a backlog that a 30 s cut leaves on the slow
   // link would outweigh the rest of the run. 300 s: b's 5 Gbit/s link takes one offload
   // in five, ~15 in 120 s, too few for its share to be measured within 15%.
