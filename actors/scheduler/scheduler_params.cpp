@@ -81,7 +81,8 @@ std::vector<param_spec> scheduler_params() {
       {"link_split", param_kind::string, "soonest",
        "prfaas policy, several links: where an offload goes: soonest (the PrfaaS worker "
        "whose KV would be ready first over its own link) or rate (the links take offloads' "
-       "KV in proportion to their rates, the soonest worker behind the chosen link)"},
+       "KV in proportion to their rates, the soonest worker behind the chosen link; with "
+       "offload: cost, only while t decides)"},
       {"load_weight", param_kind::number, "1.0",
        "cache-aware placement: cost of one pending token against one uncached token"},
       {"decode_weight", param_kind::number, "512",
